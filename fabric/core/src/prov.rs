@@ -1,0 +1,295 @@
+//! The provider contract: the traits a provider implements behind the public API.
+//!
+//! Like mio's platform backends, providers sit behind these few traits. Objects are
+//! shared (`Arc`) and thread-safe. Data-transfer calls take raw buffers through
+//! `unsafe` methods whose `# Safety` sections state what the caller (the safe layer in
+//! the `fabric` crate) guarantees. A provider reports every outcome of a posted
+//! operation as exactly one completion (or error completion) on the bound queue,
+//! unless the operation was posted without `COMPLETION` on a selective endpoint or
+//! was an inject; after `close` returns, it touches none of the buffers it was given.
+
+use crate::addr::{Address, FiAddr};
+use crate::entry::{AvAttr, CqAttr, CqEntry, CqErrEntry, EqAttr, EqErrEntry, EqEvent};
+use crate::error::Result;
+use crate::flags::{BindFlags, MrAccess, OpFlags};
+use crate::info::{Hints, Info};
+use crate::param::Param;
+use std::any::Any;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Allocate a process-unique object id (libfabric's `fid`), never 0.
+pub fn next_fid() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One contiguous piece of a local buffer (`struct iovec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct IoVec {
+    /// Start of the piece.
+    pub base: *mut u8,
+    /// Bytes in the piece.
+    pub len: usize,
+}
+
+// SAFETY: an IoVec is a plain pointer and length; whoever dereferences it does so
+// under the contract of the unsafe method it was passed to.
+unsafe impl Send for IoVec {}
+// SAFETY: as above; sharing the description of a buffer is not access to it.
+unsafe impl Sync for IoVec {}
+
+impl IoVec {
+    /// Total length of a list of pieces.
+    pub fn total(iov: &[IoVec]) -> usize {
+        iov.iter().map(|v| v.len).sum()
+    }
+}
+
+/// A data-transfer operation as posted to a provider (`struct fi_msg_tagged`).
+#[derive(Debug, Clone, Copy)]
+pub struct Op<'a> {
+    /// The buffer pieces.
+    pub iov: &'a [IoVec],
+    /// Peer: the destination of a send, the source filter of a receive
+    /// (`FiAddr::UNSPEC` for any).
+    pub addr: FiAddr,
+    /// Completion context: returned as `op_context` in the completion.
+    pub context: u64,
+    /// The application's own context value, used by `FI_CLAIM` to find a peeked
+    /// message and by `cancel`.
+    pub user_context: u64,
+    /// Remote CQ data (with `OpFlags::REMOTE_CQ_DATA`).
+    pub data: u64,
+    /// Tag (tagged operations).
+    pub tag: u64,
+    /// Ignore mask (tagged receives).
+    pub ignore: u64,
+}
+
+/// A provider: a named source of fabrics.
+pub trait Provider: Send + Sync + 'static {
+    /// The provider's name (`tcp`).
+    fn name(&self) -> &'static str;
+    /// The provider's version (`FI_VERSION`).
+    fn version(&self) -> u32;
+    /// The provider's parameters, each read from `FI_<PROV>_<NAME>`.
+    fn params(&self) -> Vec<Param>;
+    /// The entries this provider offers for the hints, best first. Generic
+    /// filtering ([`Info::check`]) is done by the caller; the provider resolves node,
+    /// service and addresses and may apply [`Info::check`] itself. `Err(NoData)` with
+    /// a logged reason when nothing fits.
+    fn getinfo(&self, hints: &Hints) -> Result<Vec<Info>>;
+    /// Open a fabric for an entry this provider returned.
+    fn fabric(&self, info: &Info) -> Result<Arc<dyn FabricOps>>;
+}
+
+/// A fabric: a provider instance over one network.
+pub trait FabricOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Open a domain for an entry.
+    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>>;
+    /// Open an event queue.
+    fn eq_open(&self, attr: &EqAttr) -> Result<Arc<dyn EqOps>>;
+    /// Open a passive endpoint (listener) for MSG endpoints.
+    fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEpOps>>;
+}
+
+/// A domain: one device or interface.
+pub trait DomainOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// The entry the domain was opened with.
+    fn info(&self) -> &Info;
+    /// Open a completion queue.
+    fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CqOps>>;
+    /// Open a counter.
+    fn cntr_open(&self) -> Result<Arc<dyn CntrOps>>;
+    /// Open an address vector.
+    fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AvOps>>;
+    /// Open an endpoint.
+    fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>>;
+    /// Register memory.
+    ///
+    /// # Safety
+    /// `base..base+len` must stay valid (allocated, not moved) until the region is
+    /// closed, and while registered for remote or local access the provider may
+    /// read or write it at any time an operation allows: the caller must not hold
+    /// Rust references to it that assume exclusivity during such operations.
+    unsafe fn mr_reg(&self, base: *mut u8, len: usize, access: MrAccess, requested_key: u64) -> Result<Arc<dyn MrOps>>;
+}
+
+/// A registered memory region.
+pub trait MrOps: Send + Sync {
+    /// The key a peer uses to reach the region.
+    fn key(&self) -> u64;
+    /// The local descriptor (`fi_mr_desc`), as an opaque value.
+    fn desc(&self) -> u64;
+    /// Re-read the region's pages (`fi_mr_refresh`).
+    fn refresh(&self) -> Result<()>;
+    /// Close the region: later peer accesses fail with `FI_EACCES`.
+    fn close(&self) -> Result<()>;
+}
+
+/// A completion queue.
+pub trait CqOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Downcast support for providers.
+    fn as_any(&self) -> &dyn Any;
+    /// Read completions into `out`, making progress first. `Err(Again)` when none,
+    /// `Err(Avail)` when an error entry is at the head.
+    fn read(&self, out: &mut [CqEntry]) -> Result<usize>;
+    /// Read one error entry. `Err(Again)` when none.
+    fn readerr(&self) -> Result<CqErrEntry>;
+    /// Wait up to `timeout` (`None`: forever) for completions, busy-polling briefly
+    /// and then sleeping. `Err(Again)` on time-out.
+    fn sread(&self, out: &mut [CqEntry], timeout: Option<Duration>) -> Result<usize>;
+    /// A file descriptor that becomes readable when the queue may have entries.
+    fn wait_fd(&self) -> Result<RawFd>;
+    /// Wake a thread blocked in `sread` (`fi_cq_signal`).
+    fn signal(&self);
+}
+
+/// An event queue.
+pub trait EqOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Downcast support for providers.
+    fn as_any(&self) -> &dyn Any;
+    /// Read one event. `Err(Again)` when none, `Err(Avail)` when an error is at the head.
+    fn read(&self) -> Result<EqEvent>;
+    /// Look at the next event without removing it (`FI_PEEK`).
+    fn peek(&self) -> Result<EqEvent>;
+    /// Read one error entry.
+    fn readerr(&self) -> Result<EqErrEntry>;
+    /// Wait up to `timeout` for an event. `Err(Again)` on time-out.
+    fn sread(&self, timeout: Option<Duration>) -> Result<EqEvent>;
+    /// A file descriptor readable when the queue may have events.
+    fn wait_fd(&self) -> Result<RawFd>;
+    /// Write an application event: not supported by built-in providers.
+    fn signal(&self);
+}
+
+/// A counter.
+pub trait CntrOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Downcast support for providers.
+    fn as_any(&self) -> &dyn Any;
+    /// Successful completions counted (progressing first).
+    fn read(&self) -> u64;
+    /// Errors counted.
+    fn readerr(&self) -> u64;
+    /// Add to the success count.
+    fn add(&self, n: u64);
+    /// Set the success count.
+    fn set(&self, n: u64);
+    /// Add to the error count.
+    fn adderr(&self, n: u64);
+    /// Set the error count.
+    fn seterr(&self, n: u64);
+    /// Wait until the count reaches `threshold`; `Err(TimedOut)` after `timeout`,
+    /// `Err(Avail)` if the error count changes meanwhile.
+    fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()>;
+}
+
+/// An address vector.
+pub trait AvOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Downcast support for providers.
+    fn as_any(&self) -> &dyn Any;
+    /// Insert addresses; one handle per address, in order. An address of the wrong
+    /// format fails the call with `FI_EINVAL` and inserts nothing.
+    fn insert(&self, addrs: &[Address]) -> Result<Vec<FiAddr>>;
+    /// Remove handles.
+    fn remove(&self, addrs: &[FiAddr]) -> Result<()>;
+    /// The address behind a handle.
+    fn lookup(&self, addr: FiAddr) -> Result<Address>;
+    /// The address as a string (`fi_av_straddr`).
+    fn straddr(&self, addr: &Address) -> String {
+        addr.to_uri()
+    }
+}
+
+/// A passive endpoint: listens for connection requests.
+pub trait PassiveEpOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Bind the event queue that receives connection requests.
+    fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()>;
+    /// Start listening.
+    fn listen(&self) -> Result<()>;
+    /// The address peers connect to.
+    fn getname(&self) -> Result<Address>;
+    /// Choose the address to listen on (before `listen`).
+    fn setname(&self, addr: &Address) -> Result<()>;
+    /// Refuse a connection request, sending `data` to the peer.
+    fn reject(&self, handle: &crate::info::ConnHandle, data: &[u8]) -> Result<()>;
+    /// Stop listening.
+    fn close(&self) -> Result<()>;
+}
+
+/// An active endpoint (MSG, RDM or DGRAM).
+pub trait EndpointOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// Bind a completion queue for transmit and/or receive completions.
+    fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()>;
+    /// Bind a counter.
+    fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()>;
+    /// Bind the event queue (MSG endpoints).
+    fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()>;
+    /// Bind the address vector (RDM and DGRAM endpoints).
+    fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()>;
+    /// Enable the endpoint once bound.
+    fn enable(&self) -> Result<()>;
+    /// The endpoint's own address.
+    fn getname(&self) -> Result<Address>;
+    /// Set the address (before `enable`).
+    fn setname(&self, addr: &Address) -> Result<()>;
+    /// The connected peer's address (MSG endpoints).
+    fn getpeer(&self) -> Result<Address>;
+    /// Connect to a passive endpoint, sending `param` (MSG endpoints).
+    fn connect(&self, addr: &Address, param: &[u8]) -> Result<()>;
+    /// Accept the connection request this endpoint was opened for, sending `param`.
+    fn accept(&self, param: &[u8]) -> Result<()>;
+    /// Shut the connection down; both sides get `FI_SHUTDOWN`.
+    fn shutdown(&self) -> Result<()>;
+    /// Post a send (tagged when `flags` has `TAGGED`).
+    ///
+    /// # Safety
+    /// Every `IoVec` in `op.iov` must be valid for reads of its length, and stay
+    /// valid and unmodified until the operation's completion has been written to the
+    /// bound queue (or `close` has returned). With `INJECT`, only until the call
+    /// returns.
+    unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()>;
+    /// Post a receive (tagged when `flags` has `TAGGED`; `PEEK`, `CLAIM`, `DISCARD`,
+    /// `MULTI_RECV` as libfabric specifies).
+    ///
+    /// # Safety
+    /// Every `IoVec` in `op.iov` must be valid for writes of its length and not be
+    /// read or written by anyone else until the operation's completion has been
+    /// written to the bound queue (or `close` has returned). For `MULTI_RECV`, the
+    /// bytes a completion reports become the caller's again at that completion; the
+    /// rest stays the provider's until the buffer-released completion.
+    unsafe fn post_recv(&self, op: &Op<'_>, flags: OpFlags) -> Result<()>;
+    /// Send a small message copied at once (`fi_inject`, `fi_injectdata`,
+    /// `fi_tinject`): no completion; `data` is reusable on return.
+    fn inject(&self, data: &[u8], op: &Op<'_>, flags: OpFlags) -> Result<()>;
+    /// Cancel posted receives (and unsent sends, where the provider can) whose
+    /// `user_context` is `user_context`: each completes with `FI_ECANCELED`.
+    fn cancel(&self, user_context: u64) -> Result<()>;
+    /// Set the smallest free space a multi-receive buffer may keep before it is
+    /// released (`FI_OPT_MIN_MULTI_RECV`).
+    fn set_min_multi_recv(&self, bytes: usize) -> Result<()>;
+    /// Close: cancel everything posted (flushed as `FI_ECANCELED` completions),
+    /// disconnect, and release every buffer. After it returns the provider touches
+    /// none of the buffers it was given.
+    fn close(&self) -> Result<()>;
+}
