@@ -1,1 +1,8 @@
-//! util
+//! The shared provider layer of fabric: everything that is not moving bytes, once,
+//! transport-independent and free of I/O where it can be (as quinn-proto and
+//! rustls keep protocol logic): the wire header, tag matching, completion and event
+//! queue storage, address vectors, counters, the memory-key registry, and the
+//! progress/wait machinery the queues share.
+
+pub mod progress;
+pub mod wire;

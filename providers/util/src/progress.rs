@@ -1,0 +1,287 @@
+//! Progress and blocking waits, shared by completion queues, event queues and
+//! counters.
+//!
+//! Data progress is manual: reading a queue calls [`Progress::progress`] on every
+//! object bound to it. A blocking wait busy-polls for a short time (the lowest
+//! latency on sockets) and then sleeps in `epoll_wait` on the file descriptors the
+//! bound objects expose plus an eventfd that [`Waiter::signal`] writes, so an idle
+//! waiter uses no CPU. The epoll descriptor is level-triggered, so a descriptor that
+//! stays readable keeps waking the waiter until progress drains it: no wake-up is
+//! lost between a poll and a sleep.
+
+use fabric_core::{Error, Result};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// Something that makes progress when a queue it is bound to is read or waited on:
+/// an endpoint, a passive endpoint.
+pub trait Progress: Send + Sync {
+    /// Move whatever can move without blocking.
+    fn progress(&self);
+    /// The descriptor that becomes readable when progress may be possible (an
+    /// endpoint's own epoll descriptor, a listening socket), if any.
+    fn wait_fd(&self) -> Option<RawFd>;
+}
+
+/// How long a blocking wait spins before it sleeps, by default.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// A level-triggered epoll set with an eventfd for wake-ups, and the list of
+/// objects whose progress a read drives.
+pub struct Waiter {
+    /// The epoll descriptor: the eventfd plus each bound object's wait descriptor.
+    epfd: OwnedFd,
+    /// Written by `signal`, read (drained) after each sleep.
+    evfd: OwnedFd,
+    /// Objects bound to this queue; dead ones are pruned on the next bind.
+    bound: Mutex<Vec<Weak<dyn Progress>>>,
+    /// Threads inside `wait`; `notify` writes the eventfd only when non-zero.
+    sleepers: AtomicUsize,
+    /// How long to busy-poll before sleeping.
+    spin: Duration,
+}
+
+impl Waiter {
+    /// A new waiter.
+    pub fn new() -> Result<Waiter> {
+        // SAFETY: epoll_create1 and eventfd take no pointers; the results are checked
+        // and each valid descriptor is owned exactly once by an OwnedFd.
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            if ep < 0 {
+                return Err(std::io::Error::last_os_error().into());
+            }
+            let epfd = OwnedFd::from_raw_fd(ep);
+            let ev = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
+            if ev < 0 {
+                return Err(std::io::Error::last_os_error().into());
+            }
+            let evfd = OwnedFd::from_raw_fd(ev);
+            let w =
+                Waiter { epfd, evfd, bound: Mutex::new(Vec::new()), sleepers: AtomicUsize::new(0), spin: DEFAULT_SPIN };
+            w.add_fd(ev)?;
+            Ok(w)
+        }
+    }
+
+    /// Add a descriptor to the epoll set (level-triggered, readable).
+    pub fn add_fd(&self, fd: RawFd) -> Result<()> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove a descriptor from the epoll set (errors ignored: it may be closed).
+    pub fn del_fd(&self, fd: RawFd) {
+        // SAFETY: EPOLL_CTL_DEL ignores the event pointer; passing null is allowed
+        // since Linux 2.6.9.
+        unsafe {
+            libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
+        }
+    }
+
+    /// Bind an object: reads drive its progress, waits watch its descriptor.
+    pub fn bind(&self, obj: Weak<dyn Progress>) -> Result<()> {
+        if let Some(o) = obj.upgrade() {
+            if let Some(fd) = o.wait_fd() {
+                self.add_fd(fd)?;
+            }
+        }
+        let mut b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        b.retain(|w| w.strong_count() > 0);
+        b.push(obj);
+        Ok(())
+    }
+
+    /// Unbind an object (by identity).
+    pub fn unbind(&self, obj: &Arc<dyn Progress>) {
+        if let Some(fd) = obj.wait_fd() {
+            self.del_fd(fd);
+        }
+        let mut b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        b.retain(|w| w.strong_count() > 0 && !std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(obj)));
+    }
+
+    /// Drive progress of every bound object once.
+    pub fn progress(&self) {
+        // Collect first so no lock is held while an object progresses (which may
+        // push entries into this very queue).
+        let objs: smallvec_free::Objs = {
+            let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+            smallvec_free::Objs::collect(&b)
+        };
+        objs.each(|o| o.progress());
+    }
+
+    /// Wake threads sleeping in [`Waiter::wait`], if any.
+    pub fn notify(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.signal();
+        }
+    }
+
+    /// Wake a sleeper unconditionally (the next wait returns at once).
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to an eventfd we own.
+        unsafe {
+            libc::write(self.evfd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8);
+        }
+    }
+
+    /// The epoll descriptor: readable when a wait would wake.
+    pub fn fd(&self) -> RawFd {
+        self.epfd.as_raw_fd()
+    }
+
+    /// Wait until `ready` returns `Some`, or the time-out passes (`Err(Again)`).
+    /// Between checks, drives progress; spins first, then sleeps in epoll.
+    pub fn wait<T>(&self, timeout: Option<Duration>, mut ready: impl FnMut() -> Option<T>) -> Result<T> {
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        loop {
+            self.progress();
+            if let Some(v) = ready() {
+                return Ok(v);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::Again);
+            }
+            if now.duration_since(start) < self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Announce the sleep, then check once more so a notify between the
+            // check above and the sleep is not lost.
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            self.progress();
+            let got = ready();
+            if got.is_none() {
+                let ms = match deadline {
+                    None => 100,
+                    Some(d) => d.saturating_duration_since(Instant::now()).as_millis().clamp(1, 100) as i32,
+                };
+                self.sleep(ms);
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            if let Some(v) = got {
+                return Ok(v);
+            }
+        }
+    }
+
+    fn sleep(&self, ms: i32) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: `evs` is a valid array of 8 epoll_events for the kernel to fill.
+        let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, ms) };
+        for ev in evs.iter().take(n.max(0) as usize) {
+            if ev.u64 == self.evfd.as_raw_fd() as u64 {
+                let mut v: u64 = 0;
+                // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+                unsafe {
+                    libc::read(self.evfd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8);
+                }
+            }
+        }
+    }
+}
+
+/// A tiny fixed-capacity collection of upgraded objects, so that progress does not
+/// allocate for the common case of a few bound objects.
+mod smallvec_free {
+    use super::Progress;
+    use std::sync::{Arc, Weak};
+
+    const INLINE: usize = 8;
+
+    pub(super) struct Objs {
+        inline: [Option<Arc<dyn Progress>>; INLINE],
+        spill: Vec<Arc<dyn Progress>>,
+    }
+
+    impl Objs {
+        pub(super) fn collect(list: &[Weak<dyn Progress>]) -> Objs {
+            let mut o = Objs { inline: Default::default(), spill: Vec::new() };
+            let mut n = 0;
+            for w in list {
+                if let Some(a) = w.upgrade() {
+                    if n < INLINE {
+                        o.inline[n] = Some(a);
+                        n += 1;
+                    } else {
+                        o.spill.push(a);
+                    }
+                }
+            }
+            o
+        }
+
+        pub(super) fn each(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
+            for a in self.inline.iter().flatten() {
+                f(a);
+            }
+            for a in &self.spill {
+                f(a);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    struct Ticker(AtomicU64);
+    impl Progress for Ticker {
+        fn progress(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wait_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn wait_drives_progress_until_ready() {
+        let w = Waiter::new().unwrap();
+        let t = Arc::new(Ticker(AtomicU64::new(0)));
+        let d: Arc<dyn Progress> = t.clone();
+        w.bind(Arc::downgrade(&d)).unwrap();
+        let got = w.wait(Some(Duration::from_secs(5)), || (t.0.load(Ordering::SeqCst) >= 3).then_some(7)).unwrap();
+        assert_eq!(got, 7);
+    }
+
+    #[test]
+    fn wait_times_out_and_sleeps() {
+        let w = Waiter::new().unwrap();
+        let start = Instant::now();
+        let r: Result<()> = w.wait(Some(Duration::from_millis(30)), || None);
+        assert_eq!(r, Err(Error::Again));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn signal_wakes_a_sleeper() {
+        let w = Arc::new(Waiter::new().unwrap());
+        let flag = Arc::new(AtomicU64::new(0));
+        let (w2, f2) = (w.clone(), flag.clone());
+        let h = std::thread::spawn(move || {
+            w2.wait(Some(Duration::from_secs(10)), || (f2.load(Ordering::SeqCst) == 1).then_some(()))
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        flag.store(1, Ordering::SeqCst);
+        w.notify();
+        assert_eq!(h.join().unwrap(), Ok(()));
+    }
+}

@@ -1,0 +1,278 @@
+//! The versioned wire header shared by the stream and datagram transports.
+//!
+//! Every frame starts with a fixed 40-byte header, little-endian:
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0 | magic | `0xFB` |
+//! | 1 | version | [`WIRE_VERSION`] |
+//! | 2 | op | [`OpCode`] |
+//! | 3 | reserved | 0 |
+//! | 4..8 | flags | [`HdrFlags`] |
+//! | 8..16 | len | payload bytes after the header (for `Rts`: the message size) |
+//! | 16..24 | tag | tag of a tagged message |
+//! | 24..32 | data | remote CQ data, or a control value |
+//! | 32..40 | id | rendezvous id, or a control value |
+//!
+//! Decoding checks everything a peer controls: magic, version, op code, flag bits,
+//! and the length against the limit the receiver allows. A frame that fails is a
+//! protocol error: the connection is closed with the reason logged.
+
+use std::fmt;
+
+/// The header's size in bytes.
+pub const HDR_LEN: usize = 40;
+/// The magic first byte.
+pub const MAGIC: u8 = 0xFB;
+/// The protocol version this build speaks.
+pub const WIRE_VERSION: u8 = 1;
+
+/// What a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum OpCode {
+    /// Connection set-up: payload is the sender's name; `id` its epoch, `data` the
+    /// length of connection data following the name, `tag` the name's length.
+    Hello = 1,
+    /// Connection accepted: payload is accept data; `id` the acceptor's epoch.
+    HelloAck = 2,
+    /// Connection refused: payload is reject data.
+    Reject = 3,
+    /// An eager message: payload is the message.
+    Msg = 4,
+    /// Request to send a large message: `len` is its size, `id` the sender's
+    /// rendezvous id; no payload.
+    Rts = 5,
+    /// Clear to send: `id` echoes the sender's rendezvous id; no payload.
+    Cts = 6,
+    /// Rendezvous data: `id` the sender's rendezvous id; payload the message.
+    Data = 7,
+    /// Orderly shutdown.
+    Shutdown = 8,
+    /// The receiver discarded a rendezvous message (`FI_DISCARD`, truncation to
+    /// nothing, cancel): `id` the sender's rendezvous id. The sender completes.
+    Nack = 9,
+}
+
+impl OpCode {
+    fn from_u8(v: u8) -> Option<OpCode> {
+        Some(match v {
+            1 => OpCode::Hello,
+            2 => OpCode::HelloAck,
+            3 => OpCode::Reject,
+            4 => OpCode::Msg,
+            5 => OpCode::Rts,
+            6 => OpCode::Cts,
+            7 => OpCode::Data,
+            8 => OpCode::Shutdown,
+            9 => OpCode::Nack,
+            _ => return None,
+        })
+    }
+}
+
+/// Header flag bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct HdrFlags(pub u32);
+
+impl HdrFlags {
+    /// The message is tagged.
+    pub const TAGGED: u32 = 1;
+    /// `data` carries remote CQ data.
+    pub const CQ_DATA: u32 = 2;
+    /// Every defined bit.
+    pub const ALL: u32 = 3;
+
+    /// Whether a bit is set.
+    pub fn has(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+/// A decoded header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// Frame kind.
+    pub op: OpCode,
+    /// Flags.
+    pub flags: HdrFlags,
+    /// Payload length (or message size for `Rts`).
+    pub len: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Remote CQ data or control value.
+    pub data: u64,
+    /// Rendezvous id or control value.
+    pub id: u64,
+}
+
+/// Why a header was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireError {
+    /// The first byte is not [`MAGIC`].
+    BadMagic(u8),
+    /// A version this build does not speak.
+    BadVersion(u8),
+    /// An unknown op code.
+    BadOp(u8),
+    /// Unknown flag bits.
+    BadFlags(u32),
+    /// A length above the allowed limit.
+    TooLong {
+        /// The length in the header.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A control frame with a payload it may not have, or a reserved byte set.
+    Malformed(&'static str),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::BadMagic(m) => write!(f, "bad magic byte {m:#04x}"),
+            WireError::BadVersion(v) => write!(f, "unsupported wire version {v} (this build speaks {WIRE_VERSION})"),
+            WireError::BadOp(o) => write!(f, "unknown op code {o}"),
+            WireError::BadFlags(b) => write!(f, "unknown header flags {b:#x}"),
+            WireError::TooLong { len, max } => write!(f, "length {len} above the limit {max}"),
+            WireError::Malformed(why) => write!(f, "malformed frame: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl Header {
+    /// A header with the given op and everything else zero.
+    pub fn new(op: OpCode) -> Header {
+        Header { op, flags: HdrFlags(0), len: 0, tag: 0, data: 0, id: 0 }
+    }
+
+    /// Encode into 40 bytes.
+    pub fn encode(&self) -> [u8; HDR_LEN] {
+        let mut b = [0u8; HDR_LEN];
+        b[0] = MAGIC;
+        b[1] = WIRE_VERSION;
+        b[2] = self.op as u8;
+        b[4..8].copy_from_slice(&self.flags.0.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.tag.to_le_bytes());
+        b[24..32].copy_from_slice(&self.data.to_le_bytes());
+        b[32..40].copy_from_slice(&self.id.to_le_bytes());
+        b
+    }
+
+    /// Decode and validate 40 bytes from a peer; `max_len` bounds `len` for frames
+    /// that carry a payload or announce a message.
+    pub fn decode(b: &[u8; HDR_LEN], max_len: u64) -> Result<Header, WireError> {
+        if b[0] != MAGIC {
+            return Err(WireError::BadMagic(b[0]));
+        }
+        if b[1] != WIRE_VERSION {
+            return Err(WireError::BadVersion(b[1]));
+        }
+        let op = OpCode::from_u8(b[2]).ok_or(WireError::BadOp(b[2]))?;
+        if b[3] != 0 {
+            return Err(WireError::Malformed("reserved byte set"));
+        }
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        let mut f = [0u8; 4];
+        f.copy_from_slice(&b[4..8]);
+        let flags = u32::from_le_bytes(f);
+        if flags & !HdrFlags::ALL != 0 {
+            return Err(WireError::BadFlags(flags));
+        }
+        let h =
+            Header { op, flags: HdrFlags(flags), len: u64_at(8), tag: u64_at(16), data: u64_at(24), id: u64_at(32) };
+        match op {
+            OpCode::Cts | OpCode::Shutdown | OpCode::Nack if h.len != 0 => {
+                return Err(WireError::Malformed("control frame with a payload"))
+            }
+            OpCode::Hello | OpCode::HelloAck | OpCode::Reject if h.len > CONTROL_MAX => {
+                return Err(WireError::TooLong { len: h.len, max: CONTROL_MAX })
+            }
+            OpCode::Hello if h.tag > h.len || h.data > h.len - h.tag => {
+                return Err(WireError::Malformed("hello lengths do not add up"))
+            }
+            OpCode::Msg | OpCode::Rts | OpCode::Data if h.len > max_len => {
+                return Err(WireError::TooLong { len: h.len, max: max_len })
+            }
+            _ => {}
+        }
+        Ok(h)
+    }
+
+    /// Bytes of payload that follow this header on the stream.
+    pub fn payload_len(&self) -> u64 {
+        match self.op {
+            OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack => 0,
+            _ => self.len,
+        }
+    }
+}
+
+/// The most bytes a connection-control frame (hello, accept, reject) may carry.
+pub const CONTROL_MAX: u64 = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let h = Header { op: OpCode::Msg, flags: HdrFlags(HdrFlags::TAGGED), len: 99, tag: u64::MAX, data: 7, id: 3 };
+        assert_eq!(Header::decode(&h.encode(), 1 << 20), Ok(h));
+        let r = Header { op: OpCode::Rts, len: 1 << 30, ..Header::new(OpCode::Rts) };
+        assert_eq!(r.payload_len(), 0);
+        assert_eq!(Header::decode(&r.encode(), 1 << 40).unwrap().len, 1 << 30);
+    }
+
+    #[test]
+    fn refuses_what_a_peer_should_not_send() {
+        let good = Header::new(OpCode::Msg).encode();
+        let mut b = good;
+        b[0] = 0;
+        assert!(matches!(Header::decode(&b, 10), Err(WireError::BadMagic(0))));
+        let mut b = good;
+        b[1] = 9;
+        assert!(matches!(Header::decode(&b, 10), Err(WireError::BadVersion(9))));
+        let mut b = good;
+        b[2] = 200;
+        assert!(matches!(Header::decode(&b, 10), Err(WireError::BadOp(200))));
+        let mut b = good;
+        b[4] = 0x80;
+        assert!(matches!(Header::decode(&b, 10), Err(WireError::BadFlags(_))));
+        let long = Header { len: 11, ..Header::new(OpCode::Msg) }.encode();
+        assert!(matches!(Header::decode(&long, 10), Err(WireError::TooLong { .. })));
+        let cts = Header { len: 1, ..Header::new(OpCode::Cts) }.encode();
+        assert!(matches!(Header::decode(&cts, 10), Err(WireError::Malformed(_))));
+        let hello = Header { len: 4, tag: 3, data: 2, ..Header::new(OpCode::Hello) }.encode();
+        assert!(matches!(Header::decode(&hello, 10), Err(WireError::Malformed(_))));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let mut x: u64 = 0x9E3779B97F4A7C15;
+        for _ in 0..100_000 {
+            let mut b = [0u8; HDR_LEN];
+            for c in b.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *c = x as u8;
+            }
+            if x % 3 == 0 {
+                b[0] = MAGIC;
+                b[1] = WIRE_VERSION;
+                b[2] = (x % 11) as u8;
+                b[3] = 0;
+            }
+            let _ = Header::decode(&b, 1 << 30);
+        }
+    }
+}
