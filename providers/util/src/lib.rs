@@ -4,5 +4,11 @@
 //! queue storage, address vectors, counters, the memory-key registry, and the
 //! progress/wait machinery the queues share.
 
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod eq;
+pub mod matcher;
+pub mod mr;
 pub mod progress;
 pub mod wire;

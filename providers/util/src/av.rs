@@ -1,0 +1,1 @@
+//! av (being written)

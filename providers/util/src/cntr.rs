@@ -1,0 +1,1 @@
+//! cntr (being written)

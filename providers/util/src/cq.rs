@@ -1,0 +1,1 @@
+//! cq (being written)

@@ -1,0 +1,1 @@
+//! matcher (being written)

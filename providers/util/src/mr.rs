@@ -1,0 +1,1 @@
+//! mr (being written)
