@@ -56,7 +56,7 @@ fn config() -> &'static Config {
 pub fn enabled(level: Level, prov: &str) -> bool {
     let c = config();
     match c.level {
-        Some(l) if level <= l => c.prov.as_deref().is_none_or(|p| p == prov || prov == "core"),
+        Some(l) if level <= l => c.prov.as_deref().map_or(true, |p| p == prov || prov == "core"),
         _ => false,
     }
 }

@@ -1,1 +1,142 @@
-//! tcp
+//! The tcp provider of fabric: MSG (connected) and RDM (reliable, unconnected)
+//! endpoints over TCP sockets, with messages and tagged messages.
+//!
+//! The transport only opens, connects, frames and moves bytes; the wire header, tag
+//! matching, queues, address vectors and counters come from `fabric-util`. Files are
+//! named after the objects they implement, as in libfabric's `prov/<name>/src`:
+//! `attr` (what `getinfo` offers), `fabric`, `domain`, `pep` (passive endpoint),
+//! `ep` (active endpoints and their progress), `conn` (one connection's framing).
+//!
+//! Data progress is manual: reading or waiting on a bound queue moves the bytes,
+//! busy-polling non-blocking sockets before sleeping in epoll.
+
+mod attr;
+mod conn;
+mod domain;
+mod ep;
+mod fabric;
+mod pep;
+
+use fabric_core::param::{Param, ParamType};
+use fabric_core::prov::{FabricOps, Provider};
+use fabric_core::{Hints, Info, Result};
+use std::sync::{Arc, OnceLock};
+
+/// The provider's name.
+pub const NAME: &str = "tcp";
+/// The provider's version (`FI_VERSION(0, 1)`).
+pub const VERSION: u32 = fabric_core::info::version(0, 1);
+
+/// The tcp provider.
+pub fn provider() -> Arc<dyn Provider> {
+    Arc::new(TcpProvider)
+}
+
+struct TcpProvider;
+
+/// Parameters, read once from the environment.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    /// `FI_TCP_IFACE`: only this interface.
+    pub iface: Option<String>,
+    /// `FI_TCP_PORT_LOW_RANGE` / `FI_TCP_PORT_HIGH_RANGE`: listening ports.
+    pub port_range: Option<(u16, u16)>,
+    /// `FI_TCP_EAGER_MAX`: largest message sent eagerly; larger ones use rendezvous.
+    pub eager_max: usize,
+    /// `FI_TCP_INJECT_SIZE`: largest inject.
+    pub inject_size: usize,
+    /// `FI_TCP_NODELAY`: set `TCP_NODELAY`.
+    pub nodelay: bool,
+}
+
+pub(crate) fn params() -> Vec<Param> {
+    vec![
+        Param { prov: NAME, name: "iface", kind: ParamType::Str, help: "Specify interface name", default: "" },
+        Param {
+            prov: NAME,
+            name: "port_low_range",
+            kind: ParamType::Int,
+            help: "define port low range (listening ports of endpoints)",
+            default: "",
+        },
+        Param {
+            prov: NAME,
+            name: "port_high_range",
+            kind: ParamType::Int,
+            help: "define port high range (listening ports of endpoints)",
+            default: "",
+        },
+        Param {
+            prov: NAME,
+            name: "eager_max",
+            kind: ParamType::Size,
+            help: "Largest message sent eagerly; larger messages use a rendezvous so that unexpected large messages do not fill memory",
+            default: "131072",
+        },
+        Param {
+            prov: NAME,
+            name: "inject_size",
+            kind: ParamType::Size,
+            help: "Largest message that inject accepts (copied at once)",
+            default: "8192",
+        },
+        Param {
+            prov: NAME,
+            name: "nodelay",
+            kind: ParamType::Bool,
+            help: "Set TCP_NODELAY on every connection",
+            default: "1",
+        },
+    ]
+}
+
+pub(crate) fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let p = params();
+        let get = |n: &str| p.iter().find(|x| x.name == n).expect("declared parameter");
+        let port = |n: &str| get(n).raw().and_then(|v| v.trim().parse::<u16>().ok());
+        let port_range = match (port("port_low_range"), port("port_high_range")) {
+            (Some(lo), Some(hi)) if lo <= hi && lo > 0 => Some((lo, hi)),
+            (None, None) => None,
+            (lo, hi) => {
+                fabric_core::fi_log!(
+                    fabric_core::log::Level::Warn,
+                    NAME,
+                    "core",
+                    "ignoring invalid port range {lo:?}..{hi:?}: both bounds must be set, 1..=65535, low <= high"
+                );
+                None
+            }
+        };
+        Config {
+            iface: get("iface").raw().filter(|s| !s.is_empty()),
+            port_range,
+            eager_max: get("eager_max").get_usize().unwrap_or(131072),
+            inject_size: get("inject_size").get_usize().unwrap_or(8192).min(1 << 20),
+            nodelay: get("nodelay").get_bool(),
+        }
+    })
+}
+
+impl Provider for TcpProvider {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> u32 {
+        VERSION
+    }
+
+    fn params(&self) -> Vec<Param> {
+        params()
+    }
+
+    fn getinfo(&self, hints: &Hints) -> Result<Vec<Info>> {
+        attr::getinfo(hints)
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Arc<dyn FabricOps>> {
+        Ok(fabric::TcpFabric::new(info))
+    }
+}

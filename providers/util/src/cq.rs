@@ -1,1 +1,555 @@
-//! cq (being written)
+//! Completion queue storage shared by the providers (libfabric's `util_cq`).
+//!
+//! A [`UtilCq`] keeps a pre-sized ring of successful completions and a small queue
+//! of error completions, and reports them in the order the provider pushed them:
+//! [`CqOps::read`] returns successes from the head until it meets an error, and
+//! then `Err(Avail)` so the application calls [`CqOps::readerr`], exactly as
+//! `fi_cq_read` / `fi_cq_readerr` behave.
+//!
+//! Each error remembers how many successes had been pushed before it (its
+//! position in the success stream), so the successes stay in a dense ring of
+//! plain `CqEntry` values that `read` copies out without looking at each one.
+//!
+//! # Overrun
+//!
+//! The queue never drops a completion: losing one would leave the application
+//! waiting forever for an operation that finished. When a push finds `size`
+//! entries already queued, the entry is kept anyway (the storage grows, which
+//! allocates, once) and an error entry with `err: Error::Overrun` is inserted just
+//! before it, at the point where the overrun happened. The application learns
+//! from it, once per overrun, that it sized the queue too small, reads the error
+//! with `readerr`, and then keeps reading the entries that follow. A new overrun
+//! is reported only after the queue has had room again.
+
+use crate::progress::{Progress, Waiter};
+use fabric_core::prov::{next_fid, CqOps};
+use fabric_core::{Caps, CqAttr, CqEntry, CqErrEntry, Error, Result, WaitObj};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+/// Entries a queue holds when the attributes ask for the provider's default (0).
+pub const DEFAULT_CQ_SIZE: usize = 1024;
+
+/// Error entries reserved up front (at most the queue's size): errors are rare,
+/// but a flush on close may produce a burst of them without allocating.
+const ERR_RESERVE: usize = 64;
+
+/// The error entry that marks an overrun.
+fn overrun_entry() -> CqErrEntry {
+    CqErrEntry { entry: CqEntry::new(0, Caps::empty()), olen: 0, err: Error::Overrun, prov_errno: 0 }
+}
+
+/// The queue proper, under the lock.
+struct Queue {
+    /// Successful completions, oldest first.
+    succ: VecDeque<CqEntry>,
+    /// Error completions, oldest first, each with its position: the number of
+    /// successes pushed before it (on the `pushed` scale).
+    errs: VecDeque<(u64, CqErrEntry)>,
+    /// Successes ever pushed.
+    pushed: u64,
+    /// Successes ever popped; `pushed - popped == succ.len()`.
+    popped: u64,
+    /// An overrun has been recorded and the queue has not had room since.
+    overrun: bool,
+}
+
+impl Queue {
+    /// Successes that may be read before the head error (all of them if none).
+    fn readable(&self) -> usize {
+        match self.errs.front() {
+            // The head error's position is never behind `popped`: successes before
+            // it are only popped up to it. Saturate anyway rather than trust it.
+            Some(&(pos, _)) => usize::try_from(pos.saturating_sub(self.popped)).unwrap_or(usize::MAX),
+            None => self.succ.len(),
+        }
+    }
+
+    /// Whether the next thing to read is an error.
+    fn error_at_head(&self) -> bool {
+        self.errs.front().is_some_and(|&(pos, _)| pos <= self.popped)
+    }
+
+    /// Copy successes into `out`: `Err(Avail)` when an error is at the head and
+    /// nothing was copied, `Err(Again)` when the queue is empty.
+    fn copy_out(&mut self, out: &mut [CqEntry]) -> Result<usize> {
+        let n = self.readable().min(self.succ.len()).min(out.len());
+        if n == 0 {
+            return if self.error_at_head() {
+                Err(Error::Avail)
+            } else if self.succ.is_empty() {
+                Err(Error::Again)
+            } else {
+                // Entries are waiting but `out` has no room for them.
+                Ok(0)
+            };
+        }
+        for (dst, src) in out.iter_mut().zip(self.succ.drain(..n)) {
+            *dst = src;
+        }
+        self.popped += n as u64;
+        Ok(n)
+    }
+
+    /// Record an overrun if this push finds the queue full (see the module docs).
+    fn check_overrun(&mut self, size: usize) {
+        if self.succ.len() + self.errs.len() < size {
+            self.overrun = false;
+        } else if !self.overrun {
+            self.overrun = true;
+            self.errs.push_back((self.pushed, overrun_entry()));
+        }
+    }
+}
+
+/// A completion queue: a pre-sized FIFO of completions and error completions,
+/// with blocking reads that drive the progress of the objects bound to it.
+///
+/// Providers push entries with [`UtilCq::push`] and [`UtilCq::push_err`] (usually
+/// from inside [`Progress::progress`], called by the queue's own reads); the
+/// application reads them through [`CqOps`].
+pub struct UtilCq {
+    fid: u64,
+    /// Capacity before an overrun is reported.
+    size: usize,
+    wait_obj: WaitObj,
+    queue: Mutex<Queue>,
+    /// Set by `signal`, consumed by the `sread` it ends.
+    signaled: AtomicBool,
+    waiter: Waiter,
+}
+
+impl UtilCq {
+    /// Open a completion queue. A `size` of 0 means [`DEFAULT_CQ_SIZE`]. The storage
+    /// is allocated here, so reads and pushes within the size do not allocate.
+    /// `Err(NoMem)` if the storage cannot be allocated.
+    pub fn new(attr: &CqAttr) -> Result<Arc<UtilCq>> {
+        let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
+        let mut succ = VecDeque::new();
+        succ.try_reserve_exact(size).map_err(|_| Error::NoMem)?;
+        let mut errs = VecDeque::new();
+        errs.try_reserve_exact(size.min(ERR_RESERVE)).map_err(|_| Error::NoMem)?;
+        Ok(Arc::new(UtilCq {
+            fid: next_fid(),
+            size,
+            wait_obj: attr.wait_obj,
+            queue: Mutex::new(Queue { succ, errs, pushed: 0, popped: 0, overrun: false }),
+            signaled: AtomicBool::new(false),
+            waiter: Waiter::new()?,
+        }))
+    }
+
+    /// Queue a successful completion and wake a sleeping reader, if any. Never
+    /// drops the entry: past `size` entries, an overrun is recorded instead (see
+    /// the module docs).
+    pub fn push(&self, e: CqEntry) {
+        {
+            let mut q = self.lock();
+            q.check_overrun(self.size);
+            q.succ.push_back(e);
+            q.pushed += 1;
+        }
+        self.waiter.notify();
+    }
+
+    /// Queue an error completion after everything pushed so far, and wake a
+    /// sleeping reader, if any. Counts toward `size` like a success.
+    pub fn push_err(&self, e: CqErrEntry) {
+        {
+            let mut q = self.lock();
+            q.check_overrun(self.size);
+            let pos = q.pushed;
+            q.errs.push_back((pos, e));
+        }
+        self.waiter.notify();
+    }
+
+    /// Bind an object whose progress reads and waits on this queue drive.
+    pub fn bind(&self, obj: Weak<dyn Progress>) -> Result<()> {
+        self.waiter.bind(obj)
+    }
+
+    /// Unbind an object bound with [`UtilCq::bind`].
+    pub fn unbind(&self, obj: &Arc<dyn Progress>) {
+        self.waiter.unbind(obj)
+    }
+
+    /// The queue's waiter (its epoll set and bound objects).
+    pub fn waiter(&self) -> &Waiter {
+        &self.waiter
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // The queue's invariants hold between statements that could panic, so a
+        // poisoned lock still guards a consistent queue.
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn blocking_allowed(&self) -> Result<()> {
+        if self.wait_obj == WaitObj::None {
+            Err(Error::NoSys)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl fmt::Debug for UtilCq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let q = self.lock();
+        f.debug_struct("UtilCq")
+            .field("fid", &self.fid)
+            .field("size", &self.size)
+            .field("wait_obj", &self.wait_obj)
+            .field("completions", &q.succ.len())
+            .field("errors", &q.errs.len())
+            .finish()
+    }
+}
+
+impl CqOps for UtilCq {
+    fn fid(&self) -> u64 {
+        self.fid
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    /// Drive progress of the bound objects, then copy completions from the head
+    /// until `out` is full, the queue is empty, or an error entry is next.
+    /// `Err(Again)` when there is nothing, `Err(Avail)` when an error entry is at
+    /// the head (read it with `readerr`). With an empty `out`, `Ok(0)` says that
+    /// completions are waiting.
+    fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
+        // No lock held here: progress pushes into this queue.
+        self.waiter.progress();
+        self.lock().copy_out(out)
+    }
+
+    /// Pop the error entry at the head. `Err(Again)` when the head is not an error
+    /// (or the queue is empty).
+    fn readerr(&self) -> Result<CqErrEntry> {
+        let mut q = self.lock();
+        if !q.error_at_head() {
+            return Err(Error::Again);
+        }
+        q.errs.pop_front().map(|(_, e)| e).ok_or(Error::Again)
+    }
+
+    /// Like `read`, but wait up to `timeout` (`None`: forever) for completions:
+    /// busy-poll briefly, then sleep on the bound objects' descriptors.
+    /// `Err(Again)` on time-out or when [`CqOps::signal`] ends the wait,
+    /// `Err(Avail)` when an error entry is at the head, `Err(NoSys)` for a queue
+    /// opened with `WaitObj::None`.
+    fn sread(&self, out: &mut [CqEntry], timeout: Option<Duration>) -> Result<usize> {
+        self.blocking_allowed()?;
+        // `Waiter::wait` drives progress before each call, without the lock.
+        self.waiter
+            .wait(timeout, || match self.lock().copy_out(out) {
+                Err(Error::Again) => self.signaled.swap(false, Ordering::AcqRel).then_some(Err(Error::Again)),
+                r => Some(r),
+            })
+            .and_then(|r| r)
+    }
+
+    /// The waiter's epoll descriptor: readable when the queue may have entries.
+    /// `Err(NoSys)` for a queue opened with `WaitObj::None`.
+    fn wait_fd(&self) -> Result<RawFd> {
+        self.blocking_allowed()?;
+        Ok(self.waiter.fd())
+    }
+
+    /// Wake a thread blocked in `sread`, which returns `Err(Again)` unless
+    /// completions arrived. As with `fi_cq_signal`, a signal with no one waiting
+    /// ends the next `sread` that finds the queue empty.
+    fn signal(&self) {
+        self.signaled.store(true, Ordering::Release);
+        self.waiter.signal();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+
+    fn cq(size: usize) -> Arc<UtilCq> {
+        UtilCq::new(&CqAttr { size, ..Default::default() }).unwrap()
+    }
+
+    fn ok(ctx: u64) -> CqEntry {
+        CqEntry::new(ctx, Caps::RECV)
+    }
+
+    fn err(ctx: u64, e: Error) -> CqErrEntry {
+        CqErrEntry { entry: ok(ctx), olen: 0, err: e, prov_errno: 0 }
+    }
+
+    fn empty() -> [CqEntry; 16] {
+        [ok(0); 16]
+    }
+
+    #[test]
+    fn default_size_and_empty_read() {
+        let q = cq(0);
+        assert_eq!(q.size, DEFAULT_CQ_SIZE);
+        let mut out = empty();
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+        assert_eq!(q.readerr(), Err(Error::Again));
+        assert_ne!(q.fid(), 0);
+        assert!(q.as_any().downcast_ref::<UtilCq>().is_some());
+    }
+
+    #[test]
+    fn successes_and_errors_keep_push_order() {
+        let q = cq(16);
+        q.push(ok(1));
+        q.push(ok(2));
+        q.push_err(err(3, Error::Trunc));
+        q.push(ok(4));
+        q.push_err(err(5, Error::Canceled));
+        q.push_err(err(6, Error::Canceled));
+        q.push(ok(7));
+
+        let mut out = empty();
+        // Successes up to the first error; the error is not skipped.
+        assert_eq!(q.read(&mut out), Ok(2));
+        assert_eq!((out[0].op_context, out[1].op_context), (1, 2));
+        assert_eq!(q.read(&mut out), Err(Error::Avail));
+        assert_eq!(q.read(&mut out), Err(Error::Avail), "Avail until the error is read");
+        assert_eq!(q.readerr().map(|e| (e.entry.op_context, e.err)), Ok((3, Error::Trunc)));
+        // Next is a success: readerr has nothing at the head.
+        assert_eq!(q.readerr(), Err(Error::Again));
+        assert_eq!(q.read(&mut out), Ok(1));
+        assert_eq!(out[0].op_context, 4);
+        assert_eq!(q.read(&mut out), Err(Error::Avail));
+        assert_eq!(q.readerr().map(|e| e.entry.op_context), Ok(5));
+        assert_eq!(q.read(&mut out), Err(Error::Avail));
+        assert_eq!(q.readerr().map(|e| e.entry.op_context), Ok(6));
+        assert_eq!(q.read(&mut out), Ok(1));
+        assert_eq!(out[0].op_context, 7);
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+    }
+
+    #[test]
+    fn read_stops_at_buffer_size() {
+        let q = cq(16);
+        for i in 0..5 {
+            q.push(ok(i));
+        }
+        let mut out = [ok(99); 3];
+        assert_eq!(q.read(&mut out), Ok(3));
+        assert_eq!(q.read(&mut []), Ok(0), "waiting entries, no room");
+        assert_eq!(q.read(&mut out), Ok(2));
+        assert_eq!((out[0].op_context, out[1].op_context), (3, 4));
+    }
+
+    #[test]
+    fn error_first_then_successes() {
+        let q = cq(4);
+        q.push_err(err(1, Error::Access));
+        q.push(ok(2));
+        let mut out = empty();
+        assert_eq!(q.read(&mut out), Err(Error::Avail));
+        assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Access));
+        assert_eq!(q.read(&mut out), Ok(1));
+        assert_eq!(out[0].op_context, 2);
+    }
+
+    #[test]
+    fn overrun_reported_once_and_nothing_lost() {
+        let q = cq(4);
+        for i in 0..10 {
+            q.push(ok(i));
+        }
+        let mut out = empty();
+        // The four that fit, then the overrun marker where the fifth was pushed.
+        assert_eq!(q.read(&mut out), Ok(4));
+        assert_eq!(out[..4].iter().map(|e| e.op_context).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(q.read(&mut out), Err(Error::Avail));
+        assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Overrun));
+        // Reported once: the rest follows in order.
+        assert_eq!(q.read(&mut out), Ok(6));
+        assert_eq!(out[..6].iter().map(|e| e.op_context).collect::<Vec<_>>(), [4, 5, 6, 7, 8, 9]);
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+        assert_eq!(q.readerr(), Err(Error::Again));
+
+        // After the queue had room again, a new overrun is a new report.
+        for i in 0..6 {
+            q.push(ok(i));
+        }
+        assert_eq!(q.read(&mut out), Ok(4));
+        assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Overrun));
+        assert_eq!(q.read(&mut out), Ok(2));
+    }
+
+    #[test]
+    fn overrun_by_an_error_entry() {
+        let q = cq(2);
+        q.push(ok(1));
+        q.push(ok(2));
+        q.push_err(err(3, Error::Trunc));
+        let mut out = empty();
+        assert_eq!(q.read(&mut out), Ok(2));
+        assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Overrun));
+        assert_eq!(q.readerr().map(|e| (e.entry.op_context, e.err)), Ok((3, Error::Trunc)));
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+    }
+
+    #[test]
+    fn sread_times_out_with_again() {
+        let q = cq(4);
+        let mut out = empty();
+        let start = Instant::now();
+        assert_eq!(q.sread(&mut out, Some(Duration::from_millis(50))), Err(Error::Again));
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(50), "returned after {took:?}");
+    }
+
+    #[test]
+    fn sread_needs_a_wait_object() {
+        let q = UtilCq::new(&CqAttr { wait_obj: WaitObj::None, ..Default::default() }).unwrap();
+        let mut out = empty();
+        assert_eq!(q.sread(&mut out, Some(Duration::ZERO)), Err(Error::NoSys));
+        assert_eq!(q.wait_fd(), Err(Error::NoSys));
+        // Polling still works.
+        q.push(ok(1));
+        assert_eq!(q.read(&mut out), Ok(1));
+        assert!(cq(1).wait_fd().is_ok());
+    }
+
+    #[test]
+    fn sread_woken_by_push_from_another_thread() {
+        let q = cq(4);
+        let q2 = q.clone();
+        let h = std::thread::spawn(move || {
+            let mut out = empty();
+            q2.sread(&mut out, Some(Duration::from_secs(10))).map(|n| (n, out[0].op_context))
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        q.push(ok(42));
+        assert_eq!(h.join().unwrap(), Ok((1, 42)));
+    }
+
+    #[test]
+    fn sread_reports_an_error_at_head() {
+        let q = cq(4);
+        q.push_err(err(1, Error::Canceled));
+        let mut out = empty();
+        assert_eq!(q.sread(&mut out, Some(Duration::from_secs(10))), Err(Error::Avail));
+    }
+
+    #[test]
+    fn signal_unblocks_sread() {
+        let q = cq(4);
+        let q2 = q.clone();
+        let h = std::thread::spawn(move || {
+            let mut out = empty();
+            let start = Instant::now();
+            (q2.sread(&mut out, None), start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        q.signal();
+        let (r, took) = h.join().unwrap();
+        assert_eq!(r, Err(Error::Again));
+        assert!(took < Duration::from_secs(5));
+        // The signal was consumed: the next sread waits again.
+        let mut out = empty();
+        assert_eq!(q.sread(&mut out, Some(Duration::from_millis(10))), Err(Error::Again));
+        q.push(ok(1));
+        assert_eq!(q.sread(&mut out, Some(Duration::from_millis(10))), Ok(1));
+    }
+
+    #[test]
+    fn signal_does_not_hide_completions() {
+        let q = cq(4);
+        q.push(ok(1));
+        q.signal();
+        let mut out = empty();
+        assert_eq!(q.sread(&mut out, None), Ok(1));
+        // The pending signal ends the next wait that finds nothing.
+        assert_eq!(q.sread(&mut out, None), Err(Error::Again));
+    }
+
+    /// An endpoint stand-in: each progress call completes `per_call` operations.
+    struct Pusher {
+        cq: Weak<UtilCq>,
+        per_call: u64,
+        calls: AtomicUsize,
+    }
+
+    impl Progress for Pusher {
+        fn progress(&self) {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) as u64;
+            if let Some(cq) = self.cq.upgrade() {
+                for i in 0..self.per_call {
+                    cq.push(ok(n * self.per_call + i));
+                }
+            }
+        }
+        fn wait_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn read_drives_bound_progress() {
+        let q = cq(8);
+        let p = Arc::new(Pusher { cq: Arc::downgrade(&q), per_call: 2, calls: AtomicUsize::new(0) });
+        let d: Arc<dyn Progress> = p.clone();
+        q.bind(Arc::downgrade(&d)).unwrap();
+
+        let mut out = empty();
+        assert_eq!(q.read(&mut out), Ok(2));
+        assert_eq!((out[0].op_context, out[1].op_context), (0, 1));
+        assert_eq!(q.sread(&mut out, Some(Duration::from_secs(1))), Ok(2));
+        assert_eq!((out[0].op_context, out[1].op_context), (2, 3));
+
+        q.unbind(&d);
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+        assert_eq!(p.calls.load(Ordering::SeqCst), calls, "unbound: no more progress");
+    }
+
+    #[test]
+    fn many_threads_push_nothing_lost() {
+        let q = cq(64);
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000 {
+                        q.push(ok(t * 1000 + i));
+                    }
+                })
+            })
+            .collect();
+        let mut seen = vec![false; 4000];
+        let mut out = empty();
+        let mut got = 0;
+        while got < 4000 {
+            match q.sread(&mut out, Some(Duration::from_secs(10))) {
+                Ok(n) => {
+                    for e in &out[..n] {
+                        assert!(!seen[e.op_context as usize]);
+                        seen[e.op_context as usize] = true;
+                    }
+                    got += n;
+                }
+                Err(Error::Avail) => assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Overrun)),
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        for h in threads {
+            h.join().unwrap();
+        }
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+    }
+}

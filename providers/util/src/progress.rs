@@ -80,6 +80,22 @@ impl Waiter {
         Ok(())
     }
 
+    /// Change a registered descriptor's interest: readable, plus writable when
+    /// `write` (a socket whose send queue is blocked).
+    pub fn set_write_interest(&self, fd: RawFd, write: bool) -> Result<()> {
+        let mut events = libc::EPOLLIN as u32;
+        if write {
+            events |= libc::EPOLLOUT as u32;
+        }
+        let mut ev = libc::epoll_event { events, u64: fd as u64 };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(())
+    }
+
     /// Remove a descriptor from the epoll set (errors ignored: it may be closed).
     pub fn del_fd(&self, fd: RawFd) {
         // SAFETY: EPOLL_CTL_DEL ignores the event pointer; passing null is allowed

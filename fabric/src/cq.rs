@@ -1,0 +1,553 @@
+//! Completion queues: completions that give the operations' buffers back.
+
+use crate::buf::{Buf, OpBuffers};
+use crate::domain::Domain;
+use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Table};
+use fabric_core::fi_log;
+use fabric_core::log::Level;
+use fabric_core::prov::CqOps;
+use fabric_core::{Caps, CqAttr, CqEntry, CqErrEntry, CqFormat, Error, FiAddr, Result};
+use std::fmt;
+use std::ops::Deref;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Entries read from the provider per call when reading in batches: a stack
+/// array, so batch reads allocate nothing.
+const CHUNK: usize = 16;
+
+/// The shared state of a completion queue: the provider's queue and the table of
+/// operations in flight whose completions it will carry.
+pub(crate) struct CqInner {
+    pub(crate) ops: Arc<dyn CqOps>,
+    table: Mutex<Table>,
+    format: CqFormat,
+    _domain: Domain,
+}
+
+impl CqInner {
+    pub(crate) fn table(&self) -> MutexGuard<'_, Table> {
+        // The table is consistent between any two of its calls (none of them can
+        // panic half-way but for allocation failure, which aborts), so a panic
+        // elsewhere while the lock was held leaves nothing to repair.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn unknown(&self, ctx: u64, what: &str) {
+        fi_log!(
+            Level::Warn,
+            "core",
+            "cq",
+            "cq {}: {} for unknown operation context {:#x} skipped (not posted through this queue)",
+            self.ops.fid(),
+            what,
+            ctx
+        );
+    }
+
+    /// A buffer-released completion waiting since a split, if any.
+    fn take_pending(&self) -> Option<Completion> {
+        let p = self.table().pending.pop_front()?;
+        Some(release_completion(p))
+    }
+
+    /// Turn a provider entry into a completion, taking the record out of the table
+    /// (a multi-receive record stays until its buffer is released). `None` for an
+    /// unknown context (logged). The flag is set when the entry both completed a
+    /// message and released its multi-receive buffer: the release then waits in
+    /// `pending` for the next read.
+    fn convert(&self, e: &CqEntry) -> Option<(Completion, bool)> {
+        let key = e.op_context;
+        let mut t = self.table();
+        let (context, multi) = match t.get(key) {
+            None => {
+                drop(t);
+                self.unknown(key, "completion");
+                return None;
+            }
+            Some(r) => (
+                r.user_context,
+                match &r.bufs {
+                    RecBufs::Multi(s) => Some(Arc::clone(s)),
+                    RecBufs::Owned(_) => None,
+                },
+            ),
+        };
+        let mut c = Completion {
+            context,
+            flags: e.flags,
+            len: e.len,
+            data: e.data,
+            tag: e.tag,
+            src: e.src,
+            buffers: OpBuffers::None,
+            recv: None,
+        };
+        match multi {
+            Some(shared) => {
+                if !e.flags.contains(Caps::MULTI_RECV) {
+                    // One message: the record stays, the buffer stays the provider's
+                    // except for the bytes this completion reports.
+                    drop(t);
+                    c.recv = make_view(shared, e, self.ops.fid());
+                    return Some((c, false));
+                }
+                let rec = t.remove(key);
+                if e.len > 0 {
+                    // The last message and the release in one entry: deliver the
+                    // message now and the release at the next read, when the
+                    // application has had a chance to drop this message's view.
+                    t.pending.push_back(PendingRelease {
+                        context,
+                        flags: (e.flags & (Caps::RECV | Caps::MSG | Caps::TAGGED)) | Caps::MULTI_RECV,
+                        shared: Arc::clone(&shared),
+                    });
+                    drop(t);
+                    drop(rec);
+                    c.flags.remove(Caps::MULTI_RECV);
+                    c.recv = make_view(shared, e, self.ops.fid());
+                    Some((c, true))
+                } else {
+                    drop(t);
+                    drop(rec);
+                    c.buffers = unwrap_shared(shared);
+                    Some((c, false))
+                }
+            }
+            None => {
+                let rec = t.remove(key)?;
+                drop(t);
+                if let RecBufs::Owned(mut bufs) = rec.bufs {
+                    if rec.recv {
+                        set_recv_len(&mut bufs, e.len);
+                    }
+                    c.buffers = bufs;
+                }
+                Some((c, false))
+            }
+        }
+    }
+
+    /// Turn a provider error entry into an error completion; `None` for an unknown
+    /// context (logged). An error entry ends its operation, except one about a single
+    /// message of a multi-receive buffer (neither `MULTI_RECV` in its flags nor
+    /// `FI_ECANCELED`), which leaves the buffer posted.
+    fn convert_err(&self, e: &CqErrEntry) -> Option<CompletionError> {
+        let key = e.entry.op_context;
+        let mut t = self.table();
+        let (context, multi) = match t.get(key) {
+            None => {
+                drop(t);
+                self.unknown(key, "error completion");
+                return None;
+            }
+            Some(r) => (r.user_context, matches!(r.bufs, RecBufs::Multi(_))),
+        };
+        let mut ce = CompletionError {
+            context,
+            flags: e.entry.flags,
+            len: e.entry.len,
+            olen: e.olen,
+            err: e.err,
+            prov_errno: e.prov_errno,
+            data: e.entry.data,
+            tag: e.entry.tag,
+            src: e.entry.src,
+            buffers: OpBuffers::None,
+        };
+        if multi && !(e.entry.flags.contains(Caps::MULTI_RECV) || e.err == Error::Canceled) {
+            return Some(ce);
+        }
+        let rec = t.remove(key)?;
+        drop(t);
+        match rec.bufs {
+            RecBufs::Multi(shared) => ce.buffers = unwrap_shared(shared),
+            RecBufs::Owned(mut bufs) => {
+                if rec.recv {
+                    set_recv_len(&mut bufs, e.entry.len);
+                }
+                ce.buffers = bufs;
+            }
+        }
+        Some(ce)
+    }
+}
+
+/// A single receive buffer's length becomes the bytes received; vectored receives
+/// keep their lengths as posted.
+fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
+    if let OpBuffers::One(b) = bufs {
+        let n = len.min(b.capacity());
+        // Cannot fail: `n` is at most the capacity.
+        let _ = b.set_len(n);
+    }
+}
+
+/// The buffer of a released multi-receive record, if no view of it is alive.
+fn unwrap_shared(shared: Arc<MultiRecvBuf>) -> OpBuffers {
+    match Arc::try_unwrap(shared) {
+        Ok(m) => OpBuffers::One(m.buf),
+        Err(_) => {
+            fi_log!(
+                Level::Debug,
+                "core",
+                "cq",
+                "multi-receive buffer released while message views are alive: it is freed when they drop"
+            );
+            OpBuffers::None
+        }
+    }
+}
+
+fn release_completion(p: PendingRelease) -> Completion {
+    Completion {
+        context: p.context,
+        flags: p.flags,
+        len: 0,
+        data: 0,
+        tag: 0,
+        src: FiAddr::NOTAVAIL,
+        buffers: unwrap_shared(p.shared),
+        recv: None,
+    }
+}
+
+/// The view of one message of a multi-receive buffer, after checking that the
+/// provider's `buf`/`len` lie inside the buffer.
+fn make_view(shared: Arc<MultiRecvBuf>, e: &CqEntry, cq: u64) -> Option<RecvView> {
+    if e.len == 0 {
+        return Some(RecvView { shared, off: 0, len: 0 });
+    }
+    let base = shared.buf.raw_const_ptr() as usize;
+    let cap = shared.buf.capacity();
+    match e.buf.checked_sub(base) {
+        Some(off) if off <= cap && e.len <= cap - off => Some(RecvView { shared, off, len: e.len }),
+        _ => {
+            fi_log!(
+                Level::Warn,
+                "core",
+                "cq",
+                "cq {}: multi-receive completion at {:#x}+{} outside its buffer {:#x}+{}: no view given",
+                cq,
+                e.buf,
+                e.len,
+                base,
+                cap
+            );
+            None
+        }
+    }
+}
+
+/// A completion queue (`fid_cq`) and the owner of the operations in flight whose
+/// completions it carries (see the crate docs, "Memory safety").
+///
+/// Reading a completion gives the operation's buffers back. Cloning gives another
+/// handle on the same queue.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+impl fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("fid", &self.inner.ops.fid())
+            .field("format", &self.inner.format)
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl CompletionQueue {
+    pub(crate) fn open(domain: &Domain, attr: CqAttr) -> Result<CompletionQueue> {
+        let ops = domain.inner.ops.cq_open(&attr)?;
+        let size = if attr.size > 0 { attr.size } else { domain.info().tx_attr.size + domain.info().rx_attr.size };
+        let table = Mutex::new(Table::new(size, ops.fid()));
+        Ok(CompletionQueue { inner: Arc::new(CqInner { ops, table, format: attr.format, _domain: domain.clone() }) })
+    }
+
+    /// The provider's object id.
+    pub fn id(&self) -> u64 {
+        self.inner.ops.fid()
+    }
+
+    /// The entry format asked for at open. The safe API always delivers every
+    /// field of [`Completion`]; the format only matters to the provider.
+    pub fn format(&self) -> CqFormat {
+        self.inner.format
+    }
+
+    /// Operations posted through this queue whose completions have not been read.
+    pub fn in_flight(&self) -> usize {
+        self.inner.table().live()
+    }
+
+    /// Read one completion, making progress first. `Err(Again)` when there is none,
+    /// `Err(Avail)` when an error completion is at the head (read it with
+    /// [`CompletionQueue::readerr`]).
+    pub fn read_one(&self) -> Result<Completion> {
+        if let Some(c) = self.inner.take_pending() {
+            return Ok(c);
+        }
+        let mut e = [CqEntry::new(0, Caps::empty())];
+        loop {
+            if self.inner.ops.read(&mut e)? == 0 {
+                return Err(Error::Again);
+            }
+            if let Some((c, _)) = self.inner.convert(&e[0]) {
+                return Ok(c);
+            }
+        }
+    }
+
+    /// Read up to `max` completions, appending them to `out`; how many were
+    /// appended. `Err(Again)` when there is none, `Err(Avail)` when an error
+    /// completion is at the head. Allocates nothing when `out` has room for `max`
+    /// more entries.
+    ///
+    /// A batch stops after a completion whose multi-receive buffer was released
+    /// with its last message, so that the application can drop that message's
+    /// [`RecvView`] before the next read gives the buffer back.
+    pub fn read(&self, out: &mut Vec<Completion>, max: usize) -> Result<usize> {
+        let mut got = 0;
+        while got < max {
+            if let Some(c) = self.inner.take_pending() {
+                out.push(c);
+                got += 1;
+                continue;
+            }
+            let mut entries = [CqEntry::new(0, Caps::empty()); CHUNK];
+            let want = (max - got).min(CHUNK);
+            let n = match self.inner.ops.read(&mut entries[..want]) {
+                Ok(n) => n,
+                Err(_) if got > 0 => break,
+                Err(e) => return Err(e),
+            };
+            let mut split = false;
+            for e in &entries[..n.min(want)] {
+                if let Some((c, s)) = self.inner.convert(e) {
+                    out.push(c);
+                    got += 1;
+                    split |= s;
+                }
+            }
+            if split || n < want {
+                break;
+            }
+        }
+        if got == 0 && max > 0 {
+            return Err(Error::Again);
+        }
+        Ok(got)
+    }
+
+    /// Read one error completion, giving the failed operation's buffers back.
+    /// `Err(Again)` when there is none.
+    pub fn readerr(&self) -> Result<CompletionError> {
+        loop {
+            let e = self.inner.ops.readerr()?;
+            if let Some(ce) = self.inner.convert_err(&e) {
+                return Ok(ce);
+            }
+        }
+    }
+
+    /// Wait up to `timeout` (`None`: forever) for a completion, busy-polling
+    /// briefly and then sleeping. `Err(Again)` on time-out, `Err(Avail)` when an
+    /// error completion is at the head.
+    pub fn sread(&self, timeout: Option<Duration>) -> Result<Completion> {
+        if let Some(c) = self.inner.take_pending() {
+            return Ok(c);
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut e = [CqEntry::new(0, Caps::empty())];
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if self.inner.ops.sread(&mut e, left)? > 0 {
+                if let Some((c, _)) = self.inner.convert(&e[0]) {
+                    return Ok(c);
+                }
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::Again);
+            }
+        }
+    }
+
+    /// A file descriptor that becomes readable when the queue may have entries
+    /// (for the application's own `poll`/`epoll`).
+    pub fn wait_fd(&self) -> Result<RawFd> {
+        self.inner.ops.wait_fd()
+    }
+
+    /// Wake a thread blocked in [`CompletionQueue::sread`] (`fi_cq_signal`).
+    pub fn signal(&self) {
+        self.inner.ops.signal()
+    }
+}
+
+/// A successful completion (`struct fi_cq_tagged_entry` plus the source), with
+/// the operation's buffers.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Completion {
+    /// The context given when the operation was posted.
+    pub context: u64,
+    /// Completion flags: `SEND`/`RECV`, `MSG`/`TAGGED`, `REMOTE_CQ_DATA`, and
+    /// `MULTI_RECV` on the completion that gives a multi-receive buffer back.
+    pub flags: Caps,
+    /// Bytes transferred (received length for receives; for a peek, the length of
+    /// the message found).
+    pub len: usize,
+    /// Remote CQ data, when `flags` has `REMOTE_CQ_DATA`.
+    pub data: u64,
+    /// Tag of a tagged receive.
+    pub tag: u64,
+    /// Source of a receive (`FiAddr::NOTAVAIL` when unknown).
+    pub src: FiAddr,
+    /// The operation's own buffers, given back. A single receive buffer's length is
+    /// set to the bytes received; vectored receives keep their lengths as posted.
+    /// For a multi-receive buffer: `None` on each message's completion, and the
+    /// buffer itself on the completion whose flags contain `MULTI_RECV`, unless a
+    /// [`RecvView`] of it was still alive then (the buffer is then freed when the
+    /// last view drops).
+    pub buffers: OpBuffers,
+    /// The received message inside a multi-receive buffer (only for multi-receive
+    /// message completions).
+    pub recv: Option<RecvView>,
+}
+
+impl Completion {
+    /// The received bytes: the message of a multi-receive completion, else the
+    /// contents of the single buffer given back (empty if none).
+    pub fn bytes(&self) -> &[u8] {
+        match (&self.recv, &self.buffers) {
+            (Some(v), _) => v,
+            (None, OpBuffers::One(b)) => b,
+            _ => &[],
+        }
+    }
+}
+
+/// An error completion (`struct fi_cq_err_entry`), with the operation's buffers.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct CompletionError {
+    /// The context given when the operation was posted.
+    pub context: u64,
+    /// Completion flags, as far as known.
+    pub flags: Caps,
+    /// Bytes transferred before the error (for `FI_ETRUNC`, the bytes placed).
+    pub len: usize,
+    /// Bytes that did not fit (`FI_ETRUNC`).
+    pub olen: usize,
+    /// The error.
+    pub err: Error,
+    /// The provider's own error number.
+    pub prov_errno: i32,
+    /// Remote CQ data, when `flags` has `REMOTE_CQ_DATA`.
+    pub data: u64,
+    /// Tag of a tagged receive.
+    pub tag: u64,
+    /// Source of the message, when known.
+    pub src: FiAddr,
+    /// The failed operation's buffers, given back (a single receive buffer's length
+    /// set to the bytes placed). `None` for an error about one message of a
+    /// multi-receive buffer that stays posted.
+    pub buffers: OpBuffers,
+}
+
+impl fmt::Display for CompletionError {
+    /// As `fi_cq_strerror`: the error's text, then the overflow length of a
+    /// truncation and the provider's own number when it says more.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.err)?;
+        if self.olen > 0 || self.err == Error::Trunc {
+            write!(f, " (olen {})", self.olen)?;
+        }
+        if self.prov_errno != 0 && self.prov_errno != self.err.errno() {
+            write!(f, " (prov_errno {})", self.prov_errno)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CompletionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.err)
+    }
+}
+
+impl From<CompletionError> for Error {
+    fn from(e: CompletionError) -> Error {
+        e.err
+    }
+}
+
+/// The bytes of one message received into a multi-receive buffer.
+///
+/// Dereferences to the message. It keeps the shared buffer alive; the buffer
+/// itself comes back (on the completion flagged `MULTI_RECV`) only if no view of
+/// it is alive by then, so drop views once the message is handled.
+///
+/// Soundness: the view's range lies inside the buffer (checked against the
+/// provider's report), and by the contract of `EndpointOps::post_recv` in
+/// `fabric_core::prov` ("For `MULTI_RECV`, the bytes a completion reports become
+/// the caller's again at that completion; the rest stays the provider's until the
+/// buffer-released completion") the provider never writes those bytes again,
+/// while it keeps writing other parts of the buffer. Nobody holds a `&mut` to the
+/// buffer while any view exists: it is handed back only by `Arc::try_unwrap`.
+#[derive(Clone)]
+pub struct RecvView {
+    shared: Arc<MultiRecvBuf>,
+    off: usize,
+    len: usize,
+}
+
+impl RecvView {
+    /// Where the message starts inside the multi-receive buffer.
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+
+    /// The message bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `off + len <= capacity` was checked when the view was made, so the
+        // range is inside the live allocation the Arc keeps alive, and initialized
+        // (a `Buf` initializes its whole capacity). The provider completed these
+        // bytes and, per the `post_recv` multi-receive contract, never writes them
+        // again; no `&mut` to the buffer exists while it is shared (see the type's
+        // docs). The pointer comes from `Vec::as_ptr`, which creates no reference to
+        // the bytes the provider may still be writing elsewhere in the buffer.
+        unsafe { std::slice::from_raw_parts(self.shared.buf.raw_const_ptr().add(self.off), self.len) }
+    }
+}
+
+impl Deref for RecvView {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for RecvView {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl fmt::Debug for RecvView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvView").field("offset", &self.off).field("len", &self.len).finish()
+    }
+}
+
+/// Wrap a multi-receive buffer for sharing (used when posting).
+pub(crate) fn share(buf: Buf) -> Arc<MultiRecvBuf> {
+    Arc::new(MultiRecvBuf { buf })
+}

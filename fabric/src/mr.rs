@@ -1,0 +1,135 @@
+//! Memory regions: registered memory that peers may read or write.
+
+use crate::buf::Buf;
+use crate::domain::Domain;
+use fabric_core::fi_log;
+use fabric_core::log::Level;
+use fabric_core::prov::MrOps;
+use fabric_core::{MrAccess, Result};
+use std::fmt;
+use std::sync::Arc;
+
+/// A registered memory region (`fid_mr`). It owns the registered [`Buf`], so the
+/// memory cannot be freed or reused while it is registered; [`MemoryRegion::close`]
+/// deregisters it and gives the buffer back (dropping the region deregisters and
+/// frees it).
+///
+/// While registered with remote access, peers may write the buffer at any time an
+/// operation allows, so the safe API gives no `&[u8]` or `&mut [u8]` of it:
+/// coordinating reads of registered memory with peers' writes belongs to the RMA
+/// operations (their completions). [`MemoryRegion::as_ptr`] gives the address for
+/// code that coordinates by itself.
+pub struct MemoryRegion {
+    ops: Arc<dyn MrOps>,
+    /// `Some` until closed.
+    buf: Option<Buf>,
+    base: BasePtr,
+    len: usize,
+    access: MrAccess,
+    _domain: Domain,
+}
+
+/// The registered address, as given to the provider.
+struct BasePtr(*mut u8);
+
+// SAFETY: the pointer is only an address handed out by `MemoryRegion::as_ptr`
+// (an unsafe fn whose caller takes the aliasing duty); the region never
+// dereferences it, and the `Buf` it points into is `Send + Sync`.
+unsafe impl Send for BasePtr {}
+// SAFETY: as above.
+unsafe impl Sync for BasePtr {}
+
+impl fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("key", &self.ops.key())
+            .field("len", &self.len)
+            .field("access", &self.access)
+            .finish()
+    }
+}
+
+impl MemoryRegion {
+    pub(crate) fn register(domain: &Domain, mut buf: Buf, access: MrAccess, key: u64) -> Result<MemoryRegion> {
+        let len = buf.capacity();
+        let base = buf.raw_ptr();
+        // SAFETY: `base..base+len` is the `Buf`'s heap allocation, which the region
+        // owns from here until the provider's `close` has returned (or forever if
+        // it fails, see `Drop`); moving the `Buf` does not move its bytes. The safe
+        // API creates no reference to those bytes while they are registered.
+        let ops = unsafe { domain.inner.ops.mr_reg(base, len, access, key)? };
+        Ok(MemoryRegion { ops, buf: Some(buf), base: BasePtr(base), len, access, _domain: domain.clone() })
+    }
+
+    /// The key a peer uses to reach the region.
+    pub fn key(&self) -> u64 {
+        self.ops.key()
+    }
+
+    /// The local descriptor (`fi_mr_desc`), as an opaque value.
+    pub fn desc(&self) -> u64 {
+        self.ops.desc()
+    }
+
+    /// The access granted.
+    pub fn access(&self) -> MrAccess {
+        self.access
+    }
+
+    /// Bytes registered: the buffer's capacity.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Re-read the region's pages (`fi_mr_refresh`).
+    pub fn refresh(&self) -> Result<()> {
+        self.ops.refresh()
+    }
+
+    /// The start of the registered memory.
+    ///
+    /// # Safety
+    /// Calling this is harmless; it is `unsafe` because using the pointer is not:
+    /// the provider may write the memory whenever a peer's operation allows (remote
+    /// write access) or a local operation does, so any read or write through the
+    /// pointer must be ordered with those accesses by the application (for example
+    /// only after the completion of the operation that filled it, and never while
+    /// a peer may be writing the bytes read), and it must not be used after the
+    /// region is closed or dropped.
+    pub unsafe fn as_ptr(&self) -> *mut u8 {
+        self.base.0
+    }
+
+    /// Deregister and give the buffer back. If the provider fails to close the
+    /// region, the error is returned and the buffer is leaked rather than freed,
+    /// since the provider might still access it.
+    pub fn close(mut self) -> Result<Buf> {
+        match self.ops.close() {
+            Ok(()) => Ok(self.buf.take().unwrap_or_default()),
+            Err(e) => {
+                self.leak(e);
+                Err(e)
+            }
+        }
+    }
+
+    fn leak(&mut self, e: fabric_core::Error) {
+        fi_log!(Level::Warn, "core", "mr", "closing memory region {:#x} failed ({}): buffer leaked", self.ops.key(), e);
+        std::mem::forget(self.buf.take());
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        if self.buf.is_some() {
+            if let Err(e) = self.ops.close() {
+                self.leak(e);
+            }
+        }
+    }
+}
