@@ -1,0 +1,201 @@
+//! Provider-level smoke tests of tcp, through the raw provider traits (the safe API
+//! and the conformance suite live in the `fabric` crate).
+
+use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, EqOps, IoVec, Op};
+use fabric_core::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Side {
+    _dom: Arc<dyn DomainOps>,
+    cq: Arc<dyn CqOps>,
+    _av: Arc<dyn AvOps>,
+    ep: Arc<dyn EndpointOps>,
+    me: FiAddr,
+    peer: FiAddr,
+}
+
+fn rdm_pair() -> (Side, Side) {
+    let p = fabric_tcp::provider();
+    let infos = p.getinfo(&Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true)).unwrap();
+    let info = infos[0].clone();
+    let fabric = p.fabric(&info).unwrap();
+    let mk = || {
+        let dom = fabric.domain(&info).unwrap();
+        let cq = dom.cq_open(&CqAttr::default()).unwrap();
+        let av = dom.av_open(&AvAttr::default()).unwrap();
+        let ep = dom.endpoint(&info).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (dom, cq, av, ep)
+    };
+    let (d1, c1, a1, e1) = mk();
+    let (d2, c2, a2, e2) = mk();
+    let n1 = e1.getname().unwrap();
+    let n2 = e2.getname().unwrap();
+    let me1 = a1.insert(&[n1.clone()]).unwrap()[0];
+    let p1 = a1.insert(&[n2.clone()]).unwrap()[0];
+    let p2 = a2.insert(&[n1]).unwrap()[0];
+    let me2 = a2.insert(&[n2]).unwrap()[0];
+    (
+        Side { _dom: d1, cq: c1, _av: a1, ep: e1, me: me1, peer: p1 },
+        Side { _dom: d2, cq: c2, _av: a2, ep: e2, me: me2, peer: p2 },
+    )
+}
+
+fn wait(cq: &Arc<dyn CqOps>, other: &Arc<dyn CqOps>) -> std::result::Result<CqEntry, CqErrEntry> {
+    let mut out = [CqEntry::new(0, Caps::empty())];
+    let start = std::time::Instant::now();
+    loop {
+        let _ = other.read(&mut []);
+        match cq.read(&mut out) {
+            Ok(1) => return Ok(out[0]),
+            Err(Error::Avail) => return Err(cq.readerr().unwrap()),
+            _ => {}
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no completion");
+    }
+}
+
+fn op(iov: &[IoVec], addr: FiAddr, ctx: u64) -> Op<'_> {
+    Op { iov, addr, context: ctx, user_context: ctx, data: 0, tag: 0, ignore: 0 }
+}
+
+#[test]
+fn rdm_send_recv_sizes() {
+    let (a, b) = rdm_pair();
+    let _ = a.me;
+    let _ = b.me;
+    for &size in &[0usize, 1, 64, 4095, 65536, 131073, 1 << 20, 3 << 20] {
+        let mut src: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
+        let mut dst = vec![0u8; size + 16];
+        let siov = [IoVec { base: src.as_mut_ptr(), len: size }];
+        let riov = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+        // SAFETY: buffers live until both completions are read below.
+        unsafe {
+            b.ep.post_recv(&op(&riov, FiAddr::UNSPEC, 2), OpFlags::empty()).unwrap();
+            a.ep.post_send(&op(&siov, a.peer, 1), OpFlags::empty()).unwrap();
+        }
+        let r = wait(&b.cq, &a.cq).unwrap();
+        let s = wait(&a.cq, &b.cq).unwrap();
+        assert_eq!(s.op_context, 1);
+        assert_eq!(r.op_context, 2);
+        assert_eq!(r.len, size, "size {size}");
+        assert_eq!(r.src, b.peer);
+        assert_eq!(&dst[..size], &src[..], "size {size}");
+    }
+}
+
+#[test]
+fn rdm_unexpected_tagged_and_truncation() {
+    let (a, b) = rdm_pair();
+    // Unexpected: sends first (eager and rendezvous), receives later, out of tag order.
+    let mut m1 = vec![1u8; 100];
+    let mut m2 = vec![2u8; 300_000];
+    let i1 = [IoVec { base: m1.as_mut_ptr(), len: m1.len() }];
+    let i2 = [IoVec { base: m2.as_mut_ptr(), len: m2.len() }];
+    let t = |iov, tag, ctx| Op { iov, addr: a.peer, context: ctx, user_context: ctx, data: 0, tag, ignore: 0 };
+    // SAFETY: buffers outlive the completions.
+    unsafe {
+        a.ep.post_send(&t(&i1, 11, 1), OpFlags::TAGGED).unwrap();
+        a.ep.post_send(&t(&i2, 22, 2), OpFlags::TAGGED).unwrap();
+    }
+    // Let the frames arrive unexpected.
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(200) {
+        let _ = a.cq.read(&mut []);
+        let _ = b.cq.read(&mut []);
+    }
+    let mut r2 = vec![0u8; 300_000];
+    let mut r1 = vec![0u8; 50]; // too small: truncation
+    let j2 = [IoVec { base: r2.as_mut_ptr(), len: r2.len() }];
+    let j1 = [IoVec { base: r1.as_mut_ptr(), len: r1.len() }];
+    let rt = |iov, tag, ctx| Op { iov, addr: FiAddr::UNSPEC, context: ctx, user_context: ctx, data: 0, tag, ignore: 0 };
+    // SAFETY: as above.
+    unsafe {
+        b.ep.post_recv(&rt(&j2, 22, 20), OpFlags::TAGGED).unwrap();
+        b.ep.post_recv(&rt(&j1, 11, 10), OpFlags::TAGGED).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        got.push(wait(&b.cq, &a.cq));
+    }
+    let ok = got.iter().find_map(|r| r.as_ref().ok()).expect("one success");
+    assert_eq!(ok.op_context, 20);
+    assert_eq!(ok.tag, 22);
+    assert!(r2.iter().all(|&x| x == 2));
+    let err = got.iter().find_map(|r| r.as_ref().err()).expect("one truncation");
+    assert_eq!(err.err, Error::Trunc);
+    assert_eq!(err.entry.len, 50);
+    assert_eq!(err.olen, 50);
+    assert!(r1.iter().all(|&x| x == 1));
+    for _ in 0..2 {
+        wait(&a.cq, &b.cq).unwrap();
+    }
+}
+
+#[test]
+fn msg_connect_accept_send() {
+    let p = fabric_tcp::provider();
+    let info = p.getinfo(&Hints::new().ep_type(EpType::Msg).node("127.0.0.1").source(true)).unwrap()[0].clone();
+    let fabric = p.fabric(&info).unwrap();
+    let eq_s = fabric.eq_open(&EqAttr::default()).unwrap();
+    let eq_c = fabric.eq_open(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&info).unwrap();
+    pep.bind_eq(&eq_s).unwrap();
+    pep.listen().unwrap();
+    let addr = pep.getname().unwrap();
+    let dom = fabric.domain(&info).unwrap();
+    let cq_c = dom.cq_open(&CqAttr::default()).unwrap();
+    let cq_s = dom.cq_open(&CqAttr::default()).unwrap();
+    let cli = dom.endpoint(&info).unwrap();
+    cli.bind_cq(&cq_c, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    cli.bind_eq(&eq_c).unwrap();
+    cli.enable().unwrap();
+    cli.connect(&addr, b"hello-data").unwrap();
+    // One thread plays both sides: drive the client while waiting on the server.
+    let ev = loop {
+        let _ = eq_c.peek();
+        if let Ok(ev) = eq_s.sread(Some(Duration::from_millis(10))) {
+            break ev;
+        }
+    };
+    let EqEvent::ConnReq { info: req, data, .. } = ev else { panic!("{ev:?}") };
+    assert_eq!(data, b"hello-data");
+    let srv = dom.endpoint(&req).unwrap();
+    srv.bind_cq(&cq_s, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    srv.bind_eq(&eq_s).unwrap();
+    srv.enable().unwrap();
+    srv.accept(b"ok").unwrap();
+    let ev = loop {
+        let _ = eq_s.peek();
+        if let Ok(ev) = eq_c.sread(Some(Duration::from_millis(10))) {
+            break ev;
+        }
+    };
+    assert!(matches!(&ev, EqEvent::Connected { data, .. } if data == b"ok"), "{ev:?}");
+    let mut buf = vec![0u8; 64];
+    let mut msg = b"ping".to_vec();
+    let ri = [IoVec { base: buf.as_mut_ptr(), len: 64 }];
+    let si = [IoVec { base: msg.as_mut_ptr(), len: 4 }];
+    // SAFETY: buffers outlive the completions.
+    unsafe {
+        srv.post_recv(&op(&ri, FiAddr::UNSPEC, 5), OpFlags::empty()).unwrap();
+        cli.post_send(&op(&si, FiAddr::UNSPEC, 6), OpFlags::empty()).unwrap();
+    }
+    let r = wait(&cq_s, &cq_c).unwrap();
+    assert_eq!(r.len, 4);
+    assert_eq!(&buf[..4], b"ping");
+    wait(&cq_c, &cq_s).unwrap();
+    // Shutdown from the client: the server hears FI_SHUTDOWN.
+    cli.shutdown().unwrap();
+    let ev = loop {
+        match eq_s.sread(Some(Duration::from_millis(10))) {
+            Ok(EqEvent::Connected { .. }) => continue,
+            Ok(ev) => break ev,
+            Err(_) => continue,
+        }
+    };
+    assert!(matches!(ev, EqEvent::Shutdown { .. }), "{ev:?}");
+}
