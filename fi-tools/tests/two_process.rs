@@ -1,0 +1,135 @@
+//! Two-process tests: the real `fi_pingpong` and `fi_info` binaries run as a user
+//! runs them, server and client on loopback.
+
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+const PINGPONG: &str = env!("CARGO_BIN_EXE_fi_pingpong");
+const FI_INFO: &str = env!("CARGO_BIN_EXE_fi_info");
+
+/// A distinct out-of-band port per test (tests run in parallel).
+fn port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 30000 + (std::process::id() % 1000) as u16 * 20;
+    base + NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Wait for a child with a watchdog, killing it on time-out.
+fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run_pair(args: &[&str]) -> (Output, Output) {
+    let b = port().to_string();
+    let mut sargs: Vec<&str> = args.to_vec();
+    sargs.extend(["-B", &b]);
+    let server = Command::new(PINGPONG).args(&sargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn server");
+    let mut cargs = sargs.clone();
+    cargs.push("127.0.0.1");
+    let client = Command::new(PINGPONG).args(&cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn client");
+    let c = wait_output(client, Duration::from_secs(120));
+    let s = wait_output(server, Duration::from_secs(30));
+    (s, c)
+}
+
+fn check_table(out: &Output, sizes: &[&str]) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "exit {:?}\nstdout:\n{text}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let header = text.lines().find(|l| l.trim_start().starts_with("bytes")).unwrap_or_else(|| panic!("no table header in:\n{text}"));
+    for col in ["#sent", "#ack", "total", "time", "MB/sec", "usec/xfer", "Mxfers/sec"] {
+        assert!(header.contains(col), "header lacks {col}: {header}");
+    }
+    for s in sizes {
+        assert!(
+            text.lines().any(|l| l.split_whitespace().next() == Some(s)),
+            "no row for size {s} in:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn rdm_msg_mode_with_check() {
+    let (s, c) = run_pair(&["-p", "tcp", "-e", "rdm", "-I", "200", "-S", "4096", "-c"]);
+    check_table(&c, &["4k"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn rdm_tagged_mode_with_check_large() {
+    let (s, c) = run_pair(&["-p", "tcp", "-e", "rdm", "-m", "tagged", "-I", "20", "-S", "1048576", "-c"]);
+    check_table(&c, &["1m"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn msg_endpoint_with_check() {
+    let (s, c) = run_pair(&["-p", "tcp", "-e", "msg", "-I", "200", "-S", "64", "-c"]);
+    check_table(&c, &["64"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn msg_endpoint_tagged_all_sizes() {
+    let (s, c) = run_pair(&["-p", "tcp", "-e", "msg", "-m", "tagged", "-I", "5", "-S", "all", "-c"]);
+    check_table(&c, &["1", "64", "1k", "1m"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn absent_server_fails_cleanly() {
+    let b = port().to_string();
+    let child = Command::new(PINGPONG)
+        .args(["-p", "tcp", "-e", "rdm", "-B", &b, "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let out = wait_output(child, Duration::from_secs(60));
+    assert!(!out.status.success());
+    assert!(!out.stderr.is_empty(), "a failure says why");
+}
+
+#[test]
+fn bad_option_fails_cleanly() {
+    let out = Command::new(PINGPONG).args(["-e", "bogus"]).output().expect("run");
+    assert!(!out.status.success());
+    assert!(!out.stderr.is_empty());
+    let out = Command::new(PINGPONG).args(["-Z"]).output().expect("run");
+    assert!(!out.status.success());
+}
+
+#[test]
+fn fi_info_lists_tcp() {
+    let out = Command::new(FI_INFO).args(["-p", "tcp", "-n", "127.0.0.1"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("provider: tcp"), "{text}");
+    assert!(text.contains("127.0.0.0/8"), "{text}");
+    assert!(text.contains("FI_EP_RDM") && text.contains("FI_EP_MSG"), "{text}");
+    let out = Command::new(FI_INFO).args(["-p", "tcp", "-t", "FI_EP_DGRAM"]).output().expect("run");
+    assert!(!out.status.success(), "no dgram on tcp");
+    let out = Command::new(FI_INFO).args(["-e"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FI_TCP_IFACE") && text.contains("FI_PROVIDER"), "{text}");
+    let out = Command::new(FI_INFO).args(["-v", "-p", "tcp", "-t", "FI_EP_RDM", "-n", "127.0.0.1"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for field in ["fi_tx_attr", "fi_rx_attr", "fi_ep_attr", "fi_domain_attr", "fi_fabric_attr", "inject_size", "mem_tag_format"] {
+        assert!(text.contains(field), "-v lacks {field}:\n{text}");
+    }
+}
