@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// are built in a short-lived `Vec`.
 const SMALL_IOV: usize = 8;
 
+/// What posting an operation returns: `Ok(())`, or the error with the buffers.
+pub type PostResult = std::result::Result<(), PostError>;
+
 /// A post that failed: the error, and the operation's buffers given back.
 #[derive(Debug)]
 pub struct PostError {
@@ -308,7 +311,7 @@ impl Endpoint {
 
     /// Post an operation: record it in the bound queue's table, then hand its
     /// buffers to the provider under the record's key.
-    fn post(&self, rx: bool, mut buffers: OpBuffers, f: Fields, flags: OpFlags) -> Result<(), PostError> {
+    fn post(&self, rx: bool, mut buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
         let cq = match if rx { self.rx.get() } else { self.tx.get() } {
             Some(cq) => cq,
             None => return Err(PostError::new(Error::NoCq, buffers)),
@@ -343,15 +346,8 @@ impl Endpoint {
             b => RecBufs::Owned(b),
         };
         let key = cq.table().insert(Record { user_context: f.context, bufs, recv: rx });
-        let op = Op {
-            iov,
-            addr: f.addr,
-            context: key,
-            user_context: f.context,
-            data: f.data,
-            tag: f.tag,
-            ignore: f.ignore,
-        };
+        let op =
+            Op { iov, addr: f.addr, context: key, user_context: f.context, data: f.data, tag: f.tag, ignore: f.ignore };
         let flags = flags | OpFlags::COMPLETION;
         // SAFETY: every IoVec points into the heap allocation of a `Buf` now owned
         // by the record under `key` in `cq`'s table (for a multi-receive buffer, by
@@ -400,11 +396,11 @@ impl Endpoint {
         Ok(())
     }
 
-    fn send_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> Result<(), PostError> {
+    fn send_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
         self.post(false, buffers, f, flags)
     }
 
-    fn recv_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> Result<(), PostError> {
+    fn recv_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
         self.post(true, buffers, f, flags)
     }
 
@@ -417,24 +413,24 @@ impl Endpoint {
 
     /// Send the contents of `buf` to `dest` (`fi_send`). The buffer comes back in
     /// the send's completion.
-    pub fn send(&self, buf: Buf, dest: FiAddr, context: u64) -> Result<(), PostError> {
+    pub fn send(&self, buf: Buf, dest: FiAddr, context: u64) -> PostResult {
         self.send_op(buf.into(), Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
     /// Send with remote CQ data (`fi_senddata`).
-    pub fn senddata(&self, buf: Buf, data: u64, dest: FiAddr, context: u64) -> Result<(), PostError> {
+    pub fn senddata(&self, buf: Buf, data: u64, dest: FiAddr, context: u64) -> PostResult {
         self.send_op(buf.into(), Fields { addr: dest, context, data, tag: 0, ignore: 0 }, OpFlags::REMOTE_CQ_DATA)
     }
 
     /// Send the contents of several buffers as one message (`fi_sendv`).
-    pub fn sendv(&self, bufs: Vec<Buf>, dest: FiAddr, context: u64) -> Result<(), PostError> {
+    pub fn sendv(&self, bufs: Vec<Buf>, dest: FiAddr, context: u64) -> PostResult {
         self.send_op(bufs.into(), Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
     /// Send with explicit flags (`fi_sendmsg`): `REMOTE_CQ_DATA` to send
     /// `msg.data`, `INJECT_COMPLETE`, `TRANSMIT_COMPLETE`, `DELIVERY_COMPLETE`,
     /// `FENCE`, `MORE`. `COMPLETION` is always added; `TAGGED` is removed.
-    pub fn sendmsg(&self, msg: SendMsg, flags: OpFlags) -> Result<(), PostError> {
+    pub fn sendmsg(&self, msg: SendMsg, flags: OpFlags) -> PostResult {
         let f = Fields { addr: msg.addr, context: msg.context, data: msg.data, tag: 0, ignore: 0 };
         self.send_op(msg.buffers, f, flags - OpFlags::TAGGED)
     }
@@ -442,14 +438,14 @@ impl Endpoint {
     /// Post a receive into the whole capacity of `buf` from `src`
     /// (`FiAddr::UNSPEC`: any) (`fi_recv`). The buffer comes back in the
     /// completion, its length set to the bytes received.
-    pub fn recv(&self, buf: Buf, src: FiAddr, context: u64) -> Result<(), PostError> {
+    pub fn recv(&self, buf: Buf, src: FiAddr, context: u64) -> PostResult {
         self.recv_op(buf.into(), Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
     /// Post a receive scattering into several buffers (`fi_recvv`). They come back
     /// with their lengths as posted; the completion's `len` says how many bytes
     /// arrived.
-    pub fn recvv(&self, bufs: Vec<Buf>, src: FiAddr, context: u64) -> Result<(), PostError> {
+    pub fn recvv(&self, bufs: Vec<Buf>, src: FiAddr, context: u64) -> PostResult {
         self.recv_op(bufs.into(), Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
@@ -457,7 +453,7 @@ impl Endpoint {
     /// buffer takes many messages: each completes with a [`RecvView`](crate::RecvView)
     /// of its bytes, and the buffer comes back on the completion flagged
     /// `MULTI_RECV` once the provider releases it. `TAGGED` is removed.
-    pub fn recvmsg(&self, msg: RecvMsg, flags: OpFlags) -> Result<(), PostError> {
+    pub fn recvmsg(&self, msg: RecvMsg, flags: OpFlags) -> PostResult {
         let f = Fields { addr: msg.addr, context: msg.context, data: 0, tag: 0, ignore: 0 };
         self.recv_op(msg.buffers, f, flags - OpFlags::TAGGED)
     }
@@ -477,36 +473,36 @@ impl Endpoint {
     // ---- tagged messages ----
 
     /// Send a tagged message (`fi_tsend`).
-    pub fn tsend(&self, buf: Buf, dest: FiAddr, tag: u64, context: u64) -> Result<(), PostError> {
+    pub fn tsend(&self, buf: Buf, dest: FiAddr, tag: u64, context: u64) -> PostResult {
         self.send_op(buf.into(), Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
     }
 
     /// Send a tagged message with remote CQ data (`fi_tsenddata`).
-    pub fn tsenddata(&self, buf: Buf, data: u64, dest: FiAddr, tag: u64, context: u64) -> Result<(), PostError> {
+    pub fn tsenddata(&self, buf: Buf, data: u64, dest: FiAddr, tag: u64, context: u64) -> PostResult {
         let f = Fields { addr: dest, context, data, tag, ignore: 0 };
         self.send_op(buf.into(), f, OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA)
     }
 
     /// Send a tagged message gathered from several buffers (`fi_tsendv`).
-    pub fn tsendv(&self, bufs: Vec<Buf>, dest: FiAddr, tag: u64, context: u64) -> Result<(), PostError> {
+    pub fn tsendv(&self, bufs: Vec<Buf>, dest: FiAddr, tag: u64, context: u64) -> PostResult {
         self.send_op(bufs.into(), Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
     }
 
     /// Send a tagged message with explicit flags (`fi_tsendmsg`), as
     /// [`Endpoint::sendmsg`].
-    pub fn tsendmsg(&self, msg: SendMsg, flags: OpFlags) -> Result<(), PostError> {
+    pub fn tsendmsg(&self, msg: SendMsg, flags: OpFlags) -> PostResult {
         let f = Fields { addr: msg.addr, context: msg.context, data: msg.data, tag: msg.tag, ignore: 0 };
         self.send_op(msg.buffers, f, flags | OpFlags::TAGGED)
     }
 
     /// Post a tagged receive matching `tag` on the bits not set in `ignore`
     /// (`fi_trecv`).
-    pub fn trecv(&self, buf: Buf, src: FiAddr, tag: u64, ignore: u64, context: u64) -> Result<(), PostError> {
+    pub fn trecv(&self, buf: Buf, src: FiAddr, tag: u64, ignore: u64, context: u64) -> PostResult {
         self.recv_op(buf.into(), Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
     }
 
     /// Post a tagged receive scattering into several buffers (`fi_trecvv`).
-    pub fn trecvv(&self, bufs: Vec<Buf>, src: FiAddr, tag: u64, ignore: u64, context: u64) -> Result<(), PostError> {
+    pub fn trecvv(&self, bufs: Vec<Buf>, src: FiAddr, tag: u64, ignore: u64, context: u64) -> PostResult {
         self.recv_op(bufs.into(), Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
     }
 
@@ -520,7 +516,7 @@ impl Endpoint {
     /// - `CLAIM` (with buffers): receives the message claimed by an earlier peek
     ///   of the same `context`; with `DISCARD` (no buffer), drops it.
     /// - `MULTI_RECV`, as [`Endpoint::recvmsg`].
-    pub fn trecvmsg(&self, msg: RecvMsg, flags: OpFlags) -> Result<(), PostError> {
+    pub fn trecvmsg(&self, msg: RecvMsg, flags: OpFlags) -> PostResult {
         let f = Fields { addr: msg.addr, context: msg.context, data: 0, tag: msg.tag, ignore: msg.ignore };
         self.recv_op(msg.buffers, f, flags | OpFlags::TAGGED)
     }

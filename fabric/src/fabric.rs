@@ -1,8 +1,8 @@
 //! Fabrics: a provider instance over one network.
 
 use crate::domain::Domain;
-use crate::eq::EventQueue;
 use crate::ep::PassiveEndpoint;
+use crate::eq::EventQueue;
 use fabric_core::prov::{FabricOps, Provider};
 use fabric_core::{EqAttr, Error, Info, Result};
 use std::fmt;

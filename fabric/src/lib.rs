@@ -1,1 +1,165 @@
-//! fabric
+//! fabric: a provider-agnostic fabric framework in the model of libfabric
+//! (OpenFabrics Interfaces), with a safe API.
+//!
+//! An application asks [`getinfo`] what the enabled providers offer for its
+//! [`Hints`], opens a [`Fabric`], a [`Domain`], queues and an [`Endpoint`] for one
+//! of the entries, and posts operations whose outcomes it reads from a
+//! [`CompletionQueue`]. The same program runs over every provider; `FI_PROVIDER`
+//! (`tcp`, `^tcp`, `tcp,udp`) picks among them without a rebuild.
+//!
+//! This crate re-exports `fabric-core` (the types and the provider contract in
+//! [`prov`]) and adds the provider registry ([`getinfo`], [`register_provider`],
+//! [`providers`], [`params`]) and the safe object API. Built-in providers come with
+//! cargo features (`tcp`, on by default); out-of-tree ones register at run time
+//! with [`register_provider`].
+//!
+//! # Example
+//!
+//! Two RDM endpoints exchanging one message:
+//!
+//! ```no_run
+//! use fabric::{Buf, Caps, CqAttr, AvAttr, BindFlags, EpType, FiAddr, Hints};
+//!
+//! # fn main() -> fabric::Result<()> {
+//! let hints = Hints::new().ep_type(EpType::Rdm).caps(Caps::MSG);
+//! let info = fabric::getinfo(&hints)?.remove(0);
+//! let fabric = fabric::Fabric::open(&info)?;
+//! let domain = fabric.domain(&info)?;
+//! let cq = domain.cq(CqAttr::default())?;
+//! let av = domain.av(AvAttr::default())?;
+//! let ep = domain.endpoint(&info)?;
+//! ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+//! ep.bind_av(&av)?;
+//! ep.enable()?;
+//!
+//! // Talk to ourselves: the peer's address goes into the address vector.
+//! let me = av.insert_one(&ep.name()?)?;
+//! ep.recv(Buf::new(4096), FiAddr::UNSPEC, 1)?;
+//! ep.send(Buf::from(&b"hello"[..]), me, 2)?;
+//!
+//! let mut done = 0;
+//! while done < 2 {
+//!     let c = cq.sread(None)?;
+//!     // The buffer of each operation comes back with its completion.
+//!     let buf = c.buffers.into_buf().expect("one buffer per operation");
+//!     if c.context == 1 {
+//!         assert_eq!(&buf[..], b"hello"); // its length is the bytes received
+//!     }
+//!     done += 1;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Memory safety
+//!
+//! A provider reads and writes an operation's buffers after the call that posted
+//! it has returned, until the operation completes. The provider traits say so
+//! through `unsafe` methods ([`prov::EndpointOps::post_send`],
+//! [`prov::EndpointOps::post_recv`]); this crate makes the public API safe the way
+//! io_uring libraries do: **an operation owns its buffers until its completion is
+//! read.**
+//!
+//! - Data lives in [`Buf`]s: owned heap buffers whose bytes never move and are
+//!   always initialized. Posting takes the `Buf`s by value.
+//! - Each [`CompletionQueue`] owns a table of the operations in flight whose
+//!   completions it will carry: a slab (slots plus a free list, sized from the
+//!   queue's depth, so the data path allocates nothing) of records holding the
+//!   application's context and the operation's buffers (or the shared handle of a
+//!   multi-receive buffer), under generation-checked keys.
+//! - Posting inserts a record into the table of the queue bound for that direction
+//!   (transmit for sends, receive for receives; none bound: `Err(NoCq)`), builds
+//!   the `IoVec` list pointing into the buffers' heap allocations, and calls the
+//!   provider with the record's key as the operation context (the application's
+//!   own context travels as `user_context`, for `cancel` and `CLAIM`). If the
+//!   provider refuses the post, the record is removed and the buffers come back in
+//!   the [`PostError`].
+//! - Reading a completion looks the key up, removes the record and returns the
+//!   application's context and the buffers in the [`Completion`] (or
+//!   [`CompletionError`]). A key the table does not know is logged and skipped;
+//!   nothing panics on a provider's word.
+//! - A record leaves the table only through its completion (when the provider is
+//!   done with the buffers), a failed post, or when the table is dropped. Every
+//!   [`Endpoint`] holds the queues it posts into, and closing it (explicitly or by
+//!   drop) first closes the provider's endpoint, which cancels what is posted,
+//!   flushes it as `Canceled` completions (still readable, with their buffers) and
+//!   touches no buffer afterwards. So no buffer is freed while a provider may use
+//!   it, whatever the application drops or forgets. (If a provider fails to close,
+//!   the tables are leaked rather than freed.)
+//! - Multi-receive buffers (`OpFlags::MULTI_RECV`) are shared between their record
+//!   and [`RecvView`]s: each message completion carries a view of its bytes, which
+//!   the provider never writes again once reported (the `post_recv` contract). The
+//!   buffer comes back on the completion flagged `MULTI_RECV` when no view is
+//!   alive; a provider entry that both ends the last message and releases the
+//!   buffer is delivered as two completions, the message then the release.
+//! - `inject` copies the data before returning and needs no record.
+//! - Selective completion (`BindFlags::SELECTIVE_COMPLETION`) is not offered:
+//!   buffers come back through completions, so every operation needs one.
+//! - Registered memory ([`MemoryRegion`]) owns its `Buf` until deregistered; since
+//!   peers may write it at any time, the safe API gives no slice of it.
+//!
+//! # Completions, not panics
+//!
+//! Calls return `Err(Again)` for back-pressure; a failed operation is an error
+//! completion ([`CompletionQueue::readerr`] after `Err(Avail)`) with libfabric's
+//! error number ([`Error::errno`]) and `fi_strerror`'s text.
+//!
+//! # Configuration
+//!
+//! `FI_PROVIDER` (comma list, `^` to exclude), `FI_LOG_LEVEL` (`warn`, `info`,
+//! `debug`, `trace`; `info` says why each provider refused the hints),
+//! `FI_LOG_PROV`, and the providers' own `FI_<PROV>_<NAME>` parameters, all listed
+//! by [`params`].
+
+pub use fabric_core::*;
+
+mod av;
+mod buf;
+mod cntr;
+mod cq;
+mod domain;
+mod ep;
+mod eq;
+mod fabric;
+mod mr;
+mod registry;
+mod table;
+
+pub use crate::av::AddressVector;
+pub use crate::buf::{Buf, OpBuffers};
+pub use crate::cntr::Counter;
+pub use crate::cq::{Completion, CompletionError, CompletionQueue, RecvView};
+pub use crate::domain::Domain;
+pub use crate::ep::{Endpoint, PassiveEndpoint, PostError, PostResult, RecvMsg, SendMsg};
+pub use crate::eq::EventQueue;
+pub use crate::fabric::Fabric;
+pub use crate::mr::MemoryRegion;
+pub use crate::registry::{
+    all_providers, getinfo, getinfo_from, params, provider_allowed, providers, register_provider,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        send_sync::<Buf>();
+        send_sync::<OpBuffers>();
+        send_sync::<Fabric>();
+        send_sync::<Domain>();
+        send_sync::<CompletionQueue>();
+        send_sync::<Completion>();
+        send_sync::<CompletionError>();
+        send_sync::<RecvView>();
+        send_sync::<EventQueue>();
+        send_sync::<Counter>();
+        send_sync::<AddressVector>();
+        send_sync::<MemoryRegion>();
+        send_sync::<Endpoint>();
+        send_sync::<PassiveEndpoint>();
+        send_sync::<PostError>();
+    }
+}

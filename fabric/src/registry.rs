@@ -17,11 +17,10 @@ fn registered() -> &'static Mutex<Vec<Arc<dyn Provider>>> {
 fn builtins() -> &'static [Arc<dyn Provider>] {
     static BUILTINS: OnceLock<Vec<Arc<dyn Provider>>> = OnceLock::new();
     BUILTINS.get_or_init(|| {
-        #[allow(unused_mut)]
-        let mut v: Vec<Arc<dyn Provider>> = Vec::new();
-        #[cfg(feature = "tcp")]
-        v.push(fabric_tcp::provider());
-        v
+        vec![
+            #[cfg(feature = "tcp")]
+            fabric_tcp::provider(),
+        ]
     })
 }
 

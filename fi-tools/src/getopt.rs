@@ -138,8 +138,11 @@ fn find_long<'a>(prog: &str, name: &str, opts: &'a [Opt]) -> Result<&'a Opt, Get
     if let Some(o) = opts.iter().find(|o| o.long == Some(name)) {
         return Ok(o);
     }
-    let matches: Vec<&Opt> =
-        if name.is_empty() { Vec::new() } else { opts.iter().filter(|o| o.long.is_some_and(|l| l.starts_with(name))).collect() };
+    let matches: Vec<&Opt> = if name.is_empty() {
+        Vec::new()
+    } else {
+        opts.iter().filter(|o| o.long.is_some_and(|l| l.starts_with(name))).collect()
+    };
     match matches.len() {
         1 => Ok(matches[0]),
         0 => Err(GetoptError(format!("{prog}: unrecognized option '--{name}'"))),

@@ -13,8 +13,7 @@ pub const DEFAULT_SIZES: [usize; 6] = [64, 256, 1024, 4096, 65536, 1048576];
 pub const MAX_ALL_SIZE: usize = (1 << 22) + (1 << 21);
 
 /// The table's header line (without newline).
-pub const HEADER: &str =
-    "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec";
+pub const HEADER: &str = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec";
 
 /// Which sizes to test (`-S`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

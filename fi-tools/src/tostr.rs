@@ -380,7 +380,6 @@ mod tests {
             rx_ctx_cnt: 256,
             max_ep_tx_ctx: 1,
             max_ep_rx_ctx: 1,
-            caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
             ..Default::default()
         };
         i.fabric_attr = FabricAttr {

@@ -39,10 +39,20 @@ fn run_pair(args: &[&str]) -> (Output, Output) {
     let b = port().to_string();
     let mut sargs: Vec<&str> = args.to_vec();
     sargs.extend(["-B", &b]);
-    let server = Command::new(PINGPONG).args(&sargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn server");
+    let server = Command::new(PINGPONG)
+        .args(&sargs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
     let mut cargs = sargs.clone();
     cargs.push("127.0.0.1");
-    let client = Command::new(PINGPONG).args(&cargs).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn client");
+    let client = Command::new(PINGPONG)
+        .args(&cargs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
     let c = wait_output(client, Duration::from_secs(120));
     let s = wait_output(server, Duration::from_secs(30));
     (s, c)
@@ -50,16 +60,21 @@ fn run_pair(args: &[&str]) -> (Output, Output) {
 
 fn check_table(out: &Output, sizes: &[&str]) {
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "exit {:?}\nstdout:\n{text}\nstderr:\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let header = text.lines().find(|l| l.trim_start().starts_with("bytes")).unwrap_or_else(|| panic!("no table header in:\n{text}"));
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{text}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("bytes"))
+        .unwrap_or_else(|| panic!("no table header in:\n{text}"));
     for col in ["#sent", "#ack", "total", "time", "MB/sec", "usec/xfer", "Mxfers/sec"] {
         assert!(header.contains(col), "header lacks {col}: {header}");
     }
     for s in sizes {
-        assert!(
-            text.lines().any(|l| l.split_whitespace().next() == Some(s)),
-            "no row for size {s} in:\n{text}"
-        );
+        assert!(text.lines().any(|l| l.split_whitespace().next() == Some(s)), "no row for size {s} in:\n{text}");
     }
 }
 
@@ -127,9 +142,12 @@ fn fi_info_lists_tcp() {
     let out = Command::new(FI_INFO).args(["-e"]).output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("FI_TCP_IFACE") && text.contains("FI_PROVIDER"), "{text}");
-    let out = Command::new(FI_INFO).args(["-v", "-p", "tcp", "-t", "FI_EP_RDM", "-n", "127.0.0.1"]).output().expect("run");
+    let out =
+        Command::new(FI_INFO).args(["-v", "-p", "tcp", "-t", "FI_EP_RDM", "-n", "127.0.0.1"]).output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
-    for field in ["fi_tx_attr", "fi_rx_attr", "fi_ep_attr", "fi_domain_attr", "fi_fabric_attr", "inject_size", "mem_tag_format"] {
+    for field in
+        ["fi_tx_attr", "fi_rx_attr", "fi_ep_attr", "fi_domain_attr", "fi_fabric_attr", "inject_size", "mem_tag_format"]
+    {
         assert!(text.contains(field), "-v lacks {field}:\n{text}");
     }
 }

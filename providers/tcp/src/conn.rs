@@ -346,3 +346,13 @@ fn sendv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
         return Err(e.into());
     }
 }
+
+/// Whether a descriptor is readable now (`poll` with no wait). A failing `accept`
+/// costs far more than this on Linux (it allocates a socket before finding the
+/// queue empty), so listeners are polled before they are accepted from.
+pub(crate) fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, zero time-out.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & libc::POLLIN != 0
+}

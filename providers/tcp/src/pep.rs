@@ -103,7 +103,7 @@ impl Progress for TcpPep {
         if g.closed {
             return;
         }
-        if let Some(l) = &g.listener {
+        if let Some(l) = g.listener.as_ref().filter(|l| crate::conn::readable(l.as_raw_fd())) {
             let mut fresh = Vec::new();
             while let Ok((s, peer)) = l.accept() {
                 fresh.push((s, peer));

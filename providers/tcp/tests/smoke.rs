@@ -199,3 +199,22 @@ fn msg_connect_accept_send() {
     };
     assert!(matches!(ev, EqEvent::Shutdown { .. }), "{ev:?}");
 }
+
+#[test]
+fn rdm_send_to_self() {
+    let (a, _b) = rdm_pair();
+    let mut src = b"to myself".to_vec();
+    let mut dst = vec![0u8; 32];
+    let si = [IoVec { base: src.as_mut_ptr(), len: src.len() }];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: buffers outlive the completions.
+    unsafe {
+        a.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 1), OpFlags::empty()).unwrap();
+        a.ep.post_send(&op(&si, a.me, 2), OpFlags::empty()).unwrap();
+    }
+    let mut got = vec![wait(&a.cq, &a.cq).unwrap(), wait(&a.cq, &a.cq).unwrap()];
+    got.sort_by_key(|e| e.op_context);
+    assert_eq!(got[0].len, 9);
+    assert_eq!(got[0].src, a.me);
+    assert_eq!(&dst[..9], b"to myself");
+}

@@ -1,0 +1,828 @@
+//! `fi_pingpong`: libfabric's ping-pong latency test over fabric.
+//!
+//! Both processes are started with the same options; the server without an
+//! address, the client with the server's. They meet on a plain TCP control
+//! connection ([`crate::oob`], port 47592 by default), agree on the test there,
+//! exchange fabric addresses (RDM, DGRAM) or connect (MSG: the server listens on a
+//! passive endpoint whose address it sends), and synchronise before every size. For
+//! each size the client sends, the server echoes, `-I` times; both time their loop
+//! and print libfabric's table ([`crate::perf`]).
+//!
+//! The data path posts every receive before the matching send can arrive, reuses
+//! the two buffers that come back in completions (sized once for the largest
+//! message), busy-polls the completion queue with `read_one`, uses `inject` below
+//! the provider's inject size as libfabric does, and allocates nothing per
+//! iteration. A watchdog in every poll loop turns a dead peer (end of the control
+//! connection, a shutdown event, an error completion) or a stall (no completion for
+//! `--timeout`, 10 s) into a message and a non-zero exit, never a hang.
+//!
+//! The control protocol (text messages, one per frame):
+//!
+//! ```text
+//! C: HELLO fabric-pingpong/1 ep=rdm mode=msg            (what the client runs)
+//! S: OK prov=tcp max_msg=N name=<server's address>      (or ERR <why>)
+//! C: PLAN iters=10 warmup=0 check=0 sizes=64,256,... name=<client's address or ->
+//!    (MSG: the client connects; the server accepts)
+//! S: READY
+//! per size:  C: SYNC <size>   S: GO   (ping-pong)   C: DONE <pongs received>   S: ACK
+//! C: BYE     S: BYE
+//! ```
+
+use crate::oob::{self, Ctrl};
+use crate::pattern::Pattern;
+use crate::perf::{self, SizeSel};
+use crate::ppopts::{self, PpCmd, PpOpts};
+use crate::tostr;
+use fabric::{
+    Address, AddressVector, AvAttr, BindFlags, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Domain,
+    Endpoint, EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, Mode, PassiveEndpoint,
+};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// The protocol name in `HELLO`.
+const PROTO: &str = "fabric-pingpong/1";
+/// Context of the send.
+const TX_CTX: u64 = 1;
+/// Context of the receive.
+const RX_CTX: u64 = 2;
+/// The tag of tagged messages.
+const TAG: u64 = 0xC0DE;
+/// Empty polls between two looks at the clock.
+const SPINS_PER_CLOCK: u32 = 256;
+/// How often the watchdog looks at the control connection and the event queue.
+const PEER_CHECK: Duration = Duration::from_millis(100);
+
+/// A failure: the message for standard error and the exit status.
+#[derive(Debug)]
+pub struct Failure {
+    msg: String,
+    status: i32,
+}
+
+impl Failure {
+    fn new(msg: impl Into<String>) -> Failure {
+        Failure { msg: msg.into(), status: 1 }
+    }
+
+    fn fabric(call: &str, e: Error) -> Failure {
+        Failure { msg: format!("{call}: {} ({e})", -e.errno()), status: e.errno().clamp(1, 255) }
+    }
+}
+
+type Res<T> = std::result::Result<T, Failure>;
+
+/// Run `fi_pingpong` with these arguments (without the program name); the exit
+/// status.
+pub fn main_with_args(args: Vec<String>) -> i32 {
+    let opts = match ppopts::parse_args(args) {
+        Ok(PpCmd::Help) => {
+            print!("{}", ppopts::USAGE);
+            return 0;
+        }
+        Ok(PpCmd::Run(o)) => o,
+        Err(msg) => {
+            eprintln!("{msg}");
+            eprint!("{}", ppopts::USAGE);
+            return 1;
+        }
+    };
+    let r = if opts.dst_addr.is_some() { client(&opts) } else { server(&opts) };
+    match r {
+        Ok(()) => 0,
+        Err(f) => {
+            eprintln!("[error] fi_pingpong: {}", f.msg);
+            f.status
+        }
+    }
+}
+
+macro_rules! debug {
+    ($o:expr, $($arg:tt)*) => {
+        if $o.verbose {
+            eprintln!("[debug] fi_pingpong: {}", format_args!($($arg)*));
+        }
+    };
+}
+
+fn ctrl_send(ctrl: &mut Ctrl, msg: &str) -> Res<()> {
+    ctrl.send(msg.as_bytes()).map_err(|e| Failure::new(format!("control connection: sending {msg:?}: {e}")))
+}
+
+fn ctrl_recv(ctrl: &mut Ctrl) -> Res<String> {
+    let m = ctrl.recv().map_err(|e| Failure::new(format!("control connection: {e}")))?;
+    String::from_utf8(m).map_err(|_| Failure::new("control connection: the peer sent a malformed message"))
+}
+
+/// Receive a message that must start with `word`; an `ERR` from the peer becomes
+/// the failure.
+fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
+    let m = ctrl_recv(ctrl)?;
+    let (w, rest) = m.split_once(' ').unwrap_or((m.as_str(), ""));
+    if w == word {
+        return Ok(rest.to_string());
+    }
+    if w == "ERR" {
+        return Err(Failure::new(format!("the peer failed: {rest}")));
+    }
+    Err(Failure::new(format!("control connection: expected {word}, got {m:?} (is the peer a fabric fi_pingpong?)")))
+}
+
+/// The value of `key=` in a space-separated message.
+fn field<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
+    msg.split(' ').find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+fn ep_name(t: EpType) -> &'static str {
+    match t {
+        EpType::Msg => "msg",
+        EpType::Rdm => "rdm",
+        EpType::Dgram => "dgram",
+        _ => "unspec",
+    }
+}
+
+fn base_hints(o: &PpOpts) -> Hints {
+    let mut h = Hints::new().ep_type(o.ep_type).caps(if o.tagged { Caps::TAGGED } else { Caps::MSG });
+    h.prov_name = o.provider.clone();
+    h.domain_name = o.domain.clone();
+    h.mode = Some(Mode::CONTEXT | Mode::CONTEXT2);
+    if o.ipv6 {
+        h.addr_format = fabric::AddrFormat::SockaddrIn6;
+    }
+    h
+}
+
+fn getinfo(o: &PpOpts, h: &Hints) -> Res<Info> {
+    debug!(o, "getinfo: {h:?}");
+    let mut v = fabric::getinfo(h).map_err(|e| Failure::fabric("fi_getinfo", e))?;
+    let info = v.remove(0);
+    if o.verbose {
+        eprintln!("[debug] fi_pingpong: Running pingpong test with fi_info:\n{}", tostr::info_str(&info));
+    }
+    Ok(info)
+}
+
+/// The fabric objects of one side.
+struct Objects {
+    ep: Endpoint,
+    cq: CompletionQueue,
+    eq: Option<EventQueue>,
+    av: Option<AddressVector>,
+    _pep: Option<PassiveEndpoint>,
+    _domain: Domain,
+    _fabric: Fabric,
+    info: Info,
+}
+
+fn cq_attr(info: &Info) -> CqAttr {
+    let size = info.tx_attr.size.max(info.rx_attr.size).clamp(16, 1024);
+    CqAttr { size, format: CqFormat::Tagged, ..Default::default() }
+}
+
+/// Open fabric, domain, queue, address vector and endpoint for an RDM or DGRAM entry.
+fn open_connless(info: Info) -> Res<Objects> {
+    let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
+    let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
+    let cq = domain.cq(cq_attr(&info)).map_err(|e| Failure::fabric("fi_cq_open", e))?;
+    let av = domain.av(AvAttr { count: 2, ..Default::default() }).map_err(|e| Failure::fabric("fi_av_open", e))?;
+    let ep = domain.endpoint(&info).map_err(|e| Failure::fabric("fi_endpoint", e))?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
+    ep.bind_av(&av).map_err(|e| Failure::fabric("fi_ep_bind(av)", e))?;
+    ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
+    Ok(Objects { ep, cq, eq: None, av: Some(av), _pep: None, _domain: domain, _fabric: fabric, info })
+}
+
+/// Open domain, queues and endpoint for an MSG entry (the client's, or the one of a
+/// connection request), bound to `eq`.
+fn open_msg(fabric: Fabric, eq: EventQueue, info: Info, pep: Option<PassiveEndpoint>) -> Res<Objects> {
+    let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
+    let cq = domain.cq(cq_attr(&info)).map_err(|e| Failure::fabric("fi_cq_open", e))?;
+    let ep = domain.endpoint(&info).map_err(|e| Failure::fabric("fi_endpoint", e))?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
+    ep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_ep_bind(eq)", e))?;
+    ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
+    Ok(Objects { ep, cq, eq: Some(eq), av: None, _pep: pep, _domain: domain, _fabric: fabric, info })
+}
+
+/// Wait for one event on `eq`, up to `timeout`, watching the control connection.
+fn eq_wait(eq: &EventQueue, ctrl: &Ctrl, timeout: Duration, what: &str) -> Res<EqEvent> {
+    let start = Instant::now();
+    loop {
+        match eq.sread(Some(PEER_CHECK)) {
+            Ok(ev) => return Ok(ev),
+            Err(Error::Again) => {}
+            Err(Error::Avail) => {
+                return Err(match eq.readerr() {
+                    Ok(e) => Failure::new(format!("{what}: {} ({})", e.err, -e.err.errno())),
+                    Err(e) => Failure::fabric("fi_eq_readerr", e),
+                })
+            }
+            Err(e) => return Err(Failure::fabric("fi_eq_sread", e)),
+        }
+        if ctrl.peer_gone() {
+            return Err(Failure::new(format!("{what}: the peer closed the control connection")));
+        }
+        if start.elapsed() >= timeout {
+            return Err(Failure::new(format!("{what}: no event for {:.0} s", timeout.as_secs_f64())));
+        }
+    }
+}
+
+/// The agreed test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    iterations: u64,
+    warmup: u64,
+    check: bool,
+    sizes: Vec<usize>,
+}
+
+impl Plan {
+    fn encode(&self, name: Option<&Address>) -> String {
+        let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
+        let name = name.map(|a| a.to_uri()).unwrap_or_else(|| "-".into());
+        format!(
+            "PLAN iters={} warmup={} check={} sizes={} name={name}",
+            self.iterations,
+            self.warmup,
+            u8::from(self.check),
+            sizes.join(",")
+        )
+    }
+
+    fn decode(msg: &str) -> Option<(Plan, Option<String>)> {
+        let iterations = field(msg, "iters")?.parse().ok()?;
+        let warmup = field(msg, "warmup")?.parse().ok()?;
+        let check = field(msg, "check")? == "1";
+        let s = field(msg, "sizes")?;
+        let sizes =
+            if s.is_empty() { Vec::new() } else { s.split(',').map(|x| x.parse().ok()).collect::<Option<_>>()? };
+        let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
+        Some((Plan { iterations, warmup, check, sizes }, name))
+    }
+}
+
+// ---------------------------------------------------------------- server
+
+fn server(o: &PpOpts) -> Res<()> {
+    let port = o.server_port();
+    let listener =
+        oob::listen(port, o.ipv6).map_err(|e| Failure::new(format!("control port {port}: cannot listen: {e}")))?;
+    debug!(o, "SERVER: waiting for connection on port {port}");
+    let (mut ctrl, peer) =
+        Ctrl::accept(&listener, o.timeout).map_err(|e| Failure::new(format!("control port {port}: accept: {e}")))?;
+    drop(listener);
+    debug!(o, "SERVER: connected to {peer}");
+    let r = server_run(o, &mut ctrl);
+    if let Err(f) = &r {
+        // Tell the client why, if it still listens.
+        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
+    }
+    r
+}
+
+fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
+    let hello = ctrl_expect(ctrl, "HELLO")?;
+    if !hello.starts_with(PROTO) {
+        return Err(Failure::new(format!("the client speaks {hello:?}, not {PROTO}")));
+    }
+    let (c_ep, c_mode) = (field(&hello, "ep").unwrap_or(""), field(&hello, "mode").unwrap_or(""));
+    let my_mode = if o.tagged { "tagged" } else { "msg" };
+    if c_ep != ep_name(o.ep_type) || c_mode != my_mode {
+        return Err(Failure::new(format!(
+            "the client runs -e {c_ep} -m {c_mode}, the server -e {} -m {my_mode}: give both the same options",
+            ep_name(o.ep_type)
+        )));
+    }
+
+    // The fabric address on the interface the client reached us on.
+    let local = ctrl.local_addr().map_err(|e| Failure::new(format!("control connection: {e}")))?;
+    let mut hints = base_hints(o);
+    hints.node = Some(local.ip().to_string());
+    hints.source = true;
+    let info = getinfo(o, &hints)?;
+    let max_msg = info.ep_attr.max_msg_size;
+    let prov = info.fabric_attr.prov_name.clone();
+
+    let mut pending_msg: Option<(Fabric, EventQueue, PassiveEndpoint)> = None;
+    let mut objs = None;
+    let name = if o.ep_type == EpType::Msg {
+        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
+        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
+        let pep = fabric.passive_ep(&info).map_err(|e| Failure::fabric("fi_passive_ep", e))?;
+        pep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_pep_bind", e))?;
+        pep.listen().map_err(|e| Failure::fabric("fi_listen", e))?;
+        let name = pep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
+        pending_msg = Some((fabric, eq, pep));
+        name
+    } else {
+        let ob = open_connless(info)?;
+        let name = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
+        objs = Some(ob);
+        name
+    };
+    debug!(o, "SERVER: fabric address {name}");
+    ctrl_send(ctrl, &format!("OK prov={prov} max_msg={max_msg} name={}", name.to_uri()))?;
+
+    let plan_msg = ctrl_expect(ctrl, "PLAN")?;
+    let (plan, peer_name) =
+        Plan::decode(&plan_msg).ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
+    warn_plan_differs(o, &plan, max_msg);
+
+    let (objs, peer) = match pending_msg {
+        Some((fabric, eq, pep)) => {
+            let ev = eq_wait(&eq, ctrl, o.timeout, "waiting for the connection request")?;
+            let EqEvent::ConnReq { info, .. } = ev else {
+                return Err(Failure::new(format!("expected a connection request, got {}", ev.name())));
+            };
+            let ob = open_msg(fabric, eq, *info, Some(pep))?;
+            ob.ep.accept(&[]).map_err(|e| Failure::fabric("fi_accept", e))?;
+            let eq = ob.eq.as_ref().expect("msg objects have an event queue");
+            match eq_wait(eq, ctrl, o.timeout, "accepting the connection")? {
+                EqEvent::Connected { .. } => {}
+                ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
+            }
+            debug!(o, "SERVER: connected");
+            (ob, FiAddr::UNSPEC)
+        }
+        None => {
+            let ob = objs.expect("connectionless objects are open");
+            let peer_name = peer_name.ok_or_else(|| Failure::new("the client sent no fabric address"))?;
+            let addr = Address::parse(&peer_name)
+                .map_err(|_| Failure::new(format!("the client's fabric address {peer_name:?} is malformed")))?;
+            let av = ob.av.as_ref().expect("connectionless objects have an address vector");
+            let peer = av.insert_one(&addr).map_err(|e| Failure::fabric("fi_av_insert", e))?;
+            debug!(o, "SERVER: inserted the client's address {addr}");
+            (ob, peer)
+        }
+    };
+
+    let mut dp = DataPath::new(&objs, peer, o, &plan)?;
+    ctrl_send(ctrl, "READY")?;
+    let mut header = false;
+    for &size in &plan.sizes {
+        let sync = ctrl_expect(ctrl, "SYNC")?;
+        if sync.parse::<usize>().ok() != Some(size) {
+            return Err(Failure::new(format!("out of step with the client: it syncs {sync:?}, expected {size}")));
+        }
+        dp.set_size(size)?;
+        ctrl_send(ctrl, "GO")?;
+        dp.run(ctrl, plan.warmup, false)?;
+        let start = Instant::now();
+        dp.run(ctrl, plan.iterations, false)?;
+        let elapsed = start.elapsed();
+        let done = ctrl_expect(ctrl, "DONE")?;
+        let acked: u64 = done.parse().map_err(|_| Failure::new(format!("malformed DONE {done:?}")))?;
+        ctrl_send(ctrl, "ACK")?;
+        print_row(&mut header, size, plan.iterations, acked, elapsed);
+    }
+    ctrl_expect(ctrl, "BYE")?;
+    let _ = ctrl_send(ctrl, "BYE");
+    debug!(o, "SERVER: done");
+    Ok(())
+}
+
+/// The server follows the client's plan; say so when its own options differ.
+fn warn_plan_differs(o: &PpOpts, plan: &Plan, max_msg: usize) {
+    let mine = perf::test_sizes(o.sizes, max_msg).unwrap_or_default();
+    let mut diffs = Vec::new();
+    if o.iterations != plan.iterations {
+        diffs.push(format!("-I {} (server: {})", plan.iterations, o.iterations));
+    }
+    if mine != plan.sizes && !matches!(o.sizes, SizeSel::Default) {
+        diffs.push("the client's -S".to_string());
+    }
+    if o.check != plan.check {
+        diffs.push(format!("data checks {}", if plan.check { "on" } else { "off" }));
+    }
+    if !diffs.is_empty() {
+        eprintln!("fi_pingpong: note: following the client's plan: {}", diffs.join(", "));
+    }
+}
+
+fn print_row(header: &mut bool, size: usize, sent: u64, acked: u64, elapsed: Duration) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if !*header {
+        let _ = writeln!(out, "{}", perf::HEADER);
+        *header = true;
+    }
+    if let Some(row) = perf::perf_row(size, sent, acked, elapsed, 2) {
+        let _ = writeln!(out, "{row}");
+    }
+    let _ = out.flush();
+}
+
+// ---------------------------------------------------------------- client
+
+fn client(o: &PpOpts) -> Res<()> {
+    let host = o.dst_addr.as_deref().expect("a client has a server address");
+    let (port, src_port) = o.client_ports();
+    let addrs = oob::resolve(host, port, o.ipv6).map_err(Failure::new)?;
+    debug!(o, "CLIENT: connecting to {host} port {port}");
+    let mut ctrl = Ctrl::connect(&addrs, src_port, o.connect_timeout, o.timeout).map_err(Failure::new)?;
+    debug!(o, "CLIENT: connected");
+    client_run(o, &mut ctrl)
+}
+
+fn client_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
+    let mode = if o.tagged { "tagged" } else { "msg" };
+    ctrl_send(ctrl, &format!("HELLO {PROTO} ep={} mode={mode}", ep_name(o.ep_type)))?;
+    let ok = ctrl_expect(ctrl, "OK")?;
+    let srv_max: usize = field(&ok, "max_msg")
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| Failure::new(format!("malformed reply from the server: {ok:?}")))?;
+    let srv_name = field(&ok, "name").unwrap_or("");
+    let srv_addr = Address::parse(srv_name)
+        .map_err(|_| Failure::new(format!("the server's fabric address {srv_name:?} is malformed")))?;
+    debug!(o, "CLIENT: server's fabric address {srv_addr}");
+
+    let mut hints = base_hints(o);
+    if hints.prov_name.is_none() {
+        hints.prov_name = field(&ok, "prov").map(str::to_string);
+    }
+    match srv_addr.sockaddr() {
+        Some(sa) => {
+            // A server listening on every address is reached at the host we reached.
+            let ip =
+                if sa.ip().is_unspecified() { ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip()) } else { sa.ip() };
+            hints.node = Some(ip.to_string());
+            hints.service = Some(sa.port().to_string());
+        }
+        None => hints.dest_addr = Some(srv_addr.clone()),
+    }
+    let info = getinfo(o, &hints)?;
+    let max_msg = info.ep_attr.max_msg_size.min(srv_max);
+    let sizes = perf::test_sizes(o.sizes, max_msg).map_err(Failure::new)?;
+    let plan = Plan { iterations: o.iterations, warmup: o.warmup, check: o.check, sizes };
+
+    let (objs, peer) = if o.ep_type == EpType::Msg {
+        ctrl_send(ctrl, &plan.encode(None))?;
+        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
+        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
+        let ob = open_msg(fabric, eq, info, None)?;
+        let target = connect_addr(&srv_addr, ctrl);
+        ob.ep.connect(&target, &[]).map_err(|e| Failure::fabric("fi_connect", e))?;
+        let eq = ob.eq.as_ref().expect("msg objects have an event queue");
+        match eq_wait(eq, ctrl, o.timeout, "connecting to the server")? {
+            EqEvent::Connected { .. } => {}
+            ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
+        }
+        debug!(o, "CLIENT: connected to {target}");
+        (ob, FiAddr::UNSPEC)
+    } else {
+        let ob = open_connless(info)?;
+        let me = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
+        let av = ob.av.as_ref().expect("connectionless objects have an address vector");
+        let target = connect_addr(&srv_addr, ctrl);
+        let peer = av.insert_one(&target).map_err(|e| Failure::fabric("fi_av_insert", e))?;
+        ctrl_send(ctrl, &plan.encode(Some(&me)))?;
+        (ob, peer)
+    };
+
+    let mut dp = DataPath::new(&objs, peer, o, &plan)?;
+    ctrl_expect(ctrl, "READY")?;
+    let mut header = false;
+    for &size in &plan.sizes {
+        dp.set_size(size)?;
+        ctrl_send(ctrl, &format!("SYNC {size}"))?;
+        ctrl_expect(ctrl, "GO")?;
+        dp.run(ctrl, plan.warmup, true)?;
+        let start = Instant::now();
+        let acked = dp.run(ctrl, plan.iterations, true)?;
+        let elapsed = start.elapsed();
+        ctrl_send(ctrl, &format!("DONE {acked}"))?;
+        ctrl_expect(ctrl, "ACK")?;
+        print_row(&mut header, size, plan.iterations, acked, elapsed);
+    }
+    ctrl_send(ctrl, "BYE")?;
+    let _ = ctrl_expect(ctrl, "BYE");
+    Ok(())
+}
+
+/// The server's address as the client should use it: an unspecified IP (a server
+/// bound to every address) becomes the address the control connection reached.
+fn connect_addr(srv: &Address, ctrl: &Ctrl) -> Address {
+    match srv.sockaddr() {
+        Some(sa) if sa.ip().is_unspecified() => {
+            let ip: IpAddr = ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip());
+            Address::Sockaddr(SocketAddr::new(ip, sa.port()))
+        }
+        _ => srv.clone(),
+    }
+}
+
+// ---------------------------------------------------------------- data path
+
+/// The ping-pong loop of one side.
+struct DataPath<'a> {
+    ep: &'a Endpoint,
+    cq: &'a CompletionQueue,
+    eq: Option<&'a EventQueue>,
+    peer: FiAddr,
+    tagged: bool,
+    inject_size: usize,
+    timeout: Duration,
+    check: bool,
+    size: usize,
+    /// The send buffer, when not in flight.
+    tx: Option<Buf>,
+    /// A receive buffer that has completed, not yet re-posted.
+    rx_done: Option<Buf>,
+    fill: Pattern,
+    verify: Pattern,
+}
+
+impl<'a> DataPath<'a> {
+    fn new(ob: &'a Objects, peer: FiAddr, o: &PpOpts, plan: &Plan) -> Res<DataPath<'a>> {
+        let cap = plan.sizes.iter().copied().max().unwrap_or(0).max(1);
+        let mut dp = DataPath {
+            ep: &ob.ep,
+            cq: &ob.cq,
+            eq: ob.eq.as_ref(),
+            peer,
+            tagged: o.tagged,
+            inject_size: ob.info.tx_attr.inject_size,
+            timeout: o.timeout,
+            check: plan.check,
+            size: 0,
+            tx: Some(Buf::new(cap)),
+            rx_done: None,
+            fill: Pattern::new(),
+            verify: Pattern::new(),
+        };
+        dp.post_recv(Buf::new(cap))?;
+        Ok(dp)
+    }
+
+    /// Prepare the send buffer for `size` bytes (between sizes, nothing in flight).
+    fn set_size(&mut self, size: usize) -> Res<()> {
+        let tx = self.tx.as_mut().ok_or_else(|| Failure::new("internal: send buffer in flight between sizes"))?;
+        tx.set_len(size).map_err(|e| Failure::fabric("set_len", e))?;
+        self.size = size;
+        Ok(())
+    }
+
+    /// `n` round trips: the client sends first, the server echoes. The pongs (or
+    /// pings) received.
+    fn run(&mut self, ctrl: &Ctrl, n: u64, client: bool) -> Res<u64> {
+        let mut w = Watch::new(self.timeout);
+        let mut got = 0;
+        for _ in 0..n {
+            if client {
+                self.send(ctrl, &mut w)?;
+                self.recv_one(ctrl, &mut w)?;
+            } else {
+                self.recv_one(ctrl, &mut w)?;
+                self.send(ctrl, &mut w)?;
+            }
+            got += 1;
+        }
+        // Have the send buffer back before the next size.
+        while self.tx.is_none() {
+            self.poll(ctrl, &mut w, "the last send's completion")?;
+        }
+        Ok(got)
+    }
+
+    fn post_recv(&mut self, buf: Buf) -> Res<()> {
+        let mut buf = buf;
+        let mut w = Watch::new(self.timeout);
+        loop {
+            let r = if self.tagged {
+                self.ep.trecv(buf, FiAddr::UNSPEC, TAG, 0, RX_CTX)
+            } else {
+                self.ep.recv(buf, FiAddr::UNSPEC, RX_CTX)
+            };
+            match r {
+                Ok(()) => return Ok(()),
+                Err(pe) if pe.error == Error::Again => {
+                    buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
+                    w.tick_checked(None, self.eq, "posting a receive")?;
+                    self.drain()?;
+                }
+                Err(pe) => return Err(Failure::fabric(if self.tagged { "fi_trecv" } else { "fi_recv" }, pe.error)),
+            }
+        }
+    }
+
+    /// Read whatever completions are there without waiting (for back-pressure).
+    fn drain(&mut self) -> Res<()> {
+        loop {
+            match self.cq.read_one() {
+                Ok(c) => self.complete(c)?,
+                Err(Error::Again) => return Ok(()),
+                Err(e) => return Err(self.cq_failure(e)),
+            }
+        }
+    }
+
+    /// Send the current size to the peer: inject below the inject size, as
+    /// libfabric's fi_pingpong does, else post the buffer.
+    fn send(&mut self, ctrl: &Ctrl, w: &mut Watch) -> Res<()> {
+        while self.tx.is_none() {
+            self.poll(ctrl, w, "the previous send's completion")?;
+        }
+        let mut tx = self.tx.take().expect("send buffer present");
+        if self.check {
+            self.fill.fill(&mut tx);
+        }
+        if self.size < self.inject_size {
+            loop {
+                let r = if self.tagged { self.ep.tinject(&tx, self.peer, TAG) } else { self.ep.inject(&tx, self.peer) };
+                match r {
+                    Ok(()) => break,
+                    Err(Error::Again) => {
+                        w.tick_checked(Some(ctrl), self.eq, "injecting a message")?;
+                        if let Err(f) = self.drain() {
+                            self.tx = Some(tx);
+                            return Err(f);
+                        }
+                    }
+                    Err(e) => return Err(Failure::fabric(if self.tagged { "fi_tinject" } else { "fi_inject" }, e)),
+                }
+            }
+            self.tx = Some(tx);
+            return Ok(());
+        }
+        loop {
+            let r = if self.tagged {
+                self.ep.tsend(tx, self.peer, TAG, TX_CTX)
+            } else {
+                self.ep.send(tx, self.peer, TX_CTX)
+            };
+            match r {
+                Ok(()) => return Ok(()),
+                Err(pe) if pe.error == Error::Again => {
+                    tx = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
+                    w.tick_checked(Some(ctrl), self.eq, "posting a send")?;
+                    self.drain()?;
+                }
+                Err(pe) => return Err(Failure::fabric(if self.tagged { "fi_tsend" } else { "fi_send" }, pe.error)),
+            }
+        }
+    }
+
+    /// Wait for the posted receive to complete, then post it again at once.
+    fn recv_one(&mut self, ctrl: &Ctrl, w: &mut Watch) -> Res<()> {
+        while self.rx_done.is_none() {
+            self.poll(ctrl, w, "a message from the peer")?;
+        }
+        let rx = self.rx_done.take().expect("completed receive");
+        self.post_recv(rx)
+    }
+
+    /// One busy poll of the completion queue, with the watchdog.
+    #[inline]
+    fn poll(&mut self, ctrl: &Ctrl, w: &mut Watch, what: &str) -> Res<()> {
+        match self.cq.read_one() {
+            Ok(c) => {
+                w.progress();
+                self.complete(c)
+            }
+            Err(Error::Again) => w.tick_checked(Some(ctrl), self.eq, what),
+            Err(e) => Err(self.cq_failure(e)),
+        }
+    }
+
+    fn complete(&mut self, c: Completion) -> Res<()> {
+        match c.context {
+            RX_CTX => {
+                let buf = c.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
+                if c.len != self.size {
+                    return Err(Failure::new(format!("received {} bytes, expected {}", c.len, self.size)));
+                }
+                if self.check {
+                    self.verify.check(&buf).map_err(|m| Failure::new(format!("size {}: {m}", self.size)))?;
+                }
+                self.rx_done = Some(buf);
+                Ok(())
+            }
+            TX_CTX => {
+                let buf = c.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
+                self.tx = Some(buf);
+                Ok(())
+            }
+            other => Err(Failure::new(format!("completion with unknown context {other}"))),
+        }
+    }
+
+    fn cq_failure(&self, e: Error) -> Failure {
+        if e != Error::Avail {
+            return Failure::fabric("fi_cq_read", e);
+        }
+        match self.cq.readerr() {
+            Ok(ce) => {
+                let op = match ce.context {
+                    RX_CTX => "receive",
+                    TX_CTX => "send",
+                    _ => "operation",
+                };
+                Failure {
+                    msg: format!("{op} failed: {} ({}){}", ce, -ce.err.errno(), peer_hint(ce.err)),
+                    status: ce.err.errno().clamp(1, 255),
+                }
+            }
+            Err(e) => Failure::fabric("fi_cq_readerr", e),
+        }
+    }
+}
+
+fn peer_hint(e: Error) -> &'static str {
+    match e {
+        Error::ConnReset | Error::Shutdown | Error::NotConn | Error::ConnAborted | Error::ConnRefused => {
+            ": the peer is gone"
+        }
+        _ => "",
+    }
+}
+
+/// The watchdog of a poll loop: the time of the last progress, and looks at the
+/// clock, the control connection and the event queue every so often.
+struct Watch {
+    timeout: Duration,
+    spins: u32,
+    last_progress: Instant,
+    last_peer_check: Instant,
+}
+
+impl Watch {
+    fn new(timeout: Duration) -> Watch {
+        let now = Instant::now();
+        Watch { timeout, spins: 0, last_progress: now, last_peer_check: now }
+    }
+
+    #[inline]
+    fn progress(&mut self) {
+        self.spins = 0;
+        self.last_progress = Instant::now();
+    }
+
+    /// An empty poll: every few hundred, look at the clock; every 100 ms, at the
+    /// peer.
+    #[inline]
+    fn tick_checked(&mut self, ctrl: Option<&Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
+        self.spins += 1;
+        if self.spins < SPINS_PER_CLOCK {
+            return Ok(());
+        }
+        self.spins = 0;
+        self.check(ctrl, eq, what)
+    }
+
+    #[cold]
+    fn check(&mut self, ctrl: Option<&Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
+        let now = Instant::now();
+        if now.duration_since(self.last_progress) >= self.timeout {
+            return Err(Failure {
+                msg: format!(
+                    "no progress for {:.0} s waiting for {what}: is the peer alive? (--timeout sets the limit)",
+                    self.timeout.as_secs_f64()
+                ),
+                status: Error::TimedOut.errno(),
+            });
+        }
+        if now.duration_since(self.last_peer_check) < PEER_CHECK {
+            return Ok(());
+        }
+        self.last_peer_check = now;
+        if let Some(eq) = eq {
+            match eq.read() {
+                Ok(EqEvent::Shutdown { .. }) => {
+                    return Err(Failure::new(format!("the peer shut the connection down while waiting for {what}")))
+                }
+                Ok(ev) => return Err(Failure::new(format!("unexpected event {} while waiting for {what}", ev.name()))),
+                Err(Error::Again) => {}
+                Err(Error::Avail) => {
+                    let why = eq.readerr().map(|e| e.err.to_string()).unwrap_or_else(|e| e.to_string());
+                    return Err(Failure::new(format!("connection error while waiting for {what}: {why}")));
+                }
+                Err(e) => return Err(Failure::fabric("fi_eq_read", e)),
+            }
+        }
+        if ctrl.is_some_and(|c| c.peer_gone()) {
+            return Err(Failure::new(format!("the peer closed the control connection while waiting for {what}")));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_round_trips() {
+        let p = Plan { iterations: 1000, warmup: 2, check: true, sizes: vec![0, 1, 64, 6 << 20] };
+        let a = Address::parse("127.0.0.1:4000").unwrap();
+        let (q, name) = Plan::decode(&p.encode(Some(&a))).unwrap();
+        assert_eq!(q, p);
+        assert_eq!(name.as_deref(), Some("fi_sockaddr_in://127.0.0.1:4000"));
+        let p = Plan { iterations: 1, warmup: 0, check: false, sizes: vec![] };
+        assert_eq!(Plan::decode(&p.encode(None)).unwrap(), (p, None));
+        assert!(Plan::decode("PLAN iters=x").is_none());
+        assert_eq!(field("OK prov=tcp max_msg=5 name=fi_x://a=b", "name"), Some("fi_x://a=b"));
+        assert_eq!(field("OK prov=tcp", "max"), None);
+    }
+}
