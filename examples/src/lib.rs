@@ -1,1 +1,1 @@
-//! examples
+//! Small programs a new user of fabric reads first (see `src/bin/`).
