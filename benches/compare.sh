@@ -22,7 +22,7 @@ one() { # bin prov ep size
   local srv=$!
   sleep 0.3
   local out
-  out=$(timeout 120 "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -B "$port" 127.0.0.1 2>/dev/null || true)
+  out=$(timeout 120 "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -P "$port" 127.0.0.1 2>/dev/null || true)
   wait $srv 2>/dev/null || true
   echo "$out" | awk '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 8 { print $7 }' | tail -1
 }

@@ -210,7 +210,7 @@ pub fn env_entry(p: &Param, value: Option<&str>) -> String {
 
 /// Whether a parameter passes `-g SUBSTR` (case-insensitive, on the variable name).
 pub fn env_matches(p: &Param, filter: Option<&str>) -> bool {
-    filter.is_none_or(|f| p.env_name().to_ascii_lowercase().contains(&f.to_ascii_lowercase()))
+    filter.map_or(true, |f| p.env_name().to_ascii_lowercase().contains(&f.to_ascii_lowercase()))
 }
 
 /// `fi_info --version`: this tool's version, fabric's, and the API version.

@@ -21,6 +21,22 @@ const MAX_MSG: usize = 1 << 20;
 pub struct Ctrl {
     stream: TcpStream,
     timeout: Duration,
+    /// Bytes read from the socket and not yet taken by [`Ctrl::recv`] (read early by
+    /// [`Ctrl::peer_state`]).
+    pending: Vec<u8>,
+    /// The peer closed its end (seen by [`Ctrl::peer_state`]).
+    eof: bool,
+}
+
+/// What [`Ctrl::peer_state`] sees of the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerState {
+    /// Nothing wrong.
+    Alive,
+    /// The connection ended or broke.
+    Gone,
+    /// The peer sent an `ERR` message: its text.
+    Failed(String),
 }
 
 /// Listen for the client: on every address of the family, `port`.
@@ -90,7 +106,7 @@ impl Ctrl {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         stream.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        Ok(Ctrl { stream, timeout })
+        Ok(Ctrl { stream, timeout, pending: Vec::new(), eof: false })
     }
 
     /// The local address of the connection (the address the peer reached us on).
@@ -114,45 +130,93 @@ impl Ctrl {
 
     /// Receive one message, waiting at most the connection's time-out.
     pub fn recv(&mut self) -> io::Result<Vec<u8>> {
-        let mut len = [0u8; 4];
-        self.read_exact(&mut len)?;
-        let len = u32::from_be_bytes(len) as usize;
+        self.fill(4)?;
+        let len = u32::from_be_bytes([self.pending[0], self.pending[1], self.pending[2], self.pending[3]]) as usize;
         if len > MAX_MSG {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control message of {len} bytes")));
         }
-        let mut buf = vec![0u8; len];
-        self.read_exact(&mut buf)?;
-        Ok(buf)
+        self.fill(4 + len)?;
+        let msg = self.pending[4..4 + len].to_vec();
+        self.pending.drain(..4 + len);
+        Ok(msg)
     }
 
-    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        match self.stream.read_exact(buf) {
-            Ok(()) => Ok(()),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the peer sent nothing on the control connection for {:.0} s", self.timeout.as_secs_f64()),
-            )),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the control connection"))
+    /// Have at least `n` bytes pending, reading from the socket.
+    fn fill(&mut self, n: usize) -> io::Result<()> {
+        let mut chunk = [0u8; 4096];
+        while self.pending.len() < n {
+            if self.eof {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the control connection"));
             }
-            Err(e) => Err(e),
+            match self.stream.read(&mut chunk) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.pending.extend_from_slice(&chunk[..k]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the peer sent nothing on the control connection for {:.0} s",
+                            self.timeout.as_secs_f64()
+                        ),
+                    ))
+                }
+                Err(e) => return Err(e),
+            }
         }
+        Ok(())
     }
 
-    /// Whether the peer has closed the connection (or it broke), without waiting and
-    /// without consuming anything: for watchdogs in the data path's poll loops.
-    pub fn peer_gone(&self) -> bool {
-        if self.stream.set_nonblocking(true).is_err() {
-            return true;
+    /// Whether the peer has closed the connection, or sent an `ERR` message, without
+    /// waiting and without losing anything: bytes that arrived are kept for
+    /// [`Ctrl::recv`]. For watchdogs in the data path's poll loops.
+    pub fn peer_state(&mut self) -> PeerState {
+        if !self.eof {
+            if self.stream.set_nonblocking(true).is_err() {
+                return PeerState::Gone;
+            }
+            let mut chunk = [0u8; 4096];
+            let mut broken = false;
+            loop {
+                match self.stream.read(&mut chunk) {
+                    Ok(0) => {
+                        self.eof = true;
+                        break;
+                    }
+                    Ok(k) => self.pending.extend_from_slice(&chunk[..k]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        broken = true;
+                        break;
+                    }
+                }
+                if self.pending.len() > MAX_MSG + 4 {
+                    break;
+                }
+            }
+            if self.stream.set_nonblocking(false).is_err() || broken {
+                return PeerState::Gone;
+            }
         }
-        let mut b = [0u8; 1];
-        let gone = match self.stream.peek(&mut b) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted,
-        };
-        let _ = self.stream.set_nonblocking(false);
-        gone
+        // An ERR among the complete messages that wait?
+        let mut off = 0;
+        while self.pending.len() >= off + 4 {
+            let p = &self.pending[off..];
+            let len = u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize;
+            if p.len() < 4 + len {
+                break;
+            }
+            if let Some(why) = p[4..4 + len].strip_prefix(b"ERR ") {
+                return PeerState::Failed(String::from_utf8_lossy(why).into_owned());
+            }
+            off += 4 + len;
+        }
+        if self.eof {
+            PeerState::Gone
+        } else {
+            PeerState::Alive
+        }
     }
 }
 
@@ -190,11 +254,41 @@ mod tests {
         assert_eq!(c.recv().unwrap(), b"");
         t.join().unwrap();
         let start = Instant::now();
-        while !c.peer_gone() {
+        while c.peer_state() != PeerState::Gone {
             assert!(start.elapsed() < Duration::from_secs(5));
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(c.recv().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn early_reads_keep_messages_and_see_errors() {
+        let l = listen(0, false).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let (mut c, _) = Ctrl::accept(&l, Duration::from_secs(5)).unwrap();
+            c.send(b"DONE 10").unwrap();
+            rx.recv().unwrap();
+            c.send(b"ERR it broke").unwrap();
+            rx.recv().unwrap();
+        });
+        let addrs = resolve("127.0.0.1", port, false).unwrap();
+        let mut c = Ctrl::connect(&addrs, None, Duration::from_secs(5), Duration::from_secs(5)).unwrap();
+        let start = Instant::now();
+        while c.pending.len() < 11 {
+            assert_eq!(c.peer_state(), PeerState::Alive);
+            assert!(start.elapsed() < Duration::from_secs(5));
+        }
+        tx.send(()).unwrap();
+        while c.peer_state() == PeerState::Alive {
+            assert!(start.elapsed() < Duration::from_secs(5));
+        }
+        assert_eq!(c.peer_state(), PeerState::Failed("it broke".into()));
+        assert_eq!(c.recv().unwrap(), b"DONE 10");
+        assert_eq!(c.recv().unwrap(), b"ERR it broke");
+        tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     #[test]
@@ -203,7 +297,7 @@ mod tests {
         let port = l.local_addr().unwrap().port();
         let addrs = resolve("127.0.0.1", port, false).unwrap();
         let mut c = Ctrl::connect(&addrs, None, Duration::from_secs(5), Duration::from_millis(50)).unwrap();
-        assert!(!c.peer_gone());
+        assert_eq!(c.peer_state(), PeerState::Alive);
         let e = c.recv().unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         drop(l);

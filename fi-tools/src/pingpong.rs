@@ -28,7 +28,7 @@
 //! C: BYE     S: BYE
 //! ```
 
-use crate::oob::{self, Ctrl};
+use crate::oob::{self, Ctrl, PeerState};
 use crate::pattern::Pattern;
 use crate::perf::{self, SizeSel};
 use crate::ppopts::{self, PpCmd, PpOpts};
@@ -206,7 +206,7 @@ fn open_msg(fabric: Fabric, eq: EventQueue, info: Info, pep: Option<PassiveEndpo
 }
 
 /// Wait for one event on `eq`, up to `timeout`, watching the control connection.
-fn eq_wait(eq: &EventQueue, ctrl: &Ctrl, timeout: Duration, what: &str) -> Res<EqEvent> {
+fn eq_wait(eq: &EventQueue, ctrl: &mut Ctrl, timeout: Duration, what: &str) -> Res<EqEvent> {
     let start = Instant::now();
     loop {
         match eq.sread(Some(PEER_CHECK)) {
@@ -220,8 +220,10 @@ fn eq_wait(eq: &EventQueue, ctrl: &Ctrl, timeout: Duration, what: &str) -> Res<E
             }
             Err(e) => return Err(Failure::fabric("fi_eq_sread", e)),
         }
-        if ctrl.peer_gone() {
-            return Err(Failure::new(format!("{what}: the peer closed the control connection")));
+        match ctrl.peer_state() {
+            PeerState::Alive => {}
+            PeerState::Gone => return Err(Failure::new(format!("{what}: the peer closed the control connection"))),
+            PeerState::Failed(why) => return Err(Failure::new(format!("{what}: the peer failed: {why}"))),
         }
         if start.elapsed() >= timeout {
             return Err(Failure::new(format!("{what}: no event for {:.0} s", timeout.as_secs_f64())));
@@ -423,7 +425,12 @@ fn client(o: &PpOpts) -> Res<()> {
     debug!(o, "CLIENT: connecting to {host} port {port}");
     let mut ctrl = Ctrl::connect(&addrs, src_port, o.connect_timeout, o.timeout).map_err(Failure::new)?;
     debug!(o, "CLIENT: connected");
-    client_run(o, &mut ctrl)
+    let r = client_run(o, &mut ctrl);
+    if let Err(f) = &r {
+        // Tell the server why, if it still listens.
+        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
+    }
+    r
 }
 
 fn client_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
@@ -566,7 +573,7 @@ impl<'a> DataPath<'a> {
 
     /// `n` round trips: the client sends first, the server echoes. The pongs (or
     /// pings) received.
-    fn run(&mut self, ctrl: &Ctrl, n: u64, client: bool) -> Res<u64> {
+    fn run(&mut self, ctrl: &mut Ctrl, n: u64, client: bool) -> Res<u64> {
         let mut w = Watch::new(self.timeout);
         let mut got = 0;
         for _ in 0..n {
@@ -588,7 +595,8 @@ impl<'a> DataPath<'a> {
 
     fn post_recv(&mut self, buf: Buf) -> Res<()> {
         let mut buf = buf;
-        let mut w = Watch::new(self.timeout);
+        // The clock is read only when the provider pushes back.
+        let mut w: Option<Watch> = None;
         loop {
             let r = if self.tagged {
                 self.ep.trecv(buf, FiAddr::UNSPEC, TAG, 0, RX_CTX)
@@ -599,7 +607,11 @@ impl<'a> DataPath<'a> {
                 Ok(()) => return Ok(()),
                 Err(pe) if pe.error == Error::Again => {
                     buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
-                    w.tick_checked(None, self.eq, "posting a receive")?;
+                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(
+                        None,
+                        self.eq,
+                        "posting a receive",
+                    )?;
                     self.drain()?;
                 }
                 Err(pe) => return Err(Failure::fabric(if self.tagged { "fi_trecv" } else { "fi_recv" }, pe.error)),
@@ -620,7 +632,7 @@ impl<'a> DataPath<'a> {
 
     /// Send the current size to the peer: inject below the inject size, as
     /// libfabric's fi_pingpong does, else post the buffer.
-    fn send(&mut self, ctrl: &Ctrl, w: &mut Watch) -> Res<()> {
+    fn send(&mut self, ctrl: &mut Ctrl, w: &mut Watch) -> Res<()> {
         while self.tx.is_none() {
             self.poll(ctrl, w, "the previous send's completion")?;
         }
@@ -634,7 +646,7 @@ impl<'a> DataPath<'a> {
                 match r {
                     Ok(()) => break,
                     Err(Error::Again) => {
-                        w.tick_checked(Some(ctrl), self.eq, "injecting a message")?;
+                        w.tick_checked(Some(&mut *ctrl), self.eq, "injecting a message")?;
                         if let Err(f) = self.drain() {
                             self.tx = Some(tx);
                             return Err(f);
@@ -656,7 +668,7 @@ impl<'a> DataPath<'a> {
                 Ok(()) => return Ok(()),
                 Err(pe) if pe.error == Error::Again => {
                     tx = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
-                    w.tick_checked(Some(ctrl), self.eq, "posting a send")?;
+                    w.tick_checked(Some(&mut *ctrl), self.eq, "posting a send")?;
                     self.drain()?;
                 }
                 Err(pe) => return Err(Failure::fabric(if self.tagged { "fi_tsend" } else { "fi_send" }, pe.error)),
@@ -665,7 +677,7 @@ impl<'a> DataPath<'a> {
     }
 
     /// Wait for the posted receive to complete, then post it again at once.
-    fn recv_one(&mut self, ctrl: &Ctrl, w: &mut Watch) -> Res<()> {
+    fn recv_one(&mut self, ctrl: &mut Ctrl, w: &mut Watch) -> Res<()> {
         while self.rx_done.is_none() {
             self.poll(ctrl, w, "a message from the peer")?;
         }
@@ -675,13 +687,13 @@ impl<'a> DataPath<'a> {
 
     /// One busy poll of the completion queue, with the watchdog.
     #[inline]
-    fn poll(&mut self, ctrl: &Ctrl, w: &mut Watch, what: &str) -> Res<()> {
+    fn poll(&mut self, ctrl: &mut Ctrl, w: &mut Watch, what: &str) -> Res<()> {
         match self.cq.read_one() {
             Ok(c) => {
                 w.progress();
                 self.complete(c)
             }
-            Err(Error::Again) => w.tick_checked(Some(ctrl), self.eq, what),
+            Err(Error::Again) => w.tick_checked(Some(&mut *ctrl), self.eq, what),
             Err(e) => Err(self.cq_failure(e)),
         }
     }
@@ -762,7 +774,7 @@ impl Watch {
     /// An empty poll: every few hundred, look at the clock; every 100 ms, at the
     /// peer.
     #[inline]
-    fn tick_checked(&mut self, ctrl: Option<&Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
+    fn tick_checked(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
         self.spins += 1;
         if self.spins < SPINS_PER_CLOCK {
             return Ok(());
@@ -772,7 +784,7 @@ impl Watch {
     }
 
     #[cold]
-    fn check(&mut self, ctrl: Option<&Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
+    fn check(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
         let now = Instant::now();
         if now.duration_since(self.last_progress) >= self.timeout {
             return Err(Failure {
@@ -801,10 +813,13 @@ impl Watch {
                 Err(e) => return Err(Failure::fabric("fi_eq_read", e)),
             }
         }
-        if ctrl.is_some_and(|c| c.peer_gone()) {
-            return Err(Failure::new(format!("the peer closed the control connection while waiting for {what}")));
+        match ctrl.map(|c| c.peer_state()) {
+            None | Some(PeerState::Alive) => Ok(()),
+            Some(PeerState::Gone) => {
+                Err(Failure::new(format!("the peer closed the control connection while waiting for {what}")))
+            }
+            Some(PeerState::Failed(why)) => Err(Failure::new(format!("the peer failed: {why}"))),
         }
-        Ok(())
     }
 }
 

@@ -34,7 +34,8 @@ fn run() -> i32 {
         InfoCmd::Query { hints, verbose } => match fabric::getinfo(&hints) {
             Ok(infos) => infocmd::format_infos(&infos, verbose),
             Err(e) => {
-                eprintln!("fi_getinfo: {}", -e.errno());
+                // libfabric prints the number alone; the text says why.
+                eprintln!("fi_getinfo: {} ({e})", -e.errno());
                 return e.errno();
             }
         },

@@ -341,6 +341,11 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
             if let Some(d) = dest {
                 info.dest_addr = Some(Address::Sockaddr(d));
             }
+            // Data progress is manual unless automatic is asked for: then the
+            // domain runs a progress thread.
+            if h.data_progress == Progress::Auto {
+                info.domain_attr.data_progress = Progress::Auto;
+            }
             match info.check(h) {
                 Ok(()) => out.push(info),
                 Err(why) => reasons.push(format!("{} {}: {why}", iface.name, t)),

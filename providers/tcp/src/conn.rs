@@ -132,6 +132,8 @@ pub(crate) struct Conn {
     pub hdr_got: usize,
     /// Generation of this slot, so a stale reference is detected.
     pub gen: u32,
+    /// The last receive found the socket drained (returned less than asked).
+    pub drained: bool,
 }
 
 impl Conn {
@@ -155,6 +157,7 @@ impl Conn {
             hdr_buf: [0; HDR_LEN],
             hdr_got: 0,
             gen,
+            drained: false,
         }
     }
 
@@ -176,6 +179,9 @@ impl Conn {
         self.stage_hi = 0;
         let n = recv(self.fd(), &mut self.stage)?;
         self.stage_hi = n;
+        // A short read drained the socket: the next read would most likely find
+        // nothing, so this progress call stops once the staged bytes are used.
+        self.drained = n < self.stage.len();
         Ok(n)
     }
 

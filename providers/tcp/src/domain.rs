@@ -4,12 +4,16 @@
 use crate::ep::TcpEp;
 use crate::fabric::TcpFabric;
 use fabric_core::prov::{AvOps, CntrOps, CqOps, DomainOps, EndpointOps, MrOps};
+use fabric_core::Progress as ProgressModel;
 use fabric_core::{Address, AvAttr, CqAttr, Info, MrAccess, Result};
 use fabric_util::av::UtilAv;
 use fabric_util::cntr::UtilCntr;
 use fabric_util::cq::UtilCq;
 use fabric_util::mr::MrRegistry;
+use fabric_util::progress::{Progress, Waiter};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
 
 /// Objects opened on a domain, by fid, held weakly so endpoints can find the
 /// concrete object behind a `dyn` handle.
@@ -43,7 +47,47 @@ pub(crate) struct TcpDomain {
     cntrs: Registry<UtilCntr>,
     avs: Registry<UtilAv>,
     mrs: Arc<MrRegistry>,
+    /// With `FI_PROGRESS_AUTO`: the progress thread and what it waits on.
+    auto: Option<AutoProgress>,
     me: Weak<TcpDomain>,
+}
+
+/// The optional progress thread of a domain opened with `FI_PROGRESS_AUTO`: it
+/// drives every endpoint of the domain, sleeping in epoll on their sockets when
+/// there is nothing to do, so operations complete without the application reading
+/// its queues.
+struct AutoProgress {
+    waiter: Arc<Waiter>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl AutoProgress {
+    fn start() -> Result<AutoProgress> {
+        let waiter = Arc::new(Waiter::new()?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (w, s) = (waiter.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("fabric-tcp-progress".into())
+            .spawn(move || {
+                while !s.load(Ordering::Acquire) {
+                    let _ =
+                        w.wait(Some(std::time::Duration::from_millis(100)), || s.load(Ordering::Acquire).then_some(()));
+                }
+            })
+            .map_err(fabric_core::Error::from)?;
+        Ok(AutoProgress { waiter, stop, thread: Mutex::new(Some(thread)) })
+    }
+}
+
+impl Drop for AutoProgress {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.waiter.signal();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
 }
 
 fn accept_addr(a: &Address) -> bool {
@@ -51,8 +95,12 @@ fn accept_addr(a: &Address) -> bool {
 }
 
 impl TcpDomain {
-    pub(crate) fn new(fabric: Arc<TcpFabric>, info: &Info) -> Arc<TcpDomain> {
-        Arc::new_cyclic(|me| TcpDomain {
+    pub(crate) fn new(fabric: Arc<TcpFabric>, info: &Info) -> Result<Arc<TcpDomain>> {
+        let auto = match info.domain_attr.data_progress {
+            ProgressModel::Auto => Some(AutoProgress::start()?),
+            _ => None,
+        };
+        Ok(Arc::new_cyclic(|me| TcpDomain {
             fid: fabric_core::prov::next_fid(),
             info: info.clone(),
             fabric,
@@ -60,8 +108,9 @@ impl TcpDomain {
             cntrs: Registry::new(),
             avs: Registry::new(),
             mrs: MrRegistry::new(info.domain_attr.mr_mode),
+            auto,
             me: me.clone(),
-        })
+        }))
     }
 
     pub(crate) fn fabric(&self) -> &Arc<TcpFabric> {
@@ -111,6 +160,10 @@ impl DomainOps for TcpDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
         let me = self.me.upgrade().expect("a domain method runs while the domain lives");
         let ep = TcpEp::new(me, info)?;
+        if let Some(a) = &self.auto {
+            let w: Weak<dyn Progress> = Arc::downgrade(&ep) as Weak<dyn Progress>;
+            a.waiter.bind(w)?;
+        }
         Ok(ep)
     }
 

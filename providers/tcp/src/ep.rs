@@ -947,6 +947,12 @@ impl TcpEp {
         match &mut slot.rx {
             RxState::Header => {
                 if conn.staged() == 0 {
+                    if conn.drained {
+                        // Drained on the last read: try again on the next progress
+                        // call, not now (saves a failing recv per message).
+                        conn.drained = false;
+                        return Ok(false);
+                    }
                     match conn.fill() {
                         Ok(_) => {}
                         Err(Error::Again) => return Ok(false),

@@ -41,7 +41,7 @@ impl FabricOps for TcpFabric {
     }
 
     fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
-        Ok(TcpDomain::new(self.arc(), info))
+        Ok(TcpDomain::new(self.arc(), info)?)
     }
 
     fn eq_open(&self, attr: &EqAttr) -> Result<Arc<dyn EqOps>> {

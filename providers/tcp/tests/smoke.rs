@@ -218,3 +218,52 @@ fn rdm_send_to_self() {
     assert_eq!(got[0].src, a.me);
     assert_eq!(&dst[..9], b"to myself");
 }
+
+#[test]
+fn auto_progress_completes_without_reads() {
+    let p = fabric_tcp::provider();
+    let hints =
+        Hints { data_progress: Progress::Auto, ..Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true) };
+    let info = p.getinfo(&hints).unwrap()[0].clone();
+    assert_eq!(info.domain_attr.data_progress, Progress::Auto);
+    let fabric = p.fabric(&info).unwrap();
+    let dom = fabric.domain(&info).unwrap();
+    let mk = || {
+        let cq = dom.cq_open(&CqAttr::default()).unwrap();
+        let av = dom.av_open(&AvAttr::default()).unwrap();
+        let ep = dom.endpoint(&info).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (cq, av, ep)
+    };
+    let (c1, a1, e1) = mk();
+    let (c2, _a2, e2) = mk();
+    let to2 = a1.insert(&[e2.getname().unwrap()]).unwrap()[0];
+    let mut src = vec![9u8; 300_000]; // rendezvous: needs several exchanges
+    let mut dst = vec![0u8; 300_000];
+    let si = [IoVec { base: src.as_mut_ptr(), len: src.len() }];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: buffers outlive the completions.
+    unsafe {
+        e2.post_recv(&op(&ri, FiAddr::UNSPEC, 1), OpFlags::empty()).unwrap();
+        e1.post_send(&op(&si, to2, 2), OpFlags::empty()).unwrap();
+    }
+    // Only the receiver's queue is read, which drives only the receiver. The
+    // rendezvous needs the sender to answer the receiver's clear-to-send, so the
+    // receive completes only if the progress thread drives the sender.
+    let start = std::time::Instant::now();
+    let mut out = [CqEntry::new(0, Caps::empty())];
+    loop {
+        match c2.read(&mut out) {
+            Ok(1) => break,
+            Err(Error::Again) | Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no automatic progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(out[0].len, 300_000);
+    assert!(dst.iter().all(|&b| b == 9));
+    let _ = (c1, c2);
+}

@@ -1,0 +1,163 @@
+//! The conformance suite: one set of tests of the public API, instantiated per
+//! provider (as rustls instantiates its tests per crypto provider).
+//!
+//! `conformance_suite!(tcp, "tcp")` makes `mod tcp { mod msg { #[test] fn ... } ... }`
+//! where every test runs against the provider named `"tcp"`. A test first checks the
+//! provider's `Info` (caps, endpoint types, limits) and, when a capability is
+//! absent, prints `skipped: <why>` and returns: every provider passes the same
+//! semantics, as far as it offers them.
+//!
+//! Tests run on a thread under a watchdog and every wait has its own, so a hang
+//! fails the test instead of blocking the run. Tests marked
+//! `#[ignore = "bug: ..."]` expose a known bug of a provider or of the fabric crate:
+//! run them with `cargo test -p fabric --test conformance -- --ignored`.
+//!
+//! The test functions live in `conformance/<area>.rs` as
+//! `pub fn name(prov: &'static str)`; the list below names each once (a function
+//! left out of the list is dead code, which the compiler reports).
+
+#![allow(missing_docs)]
+
+#[path = "conformance/common.rs"]
+mod common;
+
+#[path = "conformance/av.rs"]
+mod av;
+#[path = "conformance/cm.rs"]
+mod cm;
+#[path = "conformance/cq.rs"]
+mod cq;
+#[path = "conformance/discovery.rs"]
+mod discovery;
+#[path = "conformance/errors.rs"]
+mod errors;
+#[path = "conformance/msg.rs"]
+mod msg;
+#[path = "conformance/tagged.rs"]
+mod tagged;
+
+/// Instantiate the tests of the listed areas for one provider.
+macro_rules! suite_tests {
+    ($prov:literal; $( $area:ident : [ $( $(#[$meta:meta])* $test:ident ),* $(,)? ] ),* $(,)?) => {
+        $(
+            mod $area {
+                $(
+                    #[test]
+                    $(#[$meta])*
+                    fn $test() {
+                        crate::common::run(
+                            concat!($prov, "::", stringify!($area), "::", stringify!($test)),
+                            $prov,
+                            crate::$area::$test,
+                        );
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+/// The whole suite for one provider: `conformance_suite!(tcp, "tcp")` makes
+/// `mod tcp` with every test run against the provider named `"tcp"`.
+macro_rules! conformance_suite {
+    ($name:ident, $prov:literal) => {
+        mod $name {
+            suite_tests! { $prov;
+                discovery: [
+                    by_provider_name,
+                    ep_types,
+                    info_attributes_are_consistent,
+                    caps_filter_and_narrow,
+                    numeric_node_and_service,
+                    node_by_name,
+                    service_by_name,
+                    source_node_and_service,
+                    source_address_hint,
+                    domain_and_fabric_names,
+                    impossible_hints_give_nodata,
+                    mode_hints,
+                ],
+                msg: [
+                    rdm_sizes,
+                    msg_sizes,
+                    rdm_vectored,
+                    msg_vectored,
+                    rdm_iov_limit,
+                    msg_iov_limit,
+                    rdm_remote_cq_data,
+                    msg_remote_cq_data,
+                    rdm_inject,
+                    msg_inject,
+                    rdm_send_after_send_order,
+                    msg_send_after_send_order,
+                    rdm_unexpected,
+                    msg_unexpected,
+                    rdm_truncation,
+                    msg_truncation,
+                    rdm_cancel_recv,
+                    msg_cancel_recv,
+                    rdm_multi_recv,
+                    msg_multi_recv,
+                    rdm_multi_recv_unexpected,
+                    rdm_directed_recv,
+                    rdm_send_to_self,
+                ],
+                tagged: [
+                    rdm_tag_and_ignore,
+                    msg_tag_and_ignore,
+                    rdm_posting_order,
+                    rdm_tagged_and_untagged_are_separate,
+                    rdm_unexpected_tagged,
+                    msg_unexpected_tagged,
+                    rdm_peek,
+                    rdm_peek_claim,
+                    rdm_peek_discard,
+                    rdm_directed_tagged,
+                ],
+                av: [
+                    table,
+                    map,
+                    bad_address_format,
+                    send_to_removed_address,
+                    send_to_unknown_address,
+                ],
+                cm: [
+                    conn_data_both_ways,
+                    conn_data_too_large,
+                    reject_with_data,
+                    shutdown_both_sides,
+                    connect_to_nothing,
+                    peer_names,
+                ],
+                errors: [
+                    no_cq_returns_buffers,
+                    ops_before_enable,
+                    double_cq_bind,
+                    msg_send_unconnected,
+                    rdm_receiver_dies_during_rendezvous,
+                    msg_receiver_dies_during_rendezvous,
+                    rdm_receiver_dies_with_unmatched_rendezvous,
+                    msg_receiver_dies_with_unmatched_rendezvous,
+                    rdm_receiver_dies_with_sends_queued,
+                    msg_receiver_dies_with_sends_queued,
+                    cq_overrun,
+                    rdm_close_cancels_posted,
+                    msg_close_cancels_posted,
+                ],
+                cq: [
+                    sread_times_out,
+                    sread_returns_completion,
+                    wait_fd_is_pollable,
+                    signal_wakes_sread,
+                    read_batch,
+                    eq_sread_times_out,
+                    counters_count_completions,
+                    counter_wait,
+                ],
+            }
+        }
+    };
+}
+
+#[cfg(feature = "tcp")]
+conformance_suite!(tcp, "tcp");

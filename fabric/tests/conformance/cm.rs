@@ -1,0 +1,152 @@
+//! Connection management of MSG endpoints: connection data on connect and
+//! accept, reject with data, shutdown, connecting where nothing listens, names.
+
+use crate::common::*;
+use fabric::*;
+
+fn msg_info(prov: &str) -> Option<Info> {
+    find_info(prov, EpType::Msg, Caps::MSG)
+}
+
+/// Connection data travels both ways: the client's with the request, the
+/// server's with the `Connected` event; then data flows both ways.
+pub fn conn_data_both_ways(prov: &'static str) {
+    let Some(info) = msg_info(prov) else { return };
+    let l = listen(&info);
+    let a = msg_side("a", None, &info, Opts::default());
+    let cdata = pattern(CM_DATA_MAX, 1);
+    a.ep.connect(&l.pep.name().expect("listener name"), &cdata).expect("connect with data");
+    let (req, data) = expect_connreq(&l, &a.drivers());
+    assert_bytes(&data, &cdata, "connection data at the listener");
+    assert!(req.dest_addr.is_some(), "the request names the peer");
+    assert_eq!(req.ep_attr.ep_type, EpType::Msg);
+    let b = msg_side("b", Some(&l.fabric), &req, Opts::default());
+    let adata = pattern(200, 2);
+    b.ep.accept(&adata).expect("accept with data");
+    let mut d = a.drivers();
+    d.extend(b.drivers());
+    d.push(&l.eq);
+    let got = expect_connected(a.eq.as_ref().expect("eq"), &d, a.ep.id());
+    assert_bytes(&got, &adata, "accept data at the client");
+    expect_connected(b.eq.as_ref().expect("eq"), &d, b.ep.id());
+    for (from, to) in [(&a, &b), (&b, &a)] {
+        to.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+        from.ep.send(Buf::from(b"hello"), FiAddr::UNSPEC, 2).expect("post send");
+        let r = ok(wait_for(&to.cq, &d, WAIT), "receive");
+        assert_eq!(r.bytes(), b"hello");
+        ok(wait_for(&from.cq, &d, WAIT), "send");
+    }
+}
+
+/// More connection data than the provider carries is refused, on connect and on
+/// accept, and a correct retry works.
+pub fn conn_data_too_large(prov: &'static str) {
+    let Some(info) = msg_info(prov) else { return };
+    let l = listen(&info);
+    let addr = l.pep.name().expect("listener name");
+    let a = msg_side("a", None, &info, Opts::default());
+    let big = pattern(CM_DATA_MAX + 1, 3);
+    assert!(a.ep.connect(&addr, &big).is_err(), "connect with {} bytes of data must fail", big.len());
+    a.ep.connect(&addr, b"ok").expect("connect after the refused attempt");
+    let (req, data) = expect_connreq(&l, &a.drivers());
+    assert_eq!(data, b"ok");
+    let b = msg_side("b", Some(&l.fabric), &req, Opts::default());
+    assert!(b.ep.accept(&big).is_err(), "accept with {} bytes of data must fail", big.len());
+    b.ep.accept(b"fine").expect("accept after the refused attempt");
+    let mut d = a.drivers();
+    d.extend(b.drivers());
+    assert_eq!(expect_connected(a.eq.as_ref().expect("eq"), &d, a.ep.id()), b"fine");
+}
+
+/// A rejected client gets an error event `FI_ECONNREFUSED` with the reject data.
+pub fn reject_with_data(prov: &'static str) {
+    let Some(info) = msg_info(prov) else { return };
+    let l = listen(&info);
+    let a = msg_side("a", None, &info, Opts::default());
+    a.ep.connect(&l.pep.name().expect("listener name"), b"let me in").expect("connect");
+    let (req, _) = expect_connreq(&l, &a.drivers());
+    assert!(l.pep.reject(&req, &pattern(CM_DATA_MAX + 1, 0)).is_err(), "reject with too much data must fail");
+    l.pep.reject(&req, b"go away").expect("reject");
+    let mut d = a.drivers();
+    d.push(&l.eq);
+    match wait_event(a.eq.as_ref().expect("eq"), &d, WAIT) {
+        Err(e) => {
+            assert_eq!(e.err, Error::ConnRefused, "rejected connection: {e:?}");
+            assert_eq!(e.fid, a.ep.id(), "the error names the endpoint");
+            assert_eq!(e.data, b"go away", "the reject data reaches the client");
+        }
+        Ok(ev) => panic!("expected an error entry for the rejected connection, got {ev:?}"),
+    }
+    // The client is not connected: a send fails.
+    let r = a.ep.send(Buf::from(b"x"), FiAddr::UNSPEC, 1);
+    match r {
+        Err(e) => assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"x"),
+        Ok(()) => {
+            let e = err(wait_for(&a.cq, &d, WAIT), "send on a rejected endpoint");
+            assert!(e.buffers.into_buf().is_some(), "buffer back");
+        }
+    }
+}
+
+/// `shutdown` on one side: both sides get `FI_SHUTDOWN` for their endpoint.
+pub fn shutdown_both_sides(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Msg, Caps::MSG) else { return };
+    p.warm_up();
+    p.a.ep.shutdown().expect("shutdown");
+    let d = p.drivers();
+    for s in [&p.a, &p.b] {
+        match wait_event(s.eq.as_ref().expect("eq"), &d, WAIT) {
+            Ok(EqEvent::Shutdown { fid }) => assert_eq!(fid, s.ep.id(), "FI_SHUTDOWN names the endpoint"),
+            other => panic!("side {}: expected FI_SHUTDOWN, got {other:?}", s.cq.name),
+        }
+    }
+    // Sending after shutdown fails, giving the buffer back.
+    match p.a.ep.send(Buf::from(b"late"), FiAddr::UNSPEC, 1) {
+        Err(e) => assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"late"),
+        Ok(()) => {
+            let e = p.err_a();
+            assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"late");
+        }
+    }
+}
+
+/// Connecting to an address where nothing listens: an error event on the
+/// client's EQ (or an immediate error), never a hang.
+pub fn connect_to_nothing(prov: &'static str) {
+    let Some(info) = msg_info(prov) else { return };
+    let l = listen(&info);
+    let addr = l.pep.name().expect("listener name");
+    l.pep.close().expect("close the listener");
+    drop(l.eq);
+    let a = msg_side("a", None, &info, Opts::default());
+    match a.ep.connect(&addr, b"anyone?") {
+        Err(e) => assert_eq!(e, Error::ConnRefused, "immediate failure of the connect"),
+        Ok(()) => match wait_event(a.eq.as_ref().expect("eq"), &a.drivers(), WAIT) {
+            Err(e) => {
+                assert_eq!(e.err, Error::ConnRefused, "connect to nothing: {e:?}");
+                assert_eq!(e.fid, a.ep.id());
+            }
+            Ok(ev) => panic!("expected an error entry, got {ev:?}"),
+        },
+    }
+}
+
+fn same_peer(got: &Address, want: &Address) -> bool {
+    match (got.sockaddr(), want.sockaddr()) {
+        // A listener on the wildcard address is reached through a concrete one.
+        (Some(g), Some(w)) if w.ip().is_unspecified() => g.port() == w.port(),
+        _ => got == want,
+    }
+}
+
+/// Each side of a connection names the other.
+pub fn peer_names(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Msg, Caps::MSG) else { return };
+    let l = p.listener.as_ref().expect("msg pair has a listener");
+    let server = l.pep.name().expect("listener name");
+    let a_peer = p.a.ep.peer().expect("client's peer");
+    assert!(same_peer(&a_peer, &server), "client's peer {a_peer} is not the listener {server}");
+    let b_peer = p.b.ep.peer().expect("server's peer");
+    let a_name = p.a.ep.name().expect("client's name");
+    assert!(same_peer(&b_peer, &a_name), "server's peer {b_peer} is not the client {a_name}");
+}

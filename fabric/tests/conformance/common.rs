@@ -1,0 +1,596 @@
+//! Set-up and waiting helpers shared by every area of the suite: finding the
+//! provider's entry, RDM and MSG pairs (each side with its own fabric, domain, CQ,
+//! AV or EQ), and waits that drive the other side's progress and fail the test
+//! when nothing happens within a generous watchdog.
+
+use fabric::*;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long one wait may take before the test fails instead of hanging.
+pub const WAIT: Duration = Duration::from_secs(60);
+/// How long a whole test may take.
+pub const TEST_WATCHDOG: Duration = Duration::from_secs(300);
+/// How long to keep driving progress when checking that nothing arrives.
+pub const QUIET: Duration = Duration::from_millis(300);
+/// Filler of receive buffers, to see bytes written past a message.
+pub const FILL: u8 = 0xEE;
+/// The connection data a connect, accept or reject may carry
+/// (libfabric's `FI_OPT_CM_DATA_SIZE` for sockets providers).
+pub const CM_DATA_MAX: usize = 256;
+
+/// Run one test on its own thread under the test watchdog: a hang fails the test.
+pub fn run(name: &'static str, prov: &'static str, f: fn(&'static str)) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            f(prov);
+            let _ = tx.send(());
+        })
+        .expect("spawn the test thread");
+    match rx.recv_timeout(TEST_WATCHDOG) {
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("watchdog: {name} did not finish within {TEST_WATCHDOG:?}: it hangs")
+        }
+    }
+}
+
+/// Say why a test (or part of one) does not run.
+pub fn skip(why: impl fmt::Display) {
+    println!("skipped: {why}");
+}
+
+/// A patterned payload: every byte depends on its offset (shifts, swaps and
+/// repeated blocks show) and on `seed` (messages are told apart).
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| {
+            let x = i.wrapping_add(seed.wrapping_mul(0x9E37_79B9));
+            (x ^ (x >> 8) ^ (x >> 16) ^ (x >> 24)).wrapping_add(seed) as u8
+        })
+        .collect()
+}
+
+/// Byte-exact comparison that reports the first difference, not megabytes.
+#[track_caller]
+pub fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: first difference at byte {i} of {}: got {:#04x}, expected {:#04x}",
+            want.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
+/// The outcome of one operation as read from a completion queue.
+pub type Res = std::result::Result<Completion, CompletionError>;
+
+/// Something whose polling makes progress: a completion queue (whatever it yields
+/// is kept for later), an event queue (peeked), a counter (read).
+pub trait Drive: Sync {
+    /// Make progress once.
+    fn drive(&self);
+}
+
+/// A completion queue plus the completions read while driving progress for
+/// another wait, kept in order for this queue's own waits.
+pub struct Cq {
+    pub name: &'static str,
+    pub cq: CompletionQueue,
+    stash: Mutex<VecDeque<Res>>,
+}
+
+impl Cq {
+    pub fn new(name: &'static str, cq: CompletionQueue) -> Cq {
+        Cq { name, cq, stash: Mutex::new(VecDeque::new()) }
+    }
+
+    fn stash(&self) -> std::sync::MutexGuard<'_, VecDeque<Res>> {
+        self.stash.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Read one outcome from the queue itself (progressing it).
+    fn read_raw(&self) -> Option<Res> {
+        match self.cq.read_one() {
+            Ok(c) => Some(Ok(c)),
+            Err(Error::Avail) => match self.cq.readerr() {
+                Ok(e) => Some(Err(e)),
+                Err(Error::Again) => None,
+                Err(e) => panic!("cq {}: readerr after FI_EAVAIL failed: {e}", self.name),
+            },
+            Err(Error::Again) => None,
+            Err(e) => panic!("cq {}: read failed: {e}", self.name),
+        }
+    }
+
+    /// The next outcome, if any: kept ones first.
+    pub fn poll(&self) -> Option<Res> {
+        if let Some(r) = self.stash().pop_front() {
+            return Some(r);
+        }
+        self.read_raw()
+    }
+
+    /// Whether an outcome is kept or readable now (keeping it).
+    pub fn has_entry(&self) -> bool {
+        if !self.stash().is_empty() {
+            return true;
+        }
+        match self.read_raw() {
+            Some(r) => {
+                self.stash().push_back(r);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drive for Cq {
+    fn drive(&self) {
+        if let Some(r) = self.read_raw() {
+            self.stash().push_back(r);
+        }
+    }
+}
+
+impl Drive for EventQueue {
+    fn drive(&self) {
+        let _ = self.peek();
+    }
+}
+
+impl Drive for Counter {
+    fn drive(&self) {
+        let _ = self.read();
+    }
+}
+
+fn pause(spins: &mut u32) {
+    *spins += 1;
+    if *spins % 64 == 0 {
+        std::thread::sleep(Duration::from_micros(200));
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Wait for the next outcome on `cq`, driving `others` meanwhile (in one thread,
+/// the peer's progress happens only when its queues are read). Fails the test after
+/// `timeout` instead of hanging.
+#[track_caller]
+pub fn wait_for(cq: &Cq, others: &[&dyn Drive], timeout: Duration) -> Res {
+    let start = Instant::now();
+    let mut spins = 0;
+    loop {
+        if let Some(r) = cq.poll() {
+            return r;
+        }
+        for o in others {
+            o.drive();
+        }
+        if start.elapsed() > timeout {
+            panic!(
+                "watchdog: no completion on cq {} within {timeout:?} ({} operations in flight)",
+                cq.name,
+                cq.cq.in_flight()
+            );
+        }
+        pause(&mut spins);
+    }
+}
+
+/// Drive everything for `dur`; what the queues yield is kept.
+pub fn settle(drivers: &[&dyn Drive], dur: Duration) {
+    let start = Instant::now();
+    let mut spins = 0;
+    while start.elapsed() < dur {
+        for d in drivers {
+            d.drive();
+        }
+        pause(&mut spins);
+    }
+}
+
+/// Drive everything for [`QUIET`] and fail if `cq` yields anything.
+#[track_caller]
+pub fn assert_quiet(cq: &Cq, drivers: &[&dyn Drive], what: &str) {
+    settle(drivers, QUIET);
+    if let Some(r) = cq.poll() {
+        panic!("{what}: unexpected outcome on cq {}: {r:?}", cq.name);
+    }
+}
+
+/// Wait for the next event on `eq` (or its next error entry), driving `others`.
+#[track_caller]
+pub fn wait_event(
+    eq: &EventQueue,
+    others: &[&dyn Drive],
+    timeout: Duration,
+) -> std::result::Result<EqEvent, EqErrEntry> {
+    let start = Instant::now();
+    let mut spins = 0;
+    loop {
+        match eq.read() {
+            Ok(ev) => return Ok(ev),
+            Err(Error::Avail) => match eq.readerr() {
+                Ok(e) => return Err(e),
+                Err(Error::Again) => {}
+                Err(e) => panic!("eq readerr after FI_EAVAIL failed: {e}"),
+            },
+            Err(Error::Again) => {}
+            Err(e) => panic!("eq read failed: {e}"),
+        }
+        for o in others {
+            o.drive();
+        }
+        if start.elapsed() > timeout {
+            panic!("watchdog: no event within {timeout:?}");
+        }
+        pause(&mut spins);
+    }
+}
+
+/// Expect a success.
+#[track_caller]
+pub fn ok(r: Res, what: &str) -> Completion {
+    match r {
+        Ok(c) => c,
+        Err(e) => panic!("{what}: error completion {} (context {}): {e:?}", e.err, e.context),
+    }
+}
+
+/// Expect an error completion.
+#[track_caller]
+pub fn err(r: Res, what: &str) -> CompletionError {
+    match r {
+        Err(e) => e,
+        Ok(c) => panic!("{what}: expected an error completion, got a success: {c:?}"),
+    }
+}
+
+/// The first entry of `prov` for an endpoint type and caps: on the loopback
+/// interface when the provider takes a node (sockets providers), else the first it
+/// offers. `None` (and a `skipped:` line) when it offers none.
+pub fn find_info(prov: &str, ep_type: EpType, caps: Caps) -> Option<Info> {
+    let base = Hints::new().provider(prov).ep_type(ep_type).caps(caps);
+    let local = base.clone().node("127.0.0.1").source(true);
+    if let Ok(mut v) = getinfo(&local) {
+        if !v.is_empty() {
+            return Some(v.remove(0));
+        }
+    }
+    match getinfo(&base) {
+        Ok(mut v) if !v.is_empty() => Some(v.remove(0)),
+        Ok(_) | Err(Error::NoData) => {
+            skip(format!("{prov} offers no {ep_type} endpoint with {caps:?}"));
+            None
+        }
+        Err(e) => panic!("getinfo({prov}, {ep_type}, {caps:?}) failed: {e}"),
+    }
+}
+
+/// Whether the entry's addresses are socket addresses (sockets providers), for
+/// the tests of node/service resolution.
+pub fn is_sockaddr(info: &Info) -> bool {
+    matches!(info.addr_format, AddrFormat::Sockaddr | AddrFormat::SockaddrIn | AddrFormat::SockaddrIn6)
+}
+
+/// How a side is built.
+#[derive(Debug, Clone, Copy)]
+pub struct Opts {
+    /// The completion queue's attributes.
+    pub cq: CqAttr,
+    /// Bind a counter for transmit and receive.
+    pub counter: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts { cq: CqAttr { format: CqFormat::Tagged, ..Default::default() }, counter: false }
+    }
+}
+
+/// One endpoint with its own queues. Fields drop in order: the endpoint first.
+pub struct Side {
+    pub ep: Endpoint,
+    pub cq: Cq,
+    pub av: Option<AddressVector>,
+    pub eq: Option<EventQueue>,
+    pub cntr: Option<Counter>,
+    pub domain: Domain,
+}
+
+impl Side {
+    /// What to drive for this side's progress.
+    pub fn drivers(&self) -> Vec<&dyn Drive> {
+        let mut v: Vec<&dyn Drive> = vec![&self.cq];
+        if let Some(eq) = &self.eq {
+            v.push(eq);
+        }
+        v
+    }
+}
+
+/// Whether the provider opens counters on this entry's domain (`None`: skipped).
+pub fn counters_offered(info: &Info) -> Option<()> {
+    let f = Fabric::open(info).expect("open fabric");
+    let d = f.domain(info).expect("open domain");
+    match d.counter() {
+        Ok(_) => Some(()),
+        Err(e) => {
+            skip(format!("counters not offered: {e}"));
+            None
+        }
+    }
+}
+
+fn bind_common(name: &'static str, domain: &Domain, ep: &Endpoint, o: Opts) -> (Cq, Option<Counter>) {
+    let cq = domain.cq(o.cq).expect("open cq");
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind cq");
+    let cntr = o.counter.then(|| {
+        let c = domain.counter().expect("open counter");
+        ep.bind_counter(&c, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind counter");
+        c
+    });
+    (Cq::new(name, cq), cntr)
+}
+
+/// An enabled RDM endpoint with its own fabric, domain, CQ and AV.
+pub fn rdm_side(name: &'static str, info: &Info, o: Opts) -> Side {
+    let fabric = Fabric::open(info).expect("open fabric");
+    let domain = fabric.domain(info).expect("open domain");
+    let av = domain.av(AvAttr::default()).expect("open av");
+    let ep = domain.endpoint(info).expect("open endpoint");
+    let (cq, cntr) = bind_common(name, &domain, &ep, o);
+    ep.bind_av(&av).expect("bind av");
+    ep.enable().expect("enable");
+    Side { ep, cq, av: Some(av), eq: None, cntr, domain }
+}
+
+/// `n` RDM endpoints, each knowing every other (and itself) in its AV.
+pub struct Group {
+    pub info: Info,
+    pub sides: Vec<Side>,
+    /// `addr[i][j]`: side `j` in side `i`'s AV.
+    pub addr: Vec<Vec<FiAddr>>,
+}
+
+impl Group {
+    pub fn new(prov: &str, caps: Caps, opts: &[Opts]) -> Option<Group> {
+        let info = find_info(prov, EpType::Rdm, caps)?;
+        if opts.iter().any(|o| o.counter) {
+            counters_offered(&info)?;
+        }
+        const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+        let sides: Vec<Side> = opts.iter().enumerate().map(|(i, o)| rdm_side(NAMES[i], &info, *o)).collect();
+        let names: Vec<Address> = sides.iter().map(|s| s.ep.name().expect("endpoint name")).collect();
+        let addr = sides
+            .iter()
+            .map(|s| {
+                let v = s.av.as_ref().expect("rdm side has an av").insert(&names).expect("av insert");
+                assert_eq!(v.len(), names.len(), "one handle per address");
+                v
+            })
+            .collect();
+        Some(Group { info, sides, addr })
+    }
+
+    pub fn drivers(&self) -> Vec<&dyn Drive> {
+        self.sides.iter().map(|s| &s.cq as &dyn Drive).collect()
+    }
+}
+
+/// A passive endpoint listening, with its event queue and fabric.
+pub struct Listener {
+    pub pep: PassiveEndpoint,
+    pub eq: EventQueue,
+    pub fabric: Fabric,
+}
+
+/// Listen on the entry's source address.
+pub fn listen(info: &Info) -> Listener {
+    let fabric = Fabric::open(info).expect("open fabric");
+    let eq = fabric.eq(EqAttr::default()).expect("open eq");
+    let pep = fabric.passive_ep(info).expect("open passive endpoint");
+    pep.bind_eq(&eq).expect("bind eq to pep");
+    pep.listen().expect("listen");
+    Listener { pep, eq, fabric }
+}
+
+/// An enabled, unconnected MSG endpoint with its own EQ and CQ, on `fabric` (the
+/// listener's, for an accepting side) or on a fabric of its own.
+pub fn msg_side(name: &'static str, fabric: Option<&Fabric>, info: &Info, o: Opts) -> Side {
+    let fabric = match fabric {
+        Some(f) => f.clone(),
+        None => Fabric::open(info).expect("open fabric"),
+    };
+    let domain = fabric.domain(info).expect("open domain");
+    let eq = fabric.eq(EqAttr::default()).expect("open eq");
+    let ep = domain.endpoint(info).expect("open endpoint");
+    let (cq, cntr) = bind_common(name, &domain, &ep, o);
+    ep.bind_eq(&eq).expect("bind eq");
+    ep.enable().expect("enable");
+    Side { ep, cq, av: None, eq: Some(eq), cntr, domain }
+}
+
+/// Two connected or addressed endpoints: `a` sends to `b` through `a_to_b`. For
+/// MSG, `a` is the client and `b` the server's accepted endpoint.
+pub struct Pair {
+    pub a: Side,
+    pub b: Side,
+    pub a_to_b: FiAddr,
+    pub b_to_a: FiAddr,
+    pub info: Info,
+    pub ep_type: EpType,
+    pub listener: Option<Listener>,
+}
+
+impl Pair {
+    /// A pair of the given type, or `None` (skipped) when the provider offers no
+    /// such endpoint with `caps`.
+    pub fn new(prov: &str, ep_type: EpType, caps: Caps) -> Option<Pair> {
+        Pair::with(prov, ep_type, caps, Opts::default(), Opts::default())
+    }
+
+    pub fn with(prov: &str, ep_type: EpType, caps: Caps, oa: Opts, ob: Opts) -> Option<Pair> {
+        match ep_type {
+            EpType::Rdm => {
+                let mut g = Group::new(prov, caps, &[oa, ob])?;
+                let b = g.sides.pop().expect("two sides");
+                let a = g.sides.pop().expect("two sides");
+                Some(Pair { a, b, a_to_b: g.addr[0][1], b_to_a: g.addr[1][0], info: g.info, ep_type, listener: None })
+            }
+            EpType::Msg => msg_pair(prov, caps, oa, ob),
+            t => panic!("no pair of type {t}"),
+        }
+    }
+
+    pub fn drivers(&self) -> Vec<&dyn Drive> {
+        let mut v = self.a.drivers();
+        v.extend(self.b.drivers());
+        if let Some(l) = &self.listener {
+            v.push(&l.eq);
+        }
+        v
+    }
+
+    #[track_caller]
+    pub fn next_a(&self) -> Res {
+        wait_for(&self.a.cq, &self.drivers(), WAIT)
+    }
+
+    #[track_caller]
+    pub fn next_b(&self) -> Res {
+        wait_for(&self.b.cq, &self.drivers(), WAIT)
+    }
+
+    #[track_caller]
+    pub fn ok_a(&self) -> Completion {
+        ok(self.next_a(), "a")
+    }
+
+    #[track_caller]
+    pub fn ok_b(&self) -> Completion {
+        ok(self.next_b(), "b")
+    }
+
+    #[track_caller]
+    pub fn err_a(&self) -> CompletionError {
+        err(self.next_a(), "a")
+    }
+
+    #[track_caller]
+    pub fn err_b(&self) -> CompletionError {
+        err(self.next_b(), "b")
+    }
+
+    /// Drive both sides for a while (completions are kept).
+    pub fn settle(&self, dur: Duration) {
+        settle(&self.drivers(), dur)
+    }
+
+    /// The source a receive at `b` should report for a message from `a`.
+    #[track_caller]
+    pub fn check_src_at_b(&self, c: &Completion) {
+        if self.ep_type == EpType::Rdm && self.info.caps.contains(Caps::SOURCE) {
+            assert_eq!(c.src, self.b_to_a, "source of a message from a, as b's AV knows it");
+        }
+    }
+
+    /// One message each way, so that connections made on demand exist.
+    pub fn warm_up(&self) {
+        for (from, to, dest) in [(&self.a, &self.b, self.a_to_b), (&self.b, &self.a, self.b_to_a)] {
+            to.ep.recv(Buf::new(16), FiAddr::UNSPEC, 0xAAAA).expect("warm-up recv");
+            from.ep.send(Buf::from(b"warm-up"), dest, 0xBBBB).expect("warm-up send");
+            let d = self.drivers();
+            let r = ok(wait_for(&to.cq, &d, WAIT), "warm-up receive");
+            assert_eq!(r.bytes(), b"warm-up");
+            ok(wait_for(&from.cq, &d, WAIT), "warm-up send");
+        }
+    }
+}
+
+/// Connect a client to a listener: client `a`, accepted server `b`.
+fn msg_pair(prov: &str, caps: Caps, oa: Opts, ob: Opts) -> Option<Pair> {
+    let info = find_info(prov, EpType::Msg, caps)?;
+    if oa.counter || ob.counter {
+        counters_offered(&info)?;
+    }
+    let l = listen(&info);
+    let addr = l.pep.name().expect("listener name");
+    let a = msg_side("a", None, &info, oa);
+    a.ep.connect(&addr, b"").expect("connect");
+    let (req, _) = expect_connreq(&l, &a.drivers());
+    let b = msg_side("b", Some(&l.fabric), &req, ob);
+    b.ep.accept(b"").expect("accept");
+    let mut d = a.drivers();
+    d.extend(b.drivers());
+    d.push(&l.eq);
+    expect_connected(a.eq.as_ref().expect("msg side has an eq"), &d, a.ep.id());
+    expect_connected(b.eq.as_ref().expect("msg side has an eq"), &d, b.ep.id());
+    Some(Pair { a, b, a_to_b: FiAddr::UNSPEC, b_to_a: FiAddr::UNSPEC, info, ep_type: EpType::Msg, listener: Some(l) })
+}
+
+/// Wait for a connection request on the listener: its entry and data.
+#[track_caller]
+pub fn expect_connreq(l: &Listener, others: &[&dyn Drive]) -> (Info, Vec<u8>) {
+    match wait_event(&l.eq, others, WAIT) {
+        Ok(EqEvent::ConnReq { fid, info, data }) => {
+            assert_eq!(fid, l.pep.id(), "connection request names the passive endpoint");
+            assert!(info.handle.is_some(), "connection request entry has a handle");
+            (*info, data)
+        }
+        other => panic!("expected FI_CONNREQ, got {other:?}"),
+    }
+}
+
+/// Wait for `Connected` on an endpoint's EQ: the peer's data.
+#[track_caller]
+pub fn expect_connected(eq: &EventQueue, others: &[&dyn Drive], fid: u64) -> Vec<u8> {
+    match wait_event(eq, others, WAIT) {
+        Ok(EqEvent::Connected { fid: f, data }) => {
+            assert_eq!(f, fid, "FI_CONNECTED names the endpoint");
+            data
+        }
+        other => panic!("expected FI_CONNECTED, got {other:?}"),
+    }
+}
+
+/// Run `f` while a second thread keeps driving `drivers` (a peer's progress for a
+/// blocking call of this thread).
+pub fn with_driver<R>(drivers: &[&dyn Drive], f: impl FnOnce() -> R) -> R {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut spins = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for d in drivers {
+                    d.drive();
+                }
+                pause(&mut spins);
+            }
+        });
+        // Stop the driver even if `f` panics, or the scope would wait for it forever.
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
+        f()
+    })
+}

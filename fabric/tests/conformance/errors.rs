@@ -1,0 +1,315 @@
+//! Errors: posting without a CQ or before enable, binding twice, sending
+//! unconnected, the peer dying mid-transfer, CQ overrun, closing with posted
+//! receives. A failure is an error (at once or as an error completion) that
+//! gives the buffers back; never a hang, never a lost completion.
+
+use crate::common::*;
+use fabric::*;
+use std::collections::BTreeMap;
+
+/// An RDM endpoint on `s`'s domain bound to a new CQ for `dirs` (and `s`'s AV),
+/// enabled if `enable`.
+fn extra_rdm_ep(s: &Side, dirs: BindFlags, enable: bool) -> (Endpoint, CompletionQueue) {
+    let cq = s.domain.cq(CqAttr::default()).expect("open cq");
+    let ep = s.domain.endpoint(s.domain.info()).expect("open endpoint");
+    ep.bind_cq(&cq, dirs).expect("bind cq");
+    ep.bind_av(s.av.as_ref().expect("rdm side has an av")).expect("bind av");
+    if enable {
+        ep.enable().expect("enable");
+    }
+    (ep, cq)
+}
+
+#[track_caller]
+fn assert_refused(r: PostResult, want: Option<Error>, n: usize, what: &str) {
+    let e = r.expect_err(what);
+    if let Some(w) = want {
+        assert_eq!(e.error, w, "{what}");
+    }
+    assert_ne!(e.error, Error::Again, "{what}: not back-pressure");
+    assert_eq!(e.buffers.count(), n, "{what}: every buffer given back");
+}
+
+/// Posting in a direction with no CQ bound: `FI_ENOCQ`, buffers given back.
+pub fn no_cq_returns_buffers(prov: &'static str) {
+    let Some(g) = Group::new(prov, Caps::MSG | Caps::TAGGED, &[Opts::default()]) else { return };
+    let s = &g.sides[0];
+    let dest = g.addr[0][0];
+    let (tx_only, _cq1) = extra_rdm_ep(s, BindFlags::TRANSMIT, true);
+    assert_refused(tx_only.recv(Buf::new(8), FiAddr::UNSPEC, 1), Some(Error::NoCq), 1, "recv with no receive CQ");
+    assert_refused(
+        tx_only.recvv(vec![Buf::new(8), Buf::new(8)], FiAddr::UNSPEC, 1),
+        Some(Error::NoCq),
+        2,
+        "recvv with no receive CQ",
+    );
+    assert_refused(tx_only.trecv(Buf::new(8), FiAddr::UNSPEC, 1, 0, 1), Some(Error::NoCq), 1, "trecv, no receive CQ");
+    let (rx_only, _cq2) = extra_rdm_ep(s, BindFlags::RECV, true);
+    let e = rx_only.send(Buf::from(b"kept"), dest, 2).expect_err("send with no transmit CQ");
+    assert_eq!(e.error, Error::NoCq);
+    assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"kept", "untouched");
+    assert_refused(rx_only.sendv(vec![Buf::new(1), Buf::new(2)], dest, 2), Some(Error::NoCq), 2, "sendv, no CQ");
+    assert_refused(rx_only.tsend(Buf::new(1), dest, 1, 2), Some(Error::NoCq), 1, "tsend with no transmit CQ");
+    assert_refused(rx_only.senddata(Buf::new(1), 1, dest, 2), Some(Error::NoCq), 1, "senddata, no transmit CQ");
+}
+
+/// Operations on an endpoint not yet enabled fail and give the buffers back.
+pub fn ops_before_enable(prov: &'static str) {
+    if let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default()]) {
+        let s = &g.sides[0];
+        let (ep, cq) = extra_rdm_ep(s, BindFlags::TRANSMIT | BindFlags::RECV, false);
+        assert_refused(ep.send(Buf::from(b"x"), g.addr[0][0], 1), None, 1, "send before enable");
+        assert_refused(ep.recv(Buf::new(8), FiAddr::UNSPEC, 2), None, 1, "recv before enable");
+        assert!(ep.inject(b"x", g.addr[0][0]).is_err(), "inject before enable must fail");
+        assert_eq!(cq.in_flight(), 0);
+        // Enabled, it works.
+        ep.enable().expect("enable");
+        ep.recv(Buf::new(8), FiAddr::UNSPEC, 3).expect("recv after enable");
+        ep.cancel(3).expect("cancel");
+        let e = err(wait_for(&Cq::new("x", cq), &[], WAIT), "canceled receive");
+        assert_eq!(e.err, Error::Canceled);
+    }
+    if let Some(info) = find_info(prov, EpType::Msg, Caps::MSG) {
+        let l = listen(&info);
+        let f = Fabric::open(&info).expect("open fabric");
+        let d = f.domain(&info).expect("open domain");
+        let eq = f.eq(EqAttr::default()).expect("open eq");
+        let cq = d.cq(CqAttr::default()).expect("open cq");
+        let ep = d.endpoint(&info).expect("open endpoint");
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind cq");
+        ep.bind_eq(&eq).expect("bind eq");
+        assert!(ep.connect(&l.pep.name().expect("name"), b"").is_err(), "connect before enable must fail");
+        assert_refused(ep.send(Buf::from(b"x"), FiAddr::UNSPEC, 1), None, 1, "MSG send before enable");
+    }
+}
+
+/// A direction binds one CQ; selective completion is refused by the safe API.
+pub fn double_cq_bind(prov: &'static str) {
+    let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default()]) else { return };
+    let s = &g.sides[0];
+    assert_eq!(s.ep.bind_cq(&s.cq.cq, BindFlags::TRANSMIT), Err(Error::Inval), "second transmit binding");
+    let other = s.domain.cq(CqAttr::default()).expect("open cq");
+    assert_eq!(s.ep.bind_cq(&other, BindFlags::RECV), Err(Error::Inval), "second receive binding");
+    let ep = s.domain.endpoint(&g.info).expect("open endpoint");
+    let sel = BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION;
+    assert_eq!(ep.bind_cq(&other, sel), Err(Error::BadFlags), "selective completion");
+    assert_eq!(ep.bind_cq(&other, BindFlags::empty()), Err(Error::BadFlags), "no direction");
+}
+
+/// A MSG endpoint enabled but not connected cannot send.
+pub fn msg_send_unconnected(prov: &'static str) {
+    let Some(info) = find_info(prov, EpType::Msg, Caps::MSG) else { return };
+    let a = msg_side("a", None, &info, Opts::default());
+    match a.ep.send(Buf::from(b"nobody"), FiAddr::UNSPEC, 1) {
+        Err(e) => {
+            assert_ne!(e.error, Error::Again);
+            assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"nobody");
+        }
+        Ok(()) => {
+            let e = err(wait_for(&a.cq, &a.drivers(), WAIT), "send on an unconnected endpoint");
+            assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"nobody");
+        }
+    }
+}
+
+/// The receiver's endpoint is closed while an 8 MiB rendezvous is under way: its
+/// receive comes back (done or canceled) with its buffer, and the sender gets
+/// exactly one completion (done or failed), never a hang.
+fn receiver_dies_during_rendezvous(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    p.warm_up();
+    const N: usize = 8 << 20;
+    p.b.ep.recv(Buf::new(N), FiAddr::UNSPEC, 1).expect("post recv");
+    p.a.ep.send(Buf::from(pattern(N, 1)), p.a_to_b, 2).expect("post send");
+    // Let the transfer start.
+    for _ in 0..50 {
+        p.a.cq.drive();
+        p.b.cq.drive();
+    }
+    let Pair { a, b, listener, .. } = p;
+    let Side { ep: b_ep, cq: b_cq, .. } = b;
+    b_ep.close().expect("close the receiver");
+    match wait_for(&b_cq, &[], WAIT) {
+        Ok(c) => {
+            assert_eq!(c.context, 1);
+            assert_bytes(c.bytes(), &pattern(N, 1), "a receive that finished before the close");
+        }
+        Err(e) => {
+            assert_eq!(e.context, 1);
+            let buf = e.buffers.into_buf().expect("the interrupted receive gives its buffer back");
+            assert_eq!(buf.capacity(), N);
+            println!("receiver's interrupted receive: {}", e.err);
+        }
+    }
+    let mut d = a.drivers();
+    if let Some(l) = &listener {
+        d.push(&l.eq);
+    }
+    let s = wait_for(&a.cq, &d, WAIT);
+    match &s {
+        Ok(c) => assert_eq!(c.context, 2),
+        Err(e) => {
+            assert_eq!(e.context, 2);
+            println!("sender's completion: {}", e.err);
+        }
+    }
+    let bufs = s.map(|c| c.buffers).unwrap_or_else(|e| e.buffers);
+    assert_eq!(bufs.into_buf().expect("send buffer back").capacity(), N);
+    assert_eq!(a.cq.cq.in_flight() + b_cq.cq.in_flight(), 0);
+}
+
+pub fn rdm_receiver_dies_during_rendezvous(prov: &'static str) {
+    receiver_dies_during_rendezvous(prov, EpType::Rdm)
+}
+
+pub fn msg_receiver_dies_during_rendezvous(prov: &'static str) {
+    receiver_dies_during_rendezvous(prov, EpType::Msg)
+}
+
+/// The receiver dies with an 8 MiB message it never matched: the data cannot
+/// have been delivered, so the sender gets an error completion.
+fn receiver_dies_with_unmatched_rendezvous(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    p.warm_up();
+    const N: usize = 8 << 20;
+    p.a.ep.send(Buf::from(pattern(N, 1)), p.a_to_b, 2).expect("post send");
+    p.settle(QUIET);
+    let Pair { a, b, listener, .. } = p;
+    drop(b);
+    let mut d = a.drivers();
+    if let Some(l) = &listener {
+        d.push(&l.eq);
+    }
+    let e = err(wait_for(&a.cq, &d, WAIT), "a send whose receiver died before matching it");
+    assert_eq!(e.context, 2);
+    assert_ne!(e.err, Error::Again);
+    println!("sender's error: {e}");
+    assert_eq!(e.buffers.into_buf().expect("send buffer back").capacity(), N);
+}
+
+pub fn rdm_receiver_dies_with_unmatched_rendezvous(prov: &'static str) {
+    receiver_dies_with_unmatched_rendezvous(prov, EpType::Rdm)
+}
+
+pub fn msg_receiver_dies_with_unmatched_rendezvous(prov: &'static str) {
+    receiver_dies_with_unmatched_rendezvous(prov, EpType::Msg)
+}
+
+/// The receiver stops reading, the sender queues far more than the transport
+/// buffers, then the receiver dies: every send completes exactly once (the ones
+/// still queued with an error), none hangs.
+fn receiver_dies_with_sends_queued(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    p.warm_up();
+    const K: u64 = 400;
+    const LEN: usize = 32 << 10;
+    let msg = pattern(LEN, 3);
+    for i in 0..K {
+        p.a.ep.send(Buf::from(msg.clone()), p.a_to_b, i).expect("post send");
+    }
+    // Only the sender makes progress: the receiver's socket buffers fill.
+    settle(&[&p.a.cq], QUIET);
+    let Pair { a, b, listener, .. } = p;
+    drop(b);
+    let mut d = a.drivers();
+    if let Some(l) = &listener {
+        d.push(&l.eq);
+    }
+    let mut seen = BTreeMap::new();
+    for _ in 0..K {
+        let r = wait_for(&a.cq, &d, WAIT);
+        let (ctx, res) = match r {
+            Ok(c) => (c.context, None),
+            Err(e) => {
+                assert_eq!(e.buffers.count(), 1, "failed send gives its buffer back");
+                (e.context, Some(e.err))
+            }
+        };
+        assert!(seen.insert(ctx, res).is_none(), "send {ctx} completed twice");
+    }
+    let failed = seen.values().filter(|r| r.is_some()).count();
+    println!("{} of {K} queued sends failed: {:?}", failed, seen.values().flatten().next());
+    assert!(failed > 0, "{K} x {LEN} bytes cannot all have reached a receiver that never read");
+    assert_eq!(a.cq.cq.in_flight(), 0);
+}
+
+pub fn rdm_receiver_dies_with_sends_queued(prov: &'static str) {
+    receiver_dies_with_sends_queued(prov, EpType::Rdm)
+}
+
+pub fn msg_receiver_dies_with_sends_queued(prov: &'static str) {
+    receiver_dies_with_sends_queued(prov, EpType::Msg)
+}
+
+/// A CQ of 4 entries gets 10 completions before it is read: an `FI_EOVERRUN`
+/// error entry appears once, and no completion is lost.
+pub fn cq_overrun(prov: &'static str) {
+    let small = Opts { cq: CqAttr { size: 4, ..Opts::default().cq }, counter: true };
+    let Some(p) = Pair::with(prov, EpType::Rdm, Caps::MSG, Opts::default(), small) else { return };
+    p.warm_up();
+    let cntr = p.b.cntr.as_ref().expect("counter bound");
+    let base = cntr.read();
+    for i in 0..10u64 {
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, i).expect("post recv");
+    }
+    for i in 0..10u64 {
+        p.a.ep.send(Buf::from(pattern(10, i)), p.a_to_b, 100 + i).expect("post send");
+    }
+    // Progress the receiver through its counter only: the CQ is not read.
+    let start = std::time::Instant::now();
+    while cntr.read() < base + 10 {
+        p.a.cq.drive();
+        assert!(start.elapsed() < WAIT, "watchdog: only {} of 10 receives counted", cntr.read() - base);
+    }
+    let mut got = Vec::new();
+    let mut overruns = 0;
+    while got.len() < 10 {
+        match wait_for(&p.b.cq, &[&p.a.cq], WAIT) {
+            Ok(c) => got.push(c.context),
+            Err(e) if e.err == Error::Overrun => overruns += 1,
+            Err(e) => panic!("unexpected error completion {e}: {e:?}"),
+        }
+    }
+    assert_eq!(got, (0..10).collect::<Vec<_>>(), "every completion, in order, none lost");
+    assert_eq!(overruns, 1, "one FI_EOVERRUN entry for the overrun");
+    assert_quiet(&p.b.cq, &p.drivers(), "after the overrun");
+}
+
+/// Closing an endpoint with posted receives gives each back as a `Canceled`
+/// error completion with its buffers.
+fn close_cancels_posted(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let mut want = BTreeMap::new();
+    p.b.ep.recv(Buf::new(10), FiAddr::UNSPEC, 1).expect("post recv");
+    want.insert(1, vec![10]);
+    p.b.ep.recv(Buf::new(20), FiAddr::UNSPEC, 2).expect("post recv");
+    want.insert(2, vec![20]);
+    p.b.ep.recvv(vec![Buf::new(5), Buf::new(6)], FiAddr::UNSPEC, 3).expect("post recvv");
+    want.insert(3, vec![5, 6]);
+    if p.info.caps.contains(Caps::MULTI_RECV) {
+        p.b.ep.recvmsg(RecvMsg::new(Buf::new(4096), 4), OpFlags::MULTI_RECV).expect("post multi-receive");
+        want.insert(4, vec![4096]);
+    }
+    let Pair { b, .. } = p;
+    let Side { ep, cq, .. } = b;
+    assert_eq!(cq.cq.in_flight(), want.len());
+    ep.close().expect("close with posted receives");
+    let mut got = BTreeMap::new();
+    for _ in 0..want.len() {
+        let e = err(wait_for(&cq, &[], WAIT), "a receive posted when the endpoint closed");
+        assert_eq!(e.err, Error::Canceled, "context {}: {e}", e.context);
+        let caps: Vec<usize> = e.buffers.into_vec().iter().map(|b| b.capacity()).collect();
+        assert!(got.insert(e.context, caps).is_none(), "context {} canceled twice", e.context);
+    }
+    assert_eq!(got, want, "each receive comes back once with its buffers");
+    assert_eq!(cq.cq.in_flight(), 0);
+    assert!(cq.poll().is_none(), "nothing else on the queue");
+}
+
+pub fn rdm_close_cancels_posted(prov: &'static str) {
+    close_cancels_posted(prov, EpType::Rdm)
+}
+
+pub fn msg_close_cancels_posted(prov: &'static str) {
+    close_cancels_posted(prov, EpType::Msg)
+}

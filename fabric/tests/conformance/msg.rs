@@ -1,0 +1,539 @@
+//! Untagged messages over RDM and MSG endpoints: sizes through the eager and
+//! rendezvous protocols, vectored I/O, remote CQ data, inject, ordering,
+//! unexpected messages, truncation, cancel, multi-receive buffers, directed
+//! receives.
+
+use crate::common::*;
+use fabric::*;
+
+/// Message sizes: empty, tiny, odd, page, 64 KiB, just above a 128 KiB eager
+/// limit, 1 MiB and 8 MiB (rendezvous).
+const SIZES: &[usize] = &[0, 1, 3, 255, 1023, 4096, 65_536, 131_073, 1 << 20, 8 << 20];
+
+fn sizes(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let max = p.info.ep_attr.max_msg_size;
+    for (i, &size) in SIZES.iter().enumerate() {
+        if size > max {
+            skip(format!("{size}-byte message: above max_msg_size {max}"));
+            continue;
+        }
+        let want = pattern(size, i as u64 + 1);
+        let (rctx, sctx) = (1000 + i as u64, 2000 + i as u64);
+        p.b.ep.recv(Buf::from(vec![FILL; size + 16]), FiAddr::UNSPEC, rctx).expect("post recv");
+        p.a.ep.send(Buf::from(want.clone()), p.a_to_b, sctx).expect("post send");
+
+        let r = p.ok_b();
+        assert_eq!(r.context, rctx, "{size} bytes: receive context");
+        assert_eq!(r.len, size, "{size} bytes: received length");
+        assert!(r.flags.contains(Caps::RECV | Caps::MSG), "{size} bytes: receive flags {:?}", r.flags);
+        assert!(!r.flags.intersects(Caps::REMOTE_CQ_DATA | Caps::TAGGED), "receive flags {:?}", r.flags);
+        assert!(r.recv.is_none(), "no multi-receive view for a plain receive");
+        p.check_src_at_b(&r);
+        let mut got = r.buffers.into_buf().expect("receive buffer given back");
+        assert_eq!(got.capacity(), size + 16, "the posted buffer itself comes back");
+        assert_bytes(&got, &want, &format!("{t} message of {size} bytes"));
+        got.set_len(size + 16).expect("within capacity");
+        assert!(got[size..].iter().all(|&x| x == FILL), "{size} bytes: bytes written past the message");
+
+        let s = p.ok_a();
+        assert_eq!(s.context, sctx, "{size} bytes: send context");
+        assert!(s.flags.contains(Caps::SEND | Caps::MSG), "{size} bytes: send flags {:?}", s.flags);
+        assert_bytes(&s.buffers.into_buf().expect("send buffer given back"), &want, "send buffer given back");
+    }
+    assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0, "every operation completed once");
+}
+
+pub fn rdm_sizes(prov: &'static str) {
+    sizes(prov, EpType::Rdm)
+}
+
+pub fn msg_sizes(prov: &'static str) {
+    sizes(prov, EpType::Msg)
+}
+
+/// Cut `data` into pieces of the given sizes (cycled), at most `n` pieces, the
+/// last taking the rest.
+fn split(data: &[u8], sizes: &[usize], n: usize) -> Vec<Buf> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    for i in 0..n {
+        let take = if i + 1 == n { data.len() - off } else { sizes[i % sizes.len()].min(data.len() - off) };
+        out.push(Buf::from(&data[off..off + take]));
+        off += take;
+    }
+    out
+}
+
+fn vectored(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let (tx_lim, rx_lim) = (p.info.tx_attr.iov_limit.min(64), p.info.rx_attr.iov_limit.min(64));
+    if tx_lim < 2 || rx_lim < 2 {
+        skip(format!("iov_limit tx {tx_lim} rx {rx_lim}: no vectored operations"));
+        return;
+    }
+    // Small (eager) and large (rendezvous) totals.
+    for (k, piece_sizes) in [&[1usize, 7, 100, 4096, 3][..], &[100_000, 1, 300_000, 65_536][..]].iter().enumerate() {
+        let total: usize = (0..tx_lim).map(|i| piece_sizes[i % piece_sizes.len()]).sum();
+        let want = pattern(total, 40 + k as u64);
+        let sbufs = split(&want, piece_sizes, tx_lim);
+        // Receive pieces cut differently, with room to spare in the last.
+        let chunk = total / rx_lim + 5;
+        let rbufs: Vec<Buf> = (0..rx_lim).map(|i| Buf::new(if i + 1 == rx_lim { chunk + 64 } else { chunk })).collect();
+        let rcap: usize = rbufs.iter().map(|b| b.capacity()).sum();
+        assert!(rcap >= total);
+        p.b.ep.recvv(rbufs, FiAddr::UNSPEC, 1).expect("post recvv");
+        p.a.ep.sendv(sbufs, p.a_to_b, 2).expect("post sendv");
+        let r = p.ok_b();
+        assert_eq!((r.context, r.len), (1, total), "vectored receive of {total} bytes");
+        let pieces = r.buffers.into_vec();
+        assert_eq!(pieces.len(), rx_lim, "every receive piece comes back");
+        let got: Vec<u8> = pieces.iter().flat_map(|b| b.as_slice().iter().copied()).collect();
+        assert_bytes(&got[..total], &want, &format!("{t} vectored message of {total} bytes"));
+        let s = p.ok_a();
+        assert_eq!(s.context, 2);
+        let back = s.buffers.into_vec();
+        assert_eq!(back.len(), tx_lim, "every send piece comes back");
+        let sent: Vec<u8> = back.iter().flat_map(|b| b.as_slice().iter().copied()).collect();
+        assert_bytes(&sent, &want, "send pieces given back");
+    }
+    // Gather into one buffer, and one buffer scattered.
+    let want = pattern(10_000, 7);
+    p.b.ep.recv(Buf::new(10_000), FiAddr::UNSPEC, 3).expect("post recv");
+    p.a.ep.sendv(split(&want, &[1, 999, 4000], tx_lim), p.a_to_b, 4).expect("post sendv");
+    assert_bytes(p.ok_b().bytes(), &want, "gathered send into one buffer");
+    p.ok_a();
+    p.b.ep.recvv(vec![Buf::new(3), Buf::new(4997), Buf::new(5000)], FiAddr::UNSPEC, 5).expect("post recvv");
+    p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 6).expect("post send");
+    let r = p.ok_b();
+    assert_eq!(r.len, 10_000);
+    let got: Vec<u8> = r.buffers.into_vec().iter().flat_map(|b| b.as_slice().iter().copied()).collect();
+    assert_bytes(&got, &want, "one buffer scattered into three");
+    p.ok_a();
+}
+
+pub fn rdm_vectored(prov: &'static str) {
+    vectored(prov, EpType::Rdm)
+}
+
+pub fn msg_vectored(prov: &'static str) {
+    vectored(prov, EpType::Msg)
+}
+
+fn iov_limit(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let (tx_lim, rx_lim) = (p.info.tx_attr.iov_limit, p.info.rx_attr.iov_limit);
+    if tx_lim > 1024 || rx_lim > 1024 {
+        skip(format!("iov_limit tx {tx_lim} rx {rx_lim}: too large to exceed in a test"));
+        return;
+    }
+    // One piece more than the limit: refused, every buffer given back untouched.
+    let bufs: Vec<Buf> = (0..tx_lim + 1).map(|i| Buf::from(pattern(10 + i, i as u64))).collect();
+    let e = p.a.ep.sendv(bufs, p.a_to_b, 1).expect_err("sendv above tx iov_limit must fail");
+    let back = e.buffers.into_vec();
+    assert_eq!(back.len(), tx_lim + 1, "sendv: every buffer given back ({})", e.error);
+    for (i, b) in back.iter().enumerate() {
+        assert_bytes(b, &pattern(10 + i, i as u64), "sendv buffer given back");
+    }
+    let bufs: Vec<Buf> = (0..rx_lim + 1).map(|i| Buf::new(16 + i)).collect();
+    let e = p.b.ep.recvv(bufs, FiAddr::UNSPEC, 2).expect_err("recvv above rx iov_limit must fail");
+    let back = e.buffers.into_vec();
+    assert_eq!(back.len(), rx_lim + 1, "recvv: every buffer given back ({})", e.error);
+    for (i, b) in back.iter().enumerate() {
+        assert_eq!(b.capacity(), 16 + i);
+    }
+    assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0, "failed posts leave nothing in flight");
+    // Exactly the limit works, and nothing of the refused operations arrives.
+    p.b.ep.recv(Buf::new(4096), FiAddr::UNSPEC, 3).expect("post recv");
+    let want = pattern(tx_lim * 10, 99);
+    p.a.ep.sendv(split(&want, &[10], tx_lim), p.a_to_b, 4).expect("sendv at the limit");
+    let r = p.ok_b();
+    assert_eq!(r.context, 3);
+    assert_bytes(r.bytes(), &want, "the message after the refused ones");
+    assert_eq!(p.ok_a().context, 4);
+    assert_quiet(&p.b.cq, &p.drivers(), "refused operations must leave no trace");
+}
+
+pub fn rdm_iov_limit(prov: &'static str) {
+    iov_limit(prov, EpType::Rdm)
+}
+
+pub fn msg_iov_limit(prov: &'static str) {
+    iov_limit(prov, EpType::Msg)
+}
+
+fn remote_cq_data(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG | Caps::REMOTE_CQ_DATA) else { return };
+    let size = p.info.domain_attr.cq_data_size;
+    if size == 0 {
+        skip("cq_data_size is 0");
+        return;
+    }
+    let mask = if size >= 8 { u64::MAX } else { (1u64 << (8 * size)) - 1 };
+    let d = [0xDEAD_BEEF_CAFE_F00D & mask, 0x0123_4567_89AB_CDEF & mask, 0x5A5A_A5A5_1234_8765 & mask];
+    for ctx in 0..5 {
+        p.b.ep.recv(Buf::new(2 << 20), FiAddr::UNSPEC, ctx).expect("post recv");
+    }
+    let small = pattern(100, 1);
+    let large = pattern(1 << 20, 2);
+    p.a.ep.senddata(Buf::from(small.clone()), d[0], p.a_to_b, 10).expect("senddata");
+    p.a.ep.send(Buf::from(small.clone()), p.a_to_b, 11).expect("send without data");
+    p.a.ep.senddata(Buf::from(large.clone()), d[1], p.a_to_b, 12).expect("senddata, rendezvous size");
+    let mut msg = SendMsg::new(Buf::from(small.clone()), p.a_to_b, 13);
+    msg.data = d[2];
+    p.a.ep.sendmsg(msg, OpFlags::REMOTE_CQ_DATA).expect("sendmsg with REMOTE_CQ_DATA");
+    let inject = p.info.tx_attr.inject_size >= 8;
+    if inject {
+        p.a.ep.injectdata(b"injected", d[0] ^ 1, p.a_to_b).expect("injectdata");
+    }
+    let n = if inject { 5 } else { 4 };
+    let mut got: Vec<Completion> = (0..n).map(|_| p.ok_b()).collect();
+    got.sort_by_key(|c| c.context);
+    let flag = |c: &Completion| c.flags.contains(Caps::REMOTE_CQ_DATA);
+    assert!(flag(&got[0]) && got[0].data == d[0], "senddata: flags {:?} data {:#x}", got[0].flags, got[0].data);
+    assert_bytes(got[0].bytes(), &small, "senddata payload");
+    assert!(!flag(&got[1]), "a plain send carries no remote CQ data: flags {:?}", got[1].flags);
+    assert_bytes(got[1].bytes(), &small, "send payload");
+    assert!(flag(&got[2]) && got[2].data == d[1], "large senddata: flags {:?} data {:#x}", got[2].flags, got[2].data);
+    assert_bytes(got[2].bytes(), &large, "large senddata payload");
+    assert!(flag(&got[3]) && got[3].data == d[2], "sendmsg: flags {:?} data {:#x}", got[3].flags, got[3].data);
+    if inject {
+        assert!(flag(&got[4]) && got[4].data == d[0] ^ 1, "injectdata: {:?} {:#x}", got[4].flags, got[4].data);
+        assert_eq!(got[4].bytes(), b"injected");
+    }
+    let mut sent: Vec<u64> = (0..4).map(|_| p.ok_a().context).collect();
+    sent.sort_unstable();
+    assert_eq!(sent, [10, 11, 12, 13]);
+    assert_quiet(&p.a.cq, &p.drivers(), "injectdata has no completion");
+}
+
+pub fn rdm_remote_cq_data(prov: &'static str) {
+    remote_cq_data(prov, EpType::Rdm)
+}
+
+pub fn msg_remote_cq_data(prov: &'static str) {
+    remote_cq_data(prov, EpType::Msg)
+}
+
+fn inject(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let max = p.info.tx_attr.inject_size;
+    if max == 0 {
+        skip("inject_size is 0");
+        return;
+    }
+    let big = max.min(64 << 10);
+    for ctx in 0..4 {
+        p.b.ep.recv(Buf::new(big.max(64)), FiAddr::UNSPEC, ctx).expect("post recv");
+    }
+    // The buffer is the caller's again as soon as inject returns.
+    let mut buf = pattern(big, 1);
+    p.a.ep.inject(&buf[..1], p.a_to_b).expect("inject 1 byte");
+    let first = buf[0];
+    buf.copy_from_slice(&pattern(big, 2));
+    p.a.ep.inject(&buf, p.a_to_b).expect("inject at inject_size");
+    buf.copy_from_slice(&pattern(big, 3));
+    drop(buf);
+    p.a.ep.inject(&[], p.a_to_b).expect("inject 0 bytes");
+    let mut got: Vec<Completion> = (0..3).map(|_| p.ok_b()).collect();
+    got.sort_by_key(|c| c.context);
+    assert_eq!(got[0].bytes(), &[first][..], "first inject");
+    assert_bytes(got[1].bytes(), &pattern(big, 2), "inject of inject_size bytes");
+    assert_eq!(got[2].len, 0, "empty inject");
+    p.check_src_at_b(&got[0]);
+    // No completion, nothing in flight for injects.
+    assert_eq!(p.a.cq.cq.in_flight(), 0, "inject needs no operation record");
+    assert_quiet(&p.a.cq, &p.drivers(), "inject generates no completion");
+    // Above the limit: refused at once.
+    if max < (64 << 20) {
+        let e = p.a.ep.inject(&vec![0u8; max + 1], p.a_to_b).expect_err("inject above inject_size must fail");
+        assert_ne!(e, Error::Again, "an oversized inject is not back-pressure");
+    }
+    p.b.ep.cancel(3).expect("cancel the last receive");
+    assert_eq!(p.err_b().err, Error::Canceled);
+}
+
+pub fn rdm_inject(prov: &'static str) {
+    inject(prov, EpType::Rdm)
+}
+
+pub fn msg_inject(prov: &'static str) {
+    inject(prov, EpType::Msg)
+}
+
+/// 100 messages of mixed sizes (every 25th a rendezvous) match receives in order:
+/// with receives posted first, and with all of them unexpected.
+fn send_after_send(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    if !p.info.tx_attr.msg_order.contains(MsgOrder::SAS) || !p.info.rx_attr.msg_order.contains(MsgOrder::SAS) {
+        skip("no FI_ORDER_SAS");
+        return;
+    }
+    const N: usize = 100;
+    let size = |i: usize| if i % 25 == 24 { 200_000 } else { 4 + (i * 37) % 3000 };
+    let msg = |i: usize| {
+        let mut m = pattern(size(i), i as u64);
+        m[..4].copy_from_slice(&(i as u32).to_le_bytes());
+        m
+    };
+    for unexpected in [false, true] {
+        let post = |p: &Pair| {
+            for i in 0..N {
+                p.b.ep.recv(Buf::new(256 << 10), FiAddr::UNSPEC, i as u64).expect("post recv");
+            }
+        };
+        if !unexpected {
+            post(&p);
+        }
+        for i in 0..N {
+            p.a.ep.send(Buf::from(msg(i)), p.a_to_b, 1000 + i as u64).expect("post send");
+        }
+        if unexpected {
+            p.settle(QUIET);
+            post(&p);
+        }
+        let mut seen = vec![false; N];
+        for _ in 0..N {
+            let c = p.ok_b();
+            let i = c.context as usize;
+            assert!(i < N && !seen[i], "receive {i} completed twice or unknown");
+            seen[i] = true;
+            let seq = u32::from_le_bytes(c.bytes()[..4].try_into().expect("4 bytes")) as usize;
+            assert_eq!(seq, i, "receive {i} (unexpected: {unexpected}) matched message {seq}");
+            assert_bytes(c.bytes(), &msg(i), &format!("message {i}"));
+        }
+        let mut sent = vec![false; N];
+        for _ in 0..N {
+            let c = p.ok_a();
+            let i = (c.context - 1000) as usize;
+            assert!(!sent[i], "send {i} completed twice");
+            sent[i] = true;
+        }
+    }
+}
+
+pub fn rdm_send_after_send_order(prov: &'static str) {
+    send_after_send(prov, EpType::Rdm)
+}
+
+pub fn msg_send_after_send_order(prov: &'static str) {
+    send_after_send(prov, EpType::Msg)
+}
+
+/// Messages sent before their receive is posted: eager, and large (rendezvous).
+fn unexpected(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let sizes = [1000usize, 300_000, 8 << 20];
+    for (i, &n) in sizes.iter().enumerate() {
+        p.a.ep.send(Buf::from(pattern(n, i as u64)), p.a_to_b, 10 + i as u64).expect("post send");
+    }
+    p.settle(QUIET);
+    for (i, &n) in sizes.iter().enumerate() {
+        p.b.ep.recv(Buf::new(n), FiAddr::UNSPEC, i as u64).expect("post recv");
+        let r = p.ok_b();
+        assert_eq!((r.context, r.len), (i as u64, n), "unexpected message {i}");
+        p.check_src_at_b(&r);
+        assert_bytes(r.bytes(), &pattern(n, i as u64), &format!("unexpected message of {n} bytes"));
+    }
+    let mut sent: Vec<u64> = (0..sizes.len()).map(|_| p.ok_a().context).collect();
+    sent.sort_unstable();
+    assert_eq!(sent, [10, 11, 12]);
+}
+
+pub fn rdm_unexpected(prov: &'static str) {
+    unexpected(prov, EpType::Rdm)
+}
+
+pub fn msg_unexpected(prov: &'static str) {
+    unexpected(prov, EpType::Msg)
+}
+
+/// A receive buffer too small: `FI_ETRUNC` with the bytes placed and the rest;
+/// the send itself succeeds and the connection stays usable.
+fn truncation(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    for (i, (cap, n)) in [(100usize, 1000usize), (65_536, 1 << 20)].into_iter().enumerate() {
+        let want = pattern(n, i as u64);
+        p.b.ep.recv(Buf::from(vec![FILL; cap]), FiAddr::UNSPEC, 5).expect("post recv");
+        p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 6).expect("post send");
+        let e = p.err_b();
+        assert_eq!(e.err, Error::Trunc, "{n} bytes into {cap}: {e}");
+        assert_eq!(e.context, 5);
+        assert_eq!(e.len, cap, "len: the bytes placed");
+        assert_eq!(e.olen, n - cap, "olen: the bytes that did not fit");
+        let b = e.buffers.into_buf().expect("truncated receive gives its buffer back");
+        assert_eq!(b.capacity(), cap);
+        assert_bytes(&b, &want[..cap], "the part that fit");
+        let s = p.ok_a();
+        assert_eq!(s.context, 6, "the send of a truncated message completes normally");
+        // The next message goes through.
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 7).expect("post recv");
+        p.a.ep.send(Buf::from(b"after"), p.a_to_b, 8).expect("post send");
+        assert_eq!(p.ok_b().bytes(), b"after");
+        p.ok_a();
+    }
+}
+
+pub fn rdm_truncation(prov: &'static str) {
+    truncation(prov, EpType::Rdm)
+}
+
+pub fn msg_truncation(prov: &'static str) {
+    truncation(prov, EpType::Msg)
+}
+
+fn cancel_recv(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    p.b.ep.recv(Buf::new(333), FiAddr::UNSPEC, 7).expect("post recv");
+    p.b.ep.cancel(7).expect("cancel a posted receive");
+    let e = p.err_b();
+    assert_eq!((e.err, e.context), (Error::Canceled, 7), "canceled receive: {e}");
+    assert_eq!(e.buffers.into_buf().expect("canceled receive gives its buffer back").capacity(), 333);
+    assert!(p.b.ep.cancel(7).is_err(), "nothing left to cancel under that context");
+    assert_eq!(p.b.cq.cq.in_flight(), 0);
+    // A message now goes to the next receive, not the canceled one.
+    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 8).expect("post recv");
+    p.a.ep.send(Buf::from(b"to 8"), p.a_to_b, 9).expect("post send");
+    let r = p.ok_b();
+    assert_eq!((r.context, r.bytes()), (8, &b"to 8"[..]));
+    p.ok_a();
+    assert_quiet(&p.b.cq, &p.drivers(), "one completion per receive");
+}
+
+pub fn rdm_cancel_recv(prov: &'static str) {
+    cancel_recv(prov, EpType::Rdm)
+}
+
+pub fn msg_cancel_recv(prov: &'static str) {
+    cancel_recv(prov, EpType::Msg)
+}
+
+/// Read a multi-receive buffer's completions until the one that gives it back:
+/// `(offset, bytes)` of each message, and the buffer.
+fn collect_multi(p: &Pair, ctx: u64) -> (Vec<(usize, Vec<u8>)>, Buf) {
+    let mut msgs = Vec::new();
+    loop {
+        let c = p.ok_b();
+        assert_eq!(c.context, ctx, "multi-receive completion context");
+        if let Some(v) = &c.recv {
+            assert_eq!(v.len(), c.len, "view length is the completion length");
+            msgs.push((v.offset(), v.to_vec()));
+        }
+        if c.flags.contains(Caps::MULTI_RECV) {
+            assert!(c.recv.is_none() || c.len > 0);
+            let buf = c.buffers.into_buf().expect("the release gives the multi-receive buffer back");
+            return (msgs, buf);
+        }
+        assert!(c.buffers.is_none(), "a message completion does not give the buffer back");
+        assert!(c.recv.is_some(), "a multi-receive message completion has a view: {c:?}");
+    }
+}
+
+fn multi_recv(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG | Caps::MULTI_RECV) else { return };
+    const CAP: usize = 1024;
+    const MIN: usize = 200;
+    const LEN: usize = 150;
+    p.b.ep.set_min_multi_recv(MIN).expect("set_min_multi_recv");
+    let msg = RecvMsg::new(Buf::from(vec![FILL; CAP]), 50);
+    p.b.ep.recvmsg(msg, OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    p.b.ep.recv(Buf::new(LEN), FiAddr::UNSPEC, 51).expect("post the receive after it");
+    // 6 messages fit before less than MIN bytes are left (1024 - 6 * 150 = 124);
+    // the 7th goes to the next receive.
+    for i in 0..7 {
+        p.a.ep.send(Buf::from(pattern(LEN, i)), p.a_to_b, 100 + i).expect("post send");
+    }
+    let (msgs, buf) = collect_multi(&p, 50);
+    assert_eq!(msgs.len(), 6, "messages placed in a {CAP}-byte buffer with min_multi_recv {MIN}");
+    assert_eq!(buf.capacity(), CAP);
+    let mut end = 0;
+    for (i, (off, bytes)) in msgs.iter().enumerate() {
+        assert_bytes(bytes, &pattern(LEN, i as u64), &format!("multi-receive message {i}"));
+        assert!(*off >= end, "message {i} at {off} overlaps the previous one ending at {end}");
+        end = off + bytes.len();
+        assert!(end <= CAP);
+        assert_bytes(&buf[*off..end], bytes, "the returned buffer holds the message where the view was");
+    }
+    let r = p.ok_b();
+    assert_eq!(r.context, 51, "the message after the release goes to the next receive");
+    assert_bytes(r.bytes(), &pattern(LEN, 6), "7th message");
+    let mut sent: Vec<u64> = (0..7).map(|_| p.ok_a().context).collect();
+    sent.sort_unstable();
+    assert_eq!(sent, (100..107).collect::<Vec<_>>());
+}
+
+pub fn rdm_multi_recv(prov: &'static str) {
+    multi_recv(prov, EpType::Rdm)
+}
+
+pub fn msg_multi_recv(prov: &'static str) {
+    multi_recv(prov, EpType::Msg)
+}
+
+/// Messages that arrived before the multi-receive buffer land in it, in order;
+/// canceling the buffer gives it back.
+pub fn rdm_multi_recv_unexpected(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    for i in 0..3 {
+        p.a.ep.send(Buf::from(pattern(100 + i, i as u64)), p.a_to_b, i as u64).expect("post send");
+    }
+    p.settle(QUIET);
+    p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
+    p.b.ep.recvmsg(RecvMsg::new(Buf::new(64 << 10), 9), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    for i in 0..3 {
+        let c = p.ok_b();
+        assert_eq!(c.context, 9);
+        let v = c.recv.expect("message view");
+        assert_bytes(&v, &pattern(100 + i, i as u64), &format!("unexpected message {i} in a multi-receive buffer"));
+    }
+    for _ in 0..3 {
+        p.ok_a();
+    }
+    p.b.ep.cancel(9).expect("cancel the multi-receive buffer");
+    let e = p.err_b();
+    assert_eq!((e.err, e.context), (Error::Canceled, 9));
+    let b = e.buffers.into_buf().expect("canceled multi-receive buffer comes back");
+    assert_eq!(b.capacity(), 64 << 10);
+    assert_eq!(p.b.cq.cq.in_flight(), 0);
+}
+
+/// A receive directed at B does not take A's message; an undirected one does.
+pub fn rdm_directed_recv(prov: &'static str) {
+    let Some(g) = Group::new(prov, Caps::MSG | Caps::DIRECTED_RECV, &[Opts::default(); 3]) else { return };
+    let (a, b, c) = (&g.sides[0], &g.sides[1], &g.sides[2]);
+    let d = g.drivers();
+    c.ep.recv(Buf::new(64), g.addr[2][1], 1).expect("post receive directed at b");
+    a.ep.send(Buf::from(b"from a"), g.addr[0][2], 10).expect("a sends");
+    settle(&d, QUIET);
+    assert!(!c.cq.has_entry(), "a receive directed at b took a's message");
+    b.ep.send(Buf::from(b"from b"), g.addr[1][2], 20).expect("b sends");
+    let r = ok(wait_for(&c.cq, &d, WAIT), "directed receive");
+    assert_eq!((r.context, r.bytes()), (1, &b"from b"[..]));
+    assert_eq!(r.src, g.addr[2][1], "source is b");
+    c.ep.recv(Buf::new(64), FiAddr::UNSPEC, 2).expect("post an undirected receive");
+    let r = ok(wait_for(&c.cq, &d, WAIT), "undirected receive");
+    assert_eq!((r.context, r.bytes()), (2, &b"from a"[..]));
+    if g.info.caps.contains(Caps::SOURCE) {
+        assert_eq!(r.src, g.addr[2][0], "source is a");
+    }
+    ok(wait_for(&a.cq, &d, WAIT), "a's send");
+    ok(wait_for(&b.cq, &d, WAIT), "b's send");
+}
+
+/// An RDM endpoint sends to its own address.
+pub fn rdm_send_to_self(prov: &'static str) {
+    let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default()]) else { return };
+    let a = &g.sides[0];
+    let me = g.addr[0][0];
+    let d = g.drivers();
+    for (i, n) in [9usize, 1 << 20].into_iter().enumerate() {
+        a.ep.recv(Buf::new(n), FiAddr::UNSPEC, 1).expect("post recv");
+        a.ep.send(Buf::from(pattern(n, i as u64)), me, 2).expect("send to self");
+        let mut got = [ok(wait_for(&a.cq, &d, WAIT), "self"), ok(wait_for(&a.cq, &d, WAIT), "self")];
+        got.sort_by_key(|c| c.context);
+        assert_bytes(got[0].bytes(), &pattern(n, i as u64), "message to self");
+        if g.info.caps.contains(Caps::SOURCE) {
+            assert_eq!(got[0].src, me);
+        }
+    }
+}
