@@ -267,3 +267,52 @@ fn auto_progress_completes_without_reads() {
     assert!(dst.iter().all(|&b| b == 9));
     let _ = (c1, c2);
 }
+
+#[test]
+fn malformed_peer_is_dropped_and_endpoint_keeps_working() {
+    use std::io::Write;
+    let (a, b) = rdm_pair();
+    let target = a.ep.getname().unwrap().sockaddr().unwrap();
+    // Garbage, a header of a future version, a hello claiming a huge name, a data
+    // frame before any hello: each connection is closed by the endpoint.
+    let mut bad_version = fabric_util::wire::Header::new(fabric_util::wire::OpCode::Msg).encode();
+    bad_version[1] = 99;
+    let mut huge = fabric_util::wire::Header::new(fabric_util::wire::OpCode::Hello);
+    huge.len = u64::MAX;
+    let early = fabric_util::wire::Header { len: 4, ..fabric_util::wire::Header::new(fabric_util::wire::OpCode::Msg) };
+    let frames: Vec<Vec<u8>> =
+        vec![vec![0xAB; 100], bad_version.to_vec(), huge.encode().to_vec(), early.encode().to_vec()];
+    let mut socks = Vec::new();
+    for f in &frames {
+        let mut s = std::net::TcpStream::connect(target).unwrap();
+        s.write_all(f).unwrap();
+        socks.push(s);
+    }
+    // Drive the endpoint until every hostile connection is closed by it.
+    let start = std::time::Instant::now();
+    for s in &mut socks {
+        s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+        loop {
+            let _ = a.cq.read(&mut []);
+            let mut byte = [0u8; 1];
+            match std::io::Read::read(s, &mut byte) {
+                Ok(0) => break,                                                     // closed by the endpoint
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break, // likewise
+                _ => {}
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "hostile connection not closed");
+        }
+    }
+    // The endpoint still talks to a well-behaved peer.
+    let mut src = b"still fine".to_vec();
+    let mut dst = vec![0u8; 16];
+    let si = [IoVec { base: src.as_mut_ptr(), len: src.len() }];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: buffers outlive the completions.
+    unsafe {
+        a.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 1), OpFlags::empty()).unwrap();
+        b.ep.post_send(&op(&si, b.peer, 2), OpFlags::empty()).unwrap();
+    }
+    let r = wait(&a.cq, &b.cq).unwrap();
+    assert_eq!(&dst[..r.len], b"still fine");
+}
