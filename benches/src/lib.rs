@@ -21,7 +21,7 @@ pub fn rdm_pair(prov: &str) -> Result<(Side, Side)> {
     let hints = Hints::new().provider(prov).ep_type(EpType::Rdm).node("127.0.0.1").source(true);
     let info = fabric::getinfo(&hints)?.remove(0);
     let fab = Fabric::open(&info)?;
-    let mut mk = || -> Result<_> {
+    let mk = || -> Result<_> {
         let dom = fab.domain(&info)?;
         let cq = dom.cq(CqAttr::default())?;
         let av = dom.av(AvAttr::default())?;

@@ -101,6 +101,9 @@ macro_rules! conformance_suite {
                     rdm_multi_recv_unexpected,
                     rdm_directed_recv,
                     rdm_send_to_self,
+                    rdm_buf_len_and_capacity,
+                    rdm_simultaneous_first_sends,
+                    rdm_many_to_one,
                 ],
                 tagged: [
                     rdm_tag_and_ignore,
@@ -120,6 +123,7 @@ macro_rules! conformance_suite {
                     bad_address_format,
                     send_to_removed_address,
                     send_to_unknown_address,
+                    rdm_source_not_in_av,
                 ],
                 cm: [
                     conn_data_both_ways,
@@ -128,6 +132,7 @@ macro_rules! conformance_suite {
                     shutdown_both_sides,
                     connect_to_nothing,
                     peer_names,
+                    data_right_after_accept,
                 ],
                 errors: [
                     no_cq_returns_buffers,
@@ -143,6 +148,8 @@ macro_rules! conformance_suite {
                     cq_overrun,
                     rdm_close_cancels_posted,
                     msg_close_cancels_posted,
+                    rdm_send_to_dead_peer,
+                    rdm_peer_restart,
                 ],
                 cq: [
                     sread_times_out,
@@ -153,6 +160,8 @@ macro_rules! conformance_suite {
                     eq_sread_times_out,
                     counters_count_completions,
                     counter_wait,
+                    sread_reports_error_at_head,
+                    separate_tx_rx_queues,
                 ],
             }
         }

@@ -109,3 +109,23 @@ fn check_send_fails(p: &Pair, dest: FiAddr, what: &str) {
     assert_bytes(&back.into_buf().expect("the send buffer comes back"), &want, "buffer of the failed send");
     assert!(p.a.ep.inject(b"x", dest).is_err(), "inject to {what} must fail");
 }
+
+/// A message from a peer not in the receiver's AV reports `FI_ADDR_NOTAVAIL` as
+/// its source; once inserted, the peer's new handle.
+pub fn rdm_source_not_in_av(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::SOURCE) else { return };
+    let bav = p.b.av.as_ref().expect("rdm side has an av");
+    bav.remove(&[p.b_to_a]).expect("b forgets a");
+    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+    p.a.ep.send(Buf::from(b"who am i"), p.a_to_b, 2).expect("post send");
+    let r = p.ok_b();
+    assert_eq!(r.bytes(), b"who am i");
+    assert_eq!(r.src, FiAddr::NOTAVAIL, "source of a peer not in the AV");
+    p.ok_a();
+    let again = bav.insert_one(&p.a.ep.name().expect("name")).expect("insert a again");
+    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 3).expect("post recv");
+    p.a.ep.send(Buf::from(b"me again"), p.a_to_b, 4).expect("post send");
+    let r = p.ok_b();
+    assert_eq!(r.src, again, "source once the peer is in the AV again");
+    p.ok_a();
+}

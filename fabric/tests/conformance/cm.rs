@@ -150,3 +150,36 @@ pub fn peer_names(prov: &'static str) {
     let a_name = p.a.ep.name().expect("client's name");
     assert!(same_peer(&b_peer, &a_name), "server's peer {b_peer} is not the client {a_name}");
 }
+
+/// The server sends as soon as it is connected: the client, which posted its
+/// receive before connecting, gets `FI_CONNECTED` and the message.
+pub fn data_right_after_accept(prov: &'static str) {
+    let Some(info) = msg_info(prov) else { return };
+    let l = listen(&info);
+    let a = msg_side("a", None, &info, Opts::default());
+    a.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv before connecting");
+    a.ep.connect(&l.pep.name().expect("listener name"), b"").expect("connect");
+    let (req, _) = expect_connreq(&l, &a.drivers());
+    let b = msg_side("b", Some(&l.fabric), &req, Opts::default());
+    b.ep.accept(b"").expect("accept");
+    // The server side only: the client does not progress meanwhile.
+    expect_connected(b.eq.as_ref().expect("eq"), &[&b.cq, &l.eq], b.ep.id());
+    b.ep.send(Buf::from(b"first"), FiAddr::UNSPEC, 2).expect("send right after connecting");
+    let mut d = a.drivers();
+    d.extend(b.drivers());
+    // FI_PEEK on the event queue does not consume the event.
+    let start = std::time::Instant::now();
+    let peeked = loop {
+        match a.eq.as_ref().expect("eq").peek() {
+            Ok(ev) => break ev,
+            Err(Error::Again) => settle(&d, std::time::Duration::from_millis(1)),
+            Err(e) => panic!("eq peek: {e}"),
+        }
+        assert!(start.elapsed() < WAIT, "watchdog: no event on the client");
+    };
+    assert_eq!(peeked.name(), "FI_CONNECTED");
+    expect_connected(a.eq.as_ref().expect("eq"), &d, a.ep.id());
+    let r = ok(wait_for(&a.cq, &d, WAIT), "the message sent right after accept");
+    assert_eq!((r.context, r.bytes()), (1, &b"first"[..]));
+    ok(wait_for(&b.cq, &d, WAIT), "server's send");
+}

@@ -212,3 +212,48 @@ pub fn counter_wait(prov: &'static str) {
         p.ok_a();
     }
 }
+
+/// `sread` with an error completion at the head returns `Err(Avail)`; `readerr`
+/// then gives it.
+pub fn sread_reports_error_at_head(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+    p.warm_up();
+    p.b.ep.recv(Buf::new(4), FiAddr::UNSPEC, 1).expect("post recv");
+    p.a.ep.send(Buf::from(pattern(100, 1)), p.a_to_b, 2).expect("post send");
+    let r = with_driver(&[&p.a.cq], || p.b.cq.cq.sread(Some(WAIT)));
+    assert_eq!(r.map(|c| c.context).unwrap_err(), Error::Avail, "sread with an error at the head");
+    let e = p.b.cq.cq.readerr().expect("readerr after FI_EAVAIL");
+    assert_eq!((e.err, e.context), (Error::Trunc, 1));
+    p.ok_a();
+}
+
+/// Separate transmit and receive queues: each completion goes to the queue bound
+/// for its direction.
+pub fn separate_tx_rx_queues(prov: &'static str) {
+    let Some(info) = find_info(prov, EpType::Rdm, Caps::MSG) else { return };
+    let mk = |name: &'static str| {
+        let f = Fabric::open(&info).expect("open fabric");
+        let d = f.domain(&info).expect("open domain");
+        let (tx, rx) = (d.cq(CqAttr::default()).expect("cq"), d.cq(CqAttr::default()).expect("cq"));
+        let av = d.av(AvAttr::default()).expect("av");
+        let ep = d.endpoint(&info).expect("endpoint");
+        ep.bind_cq(&tx, BindFlags::TRANSMIT).expect("bind tx cq");
+        ep.bind_cq(&rx, BindFlags::RECV).expect("bind rx cq");
+        ep.bind_av(&av).expect("bind av");
+        ep.enable().expect("enable");
+        (ep, Cq::new(name, tx), Cq::new(name, rx), av)
+    };
+    let (a_ep, a_tx, a_rx, a_av) = mk("a");
+    let (b_ep, b_tx, b_rx, _b_av) = mk("b");
+    let dest = a_av.insert_one(&b_ep.name().expect("name")).expect("insert");
+    let d: [&dyn Drive; 4] = [&a_tx, &a_rx, &b_tx, &b_rx];
+    b_ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+    a_ep.send(Buf::from(b"split"), dest, 2).expect("post send");
+    let r = ok(wait_for(&b_rx, &d, WAIT), "receive on the receive queue");
+    assert_eq!((r.context, r.bytes()), (1, &b"split"[..]));
+    let s = ok(wait_for(&a_tx, &d, WAIT), "send on the transmit queue");
+    assert_eq!(s.context, 2);
+    settle(&d, QUIET);
+    assert!(!a_rx.has_entry() && !b_tx.has_entry(), "a completion went to the other direction's queue");
+    assert_eq!(b_tx.cq.in_flight() + a_rx.cq.in_flight(), 0);
+}

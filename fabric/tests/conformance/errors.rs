@@ -313,3 +313,89 @@ pub fn rdm_close_cancels_posted(prov: &'static str) {
 pub fn msg_close_cancels_posted(prov: &'static str) {
     close_cancels_posted(prov, EpType::Msg)
 }
+
+/// Sending to an RDM peer whose endpoint is gone fails (at once or as an error
+/// completion) with the buffer back; never a hang. Both for a peer never
+/// connected to, and for one whose connection the sender saw close.
+pub fn rdm_send_to_dead_peer(prov: &'static str) {
+    for warm in [false, true] {
+        let Some(mut g) = Group::new(prov, Caps::MSG, &[Opts::default(); 2]) else { return };
+        if warm {
+            let (a, b) = (&g.sides[0], &g.sides[1]);
+            b.ep.recv(Buf::new(8), FiAddr::UNSPEC, 1).expect("post recv");
+            a.ep.send(Buf::from(b"hi"), g.addr[0][1], 1).expect("send");
+            let d = g.drivers();
+            ok(wait_for(&b.cq, &d, WAIT), "warm-up receive");
+            ok(wait_for(&a.cq, &d, WAIT), "warm-up send");
+        }
+        drop(g.sides.pop());
+        let a = &g.sides[0];
+        // Let the sender see the connection close.
+        settle(&[&a.cq], QUIET);
+        for (i, n) in [100usize, 1 << 20].into_iter().enumerate() {
+            let want = pattern(n, i as u64);
+            let back = match a.ep.send(Buf::from(want.clone()), g.addr[0][1], 10 + i as u64) {
+                Err(e) => {
+                    assert_ne!(e.error, Error::Again);
+                    e.buffers
+                }
+                Ok(()) => {
+                    let e = err(wait_for(&a.cq, &[], WAIT), "send to a dead peer");
+                    assert_eq!(e.context, 10 + i as u64);
+                    println!("send of {n} bytes to a dead peer (connected before: {warm}): {e}");
+                    e.buffers
+                }
+            };
+            assert_bytes(&back.into_buf().expect("buffer back"), &want, "buffer of the failed send");
+        }
+    }
+}
+
+/// An RDM peer restarts at the same address: after the sender has seen the old
+/// connection close, its messages reach the new endpoint.
+pub fn rdm_peer_restart(prov: &'static str) {
+    let Some(mut g) = Group::new(prov, Caps::MSG, &[Opts::default(); 2]) else { return };
+    {
+        let (a, b) = (&g.sides[0], &g.sides[1]);
+        b.ep.recv(Buf::new(8), FiAddr::UNSPEC, 1).expect("post recv");
+        a.ep.send(Buf::from(b"hi"), g.addr[0][1], 1).expect("send");
+        let d = g.drivers();
+        ok(wait_for(&b.cq, &d, WAIT), "warm-up receive");
+        ok(wait_for(&a.cq, &d, WAIT), "warm-up send");
+    }
+    let old = g.sides.pop().expect("b");
+    let name = old.ep.name().expect("b's name");
+    drop(old);
+    let a = &g.sides[0];
+    settle(&[&a.cq], QUIET);
+    // The new endpoint, at the old address.
+    let f = Fabric::open(&g.info).expect("open fabric");
+    let d = f.domain(&g.info).expect("open domain");
+    let cq = Cq::new("b2", d.cq(CqAttr::default()).expect("cq"));
+    let av = d.av(AvAttr::default()).expect("av");
+    let ep = d.endpoint(&g.info).expect("endpoint");
+    ep.bind_cq(&cq.cq, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind cq");
+    ep.bind_av(&av).expect("bind av");
+    if let Err(e) = ep.set_name(&name) {
+        skip(format!("set_name not supported: {e}"));
+        return;
+    }
+    ep.enable().expect("enable at the old address");
+    assert_eq!(ep.name().expect("name"), name);
+    ep.recv(Buf::new(64), FiAddr::UNSPEC, 5).expect("post recv");
+    let drivers: [&dyn Drive; 2] = [&a.cq, &cq];
+    let mut delivered = false;
+    for attempt in 0..3u64 {
+        a.ep.send(Buf::from(b"again"), g.addr[0][1], 20 + attempt).expect("send");
+        match wait_for(&a.cq, &drivers, WAIT) {
+            Ok(_) => {
+                delivered = true;
+                break;
+            }
+            Err(e) => println!("attempt {attempt} failed: {e}"),
+        }
+    }
+    assert!(delivered, "no send to the restarted peer succeeded");
+    let r = ok(wait_for(&cq, &drivers, WAIT), "receive at the restarted peer");
+    assert_eq!(r.bytes(), b"again");
+}

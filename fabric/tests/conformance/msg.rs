@@ -276,6 +276,8 @@ fn send_after_send(prov: &'static str, t: EpType) {
         m[..4].copy_from_slice(&(i as u32).to_le_bytes());
         m
     };
+    let inject_size = p.info.tx_attr.inject_size;
+    let via_inject = |i: usize| i % 10 == 5 && size(i) <= inject_size;
     for unexpected in [false, true] {
         let post = |p: &Pair| {
             for i in 0..N {
@@ -285,8 +287,16 @@ fn send_after_send(prov: &'static str, t: EpType) {
         if !unexpected {
             post(&p);
         }
+        // Every 10th message (when small enough) is injected: inject is ordered
+        // with the sends too.
+        let mut sends = 0;
         for i in 0..N {
-            p.a.ep.send(Buf::from(msg(i)), p.a_to_b, 1000 + i as u64).expect("post send");
+            if via_inject(i) {
+                p.a.ep.inject(&msg(i), p.a_to_b).expect("inject");
+            } else {
+                p.a.ep.send(Buf::from(msg(i)), p.a_to_b, 1000 + i as u64).expect("post send");
+                sends += 1;
+            }
         }
         if unexpected {
             p.settle(QUIET);
@@ -303,7 +313,7 @@ fn send_after_send(prov: &'static str, t: EpType) {
             assert_bytes(c.bytes(), &msg(i), &format!("message {i}"));
         }
         let mut sent = vec![false; N];
-        for _ in 0..N {
+        for _ in 0..sends {
             let c = p.ok_a();
             let i = (c.context - 1000) as usize;
             assert!(!sent[i], "send {i} completed twice");
@@ -534,6 +544,114 @@ pub fn rdm_send_to_self(prov: &'static str) {
         assert_bytes(got[0].bytes(), &pattern(n, i as u64), "message to self");
         if g.info.caps.contains(Caps::SOURCE) {
             assert_eq!(got[0].src, me);
+        }
+    }
+}
+
+/// A send transmits the contents (`..len`) of its buffer; a receive offers the
+/// whole capacity and comes back with its length set to the bytes received.
+pub fn rdm_buf_len_and_capacity(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+    let mut s = Buf::from(pattern(100, 1));
+    s.set_len(10).expect("shorter length");
+    p.b.ep.recv(Buf::from(Vec::with_capacity(64)), FiAddr::UNSPEC, 1).expect("post an empty buffer with capacity");
+    p.a.ep.send(s, p.a_to_b, 2).expect("post send");
+    let r = p.ok_b();
+    assert_eq!(r.len, 10, "only the contents are sent");
+    let b = r.buffers.into_buf().expect("buffer back");
+    assert!(b.capacity() >= 64);
+    assert_bytes(&b, &pattern(10, 1), "received contents");
+    let s = p.ok_a().buffers.into_buf().expect("send buffer back");
+    assert_eq!((s.len(), s.capacity()), (10, 100), "the send buffer comes back as posted");
+}
+
+/// Both sides of a new RDM pair send first, at once (simultaneous connects), with
+/// a mix of eager and rendezvous messages: all arrive, in order, once.
+pub fn rdm_simultaneous_first_sends(prov: &'static str) {
+    const N: usize = 10;
+    let size = |i: usize| if i % 4 == 3 { 200_000 } else { 8 + i * 100 };
+    let msg = |i: usize, seed: u64| {
+        let mut m = pattern(size(i), seed + i as u64);
+        m[..4].copy_from_slice(&(i as u32).to_le_bytes());
+        m
+    };
+    for round in 0..5 {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        let ordered = p.info.tx_attr.msg_order.contains(MsgOrder::SAS);
+        for side in [&p.a, &p.b] {
+            for i in 0..N {
+                side.ep.recv(Buf::new(256 << 10), FiAddr::UNSPEC, i as u64).expect("post recv");
+            }
+        }
+        for i in 0..N {
+            p.a.ep.send(Buf::from(msg(i, 100)), p.a_to_b, 100 + i as u64).expect("a sends");
+            p.b.ep.send(Buf::from(msg(i, 200)), p.b_to_a, 200 + i as u64).expect("b sends");
+        }
+        let d = p.drivers();
+        // Each side's CQ carries its receives (contexts < N) and its sends.
+        for (side, seed, name) in [(&p.b, 100, "a to b"), (&p.a, 200, "b to a")] {
+            let (mut seen, mut recvs, mut sends) = ([false; N], 0, 0);
+            while recvs < N || sends < N {
+                let c = ok(wait_for(&side.cq, &d, WAIT), name);
+                if c.context >= 100 {
+                    sends += 1;
+                    continue;
+                }
+                recvs += 1;
+                let seq = u32::from_le_bytes(c.bytes()[..4].try_into().expect("4 bytes")) as usize;
+                assert!(seq < N && !seen[seq], "round {round}, {name}: message {seq} twice or unknown");
+                seen[seq] = true;
+                if ordered {
+                    assert_eq!(seq, c.context as usize, "round {round}, {name}: out of order");
+                }
+                assert_bytes(c.bytes(), &msg(seq, seed), &format!("round {round}, {name}, message {seq}"));
+            }
+        }
+    }
+}
+
+/// Three senders to one receiver at once: every message arrives once, in order
+/// per sender, with its sender as the source.
+pub fn rdm_many_to_one(prov: &'static str) {
+    const N: usize = 30;
+    let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default(); 4]) else { return };
+    let d = g.drivers();
+    let rx = &g.sides[3];
+    for i in 0..3 * N {
+        rx.ep.recv(Buf::new(200_000), FiAddr::UNSPEC, i as u64).expect("post recv");
+    }
+    let msg = |s: usize, i: usize| {
+        let mut m = pattern(if i % 10 == 9 { 150_000 } else { 16 + i }, (s * 1000 + i) as u64);
+        m[..2].copy_from_slice(&[s as u8, i as u8]);
+        m
+    };
+    for i in 0..N {
+        for s in 0..3 {
+            g.sides[s].ep.send(Buf::from(msg(s, i)), g.addr[s][3], i as u64).expect("send");
+        }
+    }
+    // matched[s][i]: the receive (in posting order) that message i of sender s
+    // matched. Completions may come in any order; matching follows send order.
+    let mut matched = vec![vec![None; N]; 3];
+    for _ in 0..3 * N {
+        let c = ok(wait_for(&rx.cq, &d, WAIT), "many to one");
+        let (s, i) = (c.bytes()[0] as usize, c.bytes()[1] as usize);
+        assert!(s < 3 && i < N, "unknown message {s}/{i}");
+        if g.info.caps.contains(Caps::SOURCE) {
+            assert_eq!(c.src, g.addr[3][s], "source of a message from sender {s}");
+        }
+        assert!(matched[s][i].replace(c.context).is_none(), "message {i} of sender {s} twice");
+        assert_bytes(c.bytes(), &msg(s, i), &format!("message {i} of sender {s}"));
+    }
+    if g.info.tx_attr.msg_order.contains(MsgOrder::SAS) {
+        for (s, m) in matched.iter().enumerate() {
+            let ctx: Vec<u64> = m.iter().map(|c| c.expect("every message arrived")).collect();
+            assert!(ctx.windows(2).all(|w| w[0] < w[1]), "sender {s}: matched out of order: {ctx:?}");
+        }
+    }
+    for s in 0..3 {
+        for _ in 0..N {
+            ok(wait_for(&g.sides[s].cq, &d, WAIT), "send");
         }
     }
 }

@@ -46,8 +46,8 @@ pub(crate) enum TxKind {
     Data { context: u64, flags: Caps, len: usize },
     /// An inject: its own copy of the data, recycled once written.
     Inject(Vec<u8>),
-    /// A control frame, with its payload.
-    Control(Vec<u8>),
+    /// A control frame; the `Vec` owns the payload bytes the frame's iov points at.
+    Control(#[allow(dead_code)] Vec<u8>),
 }
 
 /// A frame in the transmit queue: header plus payload pieces.
@@ -87,11 +87,6 @@ impl TxOp {
         // Moving the Vec into the op does not move its heap buffer, so a[0] stays valid.
         let kind = if inject { TxKind::Inject(data) } else { TxKind::Control(data) };
         TxOp { hdr, iov: a, niov: 1, total, sent: 0, kind }
-    }
-
-    /// The user pieces again (for turning a rendezvous request into its data frame).
-    pub fn pieces(&self) -> &[IoVec] {
-        &self.iov[..IOV_LIMIT.min(self.iov.iter().take_while(|v| !v.base.is_null() || v.len == 0).count())]
     }
 }
 
@@ -183,14 +178,6 @@ impl Conn {
         // nothing, so this progress call stops once the staged bytes are used.
         self.drained = n < self.stage.len();
         Ok(n)
-    }
-
-    /// Take up to `n` staged bytes.
-    pub fn take(&mut self, n: usize) -> &[u8] {
-        let n = n.min(self.staged());
-        let s = &self.stage[self.stage_lo..self.stage_lo + n];
-        self.stage_lo += n;
-        s
     }
 
     /// Gather the header from staged bytes; `true` once all 40 bytes are in.

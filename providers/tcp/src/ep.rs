@@ -95,11 +95,11 @@ enum Target {
     Single(PostedRecv),
     /// A slice of a multi-receive buffer.
     Multi { idx: usize, off: usize, cap: usize },
-    /// Nowhere (discarded).
-    Discard,
 }
 
-/// The receive side of a connection.
+/// The receive side of a connection. (One per connection and long-lived, so the
+/// size of the payload variant does not matter.)
+#[allow(clippy::large_enum_variant)]
 enum RxState {
     /// Gathering a header.
     Header,
@@ -173,7 +173,6 @@ struct Inner {
 pub(crate) struct TcpEp {
     fid: u64,
     ep_type: EpType,
-    info: Info,
     domain: Arc<TcpDomain>,
     epoch: u64,
     poll: Waiter,
@@ -230,7 +229,6 @@ impl TcpEp {
         Ok(Arc::new_cyclic(|me| TcpEp {
             fid: fabric_core::prov::next_fid(),
             ep_type,
-            info: info.clone(),
             domain,
             epoch: rand_u64(),
             poll,
@@ -266,7 +264,7 @@ impl TcpEp {
         Ok(ConnId { idx: idx as u32, gen: slot.gen })
     }
 
-    fn conn_mut<'a>(g: &'a mut Inner, id: ConnId) -> Option<&'a mut Conn> {
+    fn conn_mut(g: &mut Inner, id: ConnId) -> Option<&mut Conn> {
         let s = g.slots.get_mut(id.idx as usize)?;
         if s.gen != id.gen {
             return None;
@@ -347,7 +345,8 @@ impl TcpEp {
         }
         let Some(mut conn) = slot.conn.take() else { return };
         let rx = std::mem::replace(&mut slot.rx, RxState::Header);
-        fi_log!(Level::Info, NAME, "ep_data", "connection to {:?} closed: {why}", conn.peer);
+        let dir = if conn.outgoing { "to" } else { "from" };
+        fi_log!(Level::Info, NAME, "ep_data", "connection {dir} {:?} closed: {why}", conn.peer);
         self.poll.del_fd(conn.fd());
         let _ = conn.sock.shutdown(std::net::Shutdown::Both);
         for op in conn.txq.drain(..).chain(conn.rndv_wait.drain(..)) {
@@ -385,15 +384,18 @@ impl TcpEp {
         if self.ep_type == EpType::Msg {
             // A MSG endpoint has only this connection: its receives fail too, and
             // the application hears of it on the EQ.
-            while let Some((_, rec)) = g.matcher.drain_posted().pop() {
-                let tagged = rec.tagged;
-                let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(tagged));
+            for (_, rec) in g.matcher.drain_posted() {
+                if let Some(mi) = rec.multi {
+                    self.release_multi(g, mi, err);
+                    continue;
+                }
+                let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));
                 Self::rx_err(g, e, 0, err);
             }
             if let Some(eq) = &g.b.eq {
-                if err == Error::Shutdown || err == Error::Canceled {
-                    eq.push(EqEvent::Shutdown { fid: self.fid });
-                } else if conn.state == ConnState::Ready {
+                // A connection that was up ends with FI_SHUTDOWN; one that never came
+                // up (refused, reset during set-up) with an error event.
+                if err == Error::Shutdown || err == Error::Canceled || conn.state == ConnState::Ready {
                     eq.push(EqEvent::Shutdown { fid: self.fid });
                 } else {
                     eq.push_err(EqErrEntry { fid: self.fid, err, prov_errno: 0, data: Vec::new() });
@@ -414,7 +416,6 @@ impl TcpEp {
             Target::Multi { idx, .. } => {
                 self.multi_finish(g, idx, None, err);
             }
-            Target::Discard => {}
         }
     }
 
@@ -722,6 +723,16 @@ impl TcpEp {
         }
     }
 
+    /// Take a multi-receive buffer out of service: it completes (with `err`) once
+    /// the messages already placed in it have.
+    fn release_multi(&self, g: &mut Inner, mi: usize, err: Error) {
+        if let Some(m) = g.multis.get_mut(mi).and_then(|m| m.as_mut()) {
+            m.released = true;
+            m.inflight += 1;
+            self.multi_finish(g, mi, None, err);
+        }
+    }
+
     fn peek_claim(
         &self,
         g: &mut Inner,
@@ -848,7 +859,6 @@ impl TcpEp {
                 let olen = (hdr.len as usize).saturating_sub(cap);
                 self.multi_finish(g, idx, Some((e, olen)), Error::Trunc);
             }
-            Target::Discard => {}
         }
     }
 
@@ -966,7 +976,7 @@ impl TcpEp {
                 let hb = conn.hdr_buf;
                 let hdr = Header::decode(&hb, i64::MAX as u64)
                     .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
-                self.on_header(g, id, hdr).map_err(|(e, w)| (e, w))?;
+                self.on_header(g, id, hdr)?;
                 Ok(true)
             }
             RxState::Payload { .. } => self.payload_step(g, id),
@@ -1363,11 +1373,7 @@ impl TcpEp {
         g.b.eq = eq;
         for (_, rec) in g.matcher.drain_posted() {
             if let Some(mi) = rec.multi {
-                if g.multis.get(mi).is_some_and(|m| m.is_some()) {
-                    g.multis[mi].as_mut().expect("checked").released = true;
-                    g.multis[mi].as_mut().expect("checked").inflight += 1;
-                    self.multi_finish(g, mi, None, Error::Canceled);
-                }
+                self.release_multi(g, mi, Error::Canceled);
                 continue;
             }
             let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));
@@ -1396,7 +1402,6 @@ fn write_target(g: &mut Inner, target: &Target, off: u64, bytes: &[u8]) -> usize
             }
             None => 0,
         },
-        Target::Discard => 0,
     }
 }
 
@@ -1414,7 +1419,6 @@ fn write_dest(dest: &mut RxDest, multis: &mut [Option<Multi>], off: u64, bytes: 
                     copy_into(&iov, *base + *cap, *base as u64 + off, &bytes[..n]);
                 }
             }
-            Target::Discard => {}
         },
         RxDest::Unexpected { buf, .. } | RxDest::Control { buf } => buf.extend_from_slice(bytes),
     }
@@ -1704,11 +1708,7 @@ impl EndpointOps for TcpEp {
         while let Some((_, rec)) = g.matcher.cancel_posted(user_context) {
             found = true;
             if let Some(mi) = rec.multi {
-                if let Some(m) = g.multis[mi].as_mut() {
-                    m.released = true;
-                    m.inflight += 1;
-                }
-                self.multi_finish(&mut g, mi, None, Error::Canceled);
+                self.release_multi(&mut g, mi, Error::Canceled);
                 continue;
             }
             let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));

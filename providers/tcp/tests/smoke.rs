@@ -1,7 +1,7 @@
 //! Provider-level smoke tests of tcp, through the raw provider traits (the safe API
 //! and the conformance suite live in the `fabric` crate).
 
-use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, EqOps, IoVec, Op};
+use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, Op};
 use fabric_core::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,8 +34,8 @@ fn rdm_pair() -> (Side, Side) {
     let (d2, c2, a2, e2) = mk();
     let n1 = e1.getname().unwrap();
     let n2 = e2.getname().unwrap();
-    let me1 = a1.insert(&[n1.clone()]).unwrap()[0];
-    let p1 = a1.insert(&[n2.clone()]).unwrap()[0];
+    let me1 = a1.insert(std::slice::from_ref(&n1)).unwrap()[0];
+    let p1 = a1.insert(std::slice::from_ref(&n2)).unwrap()[0];
     let p2 = a2.insert(&[n1]).unwrap()[0];
     let me2 = a2.insert(&[n2]).unwrap()[0];
     (
@@ -212,7 +212,7 @@ fn rdm_send_to_self() {
         a.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 1), OpFlags::empty()).unwrap();
         a.ep.post_send(&op(&si, a.me, 2), OpFlags::empty()).unwrap();
     }
-    let mut got = vec![wait(&a.cq, &a.cq).unwrap(), wait(&a.cq, &a.cq).unwrap()];
+    let mut got = [wait(&a.cq, &a.cq).unwrap(), wait(&a.cq, &a.cq).unwrap()];
     got.sort_by_key(|e| e.op_context);
     assert_eq!(got[0].len, 9);
     assert_eq!(got[0].src, a.me);
