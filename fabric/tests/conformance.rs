@@ -104,6 +104,9 @@ macro_rules! conformance_suite {
                     rdm_buf_len_and_capacity,
                     rdm_simultaneous_first_sends,
                     rdm_many_to_one,
+                    rdm_multi_recv_rendezvous,
+                    rdm_truncation_vectored,
+                    rdm_concurrent_senders,
                 ],
                 tagged: [
                     rdm_tag_and_ignore,
@@ -133,6 +136,7 @@ macro_rules! conformance_suite {
                     connect_to_nothing,
                     peer_names,
                     data_right_after_accept,
+                    client_gone_before_accept,
                 ],
                 errors: [
                     no_cq_returns_buffers,
@@ -150,6 +154,8 @@ macro_rules! conformance_suite {
                     msg_close_cancels_posted,
                     rdm_send_to_dead_peer,
                     rdm_peer_restart,
+                    rdm_close_cancels_pending_sends,
+                    msg_close_cancels_pending_sends,
                 ],
                 cq: [
                     sread_times_out,

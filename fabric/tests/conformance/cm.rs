@@ -183,3 +183,35 @@ pub fn data_right_after_accept(prov: &'static str) {
     assert_eq!((r.context, r.bytes()), (1, &b"first"[..]));
     ok(wait_for(&b.cq, &d, WAIT), "server's send");
 }
+
+/// The client goes away between its request and the accept: the server is told
+/// (an error at accept, or `FI_SHUTDOWN` / an error event), never left hanging.
+pub fn client_gone_before_accept(prov: &'static str) {
+    let Some(info) = msg_info(prov) else { return };
+    let l = listen(&info);
+    let a = msg_side("a", None, &info, Opts::default());
+    a.ep.connect(&l.pep.name().expect("listener name"), b"").expect("connect");
+    let (req, _) = expect_connreq(&l, &a.drivers());
+    drop(a);
+    let b = msg_side("b", Some(&l.fabric), &req, Opts::default());
+    if let Err(e) = b.ep.accept(b"") {
+        println!("accept after the client left: {e}");
+        return;
+    }
+    b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+    let eq = b.eq.as_ref().expect("eq");
+    loop {
+        match wait_event(eq, &[&b.cq, &l.eq], WAIT) {
+            Ok(EqEvent::Connected { .. }) => continue,
+            Ok(EqEvent::Shutdown { fid }) => {
+                assert_eq!(fid, b.ep.id());
+                break;
+            }
+            Ok(ev) => panic!("unexpected event {ev:?}"),
+            Err(e) => {
+                println!("server's error event: {e:?}");
+                break;
+            }
+        }
+    }
+}

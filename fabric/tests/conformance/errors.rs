@@ -399,3 +399,43 @@ pub fn rdm_peer_restart(prov: &'static str) {
     let r = ok(wait_for(&cq, &drivers, WAIT), "receive at the restarted peer");
     assert_eq!(r.bytes(), b"again");
 }
+
+/// Closing a sender with sends it could not finish (a rendezvous never matched,
+/// sends queued behind it) gives each back as an error completion.
+fn close_cancels_pending_sends(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    p.warm_up();
+    p.a.ep.send(Buf::from(pattern(4 << 20, 1)), p.a_to_b, 1).expect("post send");
+    for i in 2..50u64 {
+        p.a.ep.send(Buf::from(pattern(64 << 10, i)), p.a_to_b, i).expect("post send");
+    }
+    // Only the sender progresses: the receiver never matches or reads.
+    settle(&[&p.a.cq], QUIET);
+    let Pair { a, b, .. } = p;
+    let Side { ep, cq, .. } = a;
+    ep.close().expect("close the sender");
+    let mut seen = BTreeMap::new();
+    for _ in 1..50 {
+        let r = wait_for(&cq, &[], WAIT);
+        let (ctx, res) = match r {
+            Ok(c) => (c.context, None),
+            Err(e) => {
+                assert_eq!(e.buffers.count(), 1, "a failed send gives its buffer back");
+                (e.context, Some(e.err))
+            }
+        };
+        assert!(seen.insert(ctx, res).is_none(), "send {ctx} completed twice");
+    }
+    assert!(seen[&1].is_some(), "the unmatched rendezvous cannot have succeeded");
+    assert_eq!(cq.cq.in_flight(), 0);
+    assert!(cq.poll().is_none());
+    drop(b);
+}
+
+pub fn rdm_close_cancels_pending_sends(prov: &'static str) {
+    close_cancels_pending_sends(prov, EpType::Rdm)
+}
+
+pub fn msg_close_cancels_pending_sends(prov: &'static str) {
+    close_cancels_pending_sends(prov, EpType::Msg)
+}

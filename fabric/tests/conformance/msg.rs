@@ -655,3 +655,105 @@ pub fn rdm_many_to_one(prov: &'static str) {
         }
     }
 }
+
+/// Large (rendezvous) and small messages interleaved into one multi-receive
+/// buffer.
+pub fn rdm_multi_recv_rendezvous(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    const CAP: usize = 1 << 20;
+    p.b.ep.set_min_multi_recv(300_000).expect("set_min_multi_recv");
+    p.b.ep.recvmsg(RecvMsg::new(Buf::new(CAP), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    let sizes = [200_000usize, 10, 200_000, 7, 200_000];
+    for (i, &n) in sizes.iter().enumerate() {
+        p.a.ep.send(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64).expect("post send");
+    }
+    // 448_559 bytes are left after the five, above the minimum: the buffer stays
+    // posted, and canceling it gives it back.
+    let mut got = Vec::new();
+    for _ in 0..sizes.len() {
+        let c = p.ok_b();
+        assert_eq!(c.context, 7);
+        let v = c.recv.expect("view");
+        got.push((v.offset(), v.to_vec()));
+    }
+    got.sort_by_key(|(_, b)| (b.len(), b.first().copied()));
+    let mut want: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u64)).collect();
+    want.sort_by_key(|b| (b.len(), b.first().copied()));
+    for ((_, g), w) in got.iter().zip(&want) {
+        assert_bytes(g, w, "message in a multi-receive buffer");
+    }
+    let mut ranges: Vec<(usize, usize)> = got.iter().map(|(o, b)| (*o, o + b.len())).collect();
+    ranges.sort_unstable();
+    assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "messages overlap: {ranges:?}");
+    assert!(ranges.last().is_some_and(|r| r.1 <= CAP));
+    for _ in 0..sizes.len() {
+        p.ok_a();
+    }
+    p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
+    let e = p.err_b();
+    assert_eq!(e.err, Error::Canceled);
+    let buf = e.buffers.into_buf().expect("buffer back");
+    assert_eq!(buf.capacity(), CAP);
+    for (off, bytes) in &got {
+        assert_bytes(&buf[*off..off + bytes.len()], bytes, "the returned buffer holds the message where the view was");
+    }
+}
+
+/// A vectored receive too small: `FI_ETRUNC`, pieces given back holding what fit.
+pub fn rdm_truncation_vectored(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+    if p.info.rx_attr.iov_limit < 2 {
+        skip("rx iov_limit below 2");
+        return;
+    }
+    let want = pattern(100, 3);
+    p.b.ep.recvv(vec![Buf::new(10), Buf::new(20)], FiAddr::UNSPEC, 1).expect("post recvv");
+    p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 2).expect("post send");
+    let e = p.err_b();
+    assert_eq!((e.err, e.len, e.olen), (Error::Trunc, 30, 70), "{e}");
+    let got: Vec<u8> = e.buffers.into_vec().iter().flat_map(|b| b.as_slice().iter().copied()).collect();
+    assert_bytes(&got, &want[..30], "the part that fit in the pieces");
+    p.ok_a();
+}
+
+/// Several threads post sends on one endpoint at once (FI_THREAD_SAFE) while
+/// this thread drives progress: every message arrives intact, once.
+pub fn rdm_concurrent_senders(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+    if p.info.domain_attr.threading != Threading::Safe {
+        skip(format!("threading {}", p.info.domain_attr.threading));
+        return;
+    }
+    const T: usize = 4;
+    const N: usize = 50;
+    for i in 0..T * N {
+        p.b.ep.recv(Buf::new(200_000), FiAddr::UNSPEC, i as u64).expect("post recv");
+    }
+    let msg = |t: usize, i: usize| {
+        let mut m = pattern(if i % 10 == 9 { 150_000 } else { 2 + i * 13 }, (t * 100 + i) as u64);
+        m[..2].copy_from_slice(&[t as u8, i as u8]);
+        m
+    };
+    let mut seen = vec![vec![false; N]; T];
+    std::thread::scope(|s| {
+        for t in 0..T {
+            let p = &p;
+            s.spawn(move || {
+                for i in 0..N {
+                    p.a.ep.send(Buf::from(msg(t, i)), p.a_to_b, (t * N + i) as u64).expect("send from a thread");
+                }
+            });
+        }
+        for _ in 0..T * N {
+            let c = p.ok_b();
+            let (t, i) = (c.bytes()[0] as usize, c.bytes()[1] as usize);
+            assert!(t < T && i < N && !seen[t][i], "message {t}/{i} unknown or twice");
+            seen[t][i] = true;
+            assert_bytes(c.bytes(), &msg(t, i), &format!("message {i} of thread {t}"));
+        }
+    });
+    for _ in 0..T * N {
+        p.ok_a();
+    }
+    assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0);
+}

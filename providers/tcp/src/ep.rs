@@ -794,6 +794,30 @@ impl TcpEp {
         }
     }
 
+    /// The target a matched posted receive gives a message of `len` bytes: the
+    /// receive itself (taken off the queue), or a slice of a multi-receive buffer.
+    fn take_posted(&self, g: &mut Inner, pid: PostedId, len: u64) -> Target {
+        match g.matcher.posted(pid).and_then(|(_, r)| r.multi) {
+            Some(mi) => self.reserve_multi(g, mi, len),
+            None => Target::Single(g.matcher.remove_posted(pid).expect("matched id exists").1),
+        }
+    }
+
+    /// A complete message (eager payload in, or a rendezvous request) with no
+    /// receive chosen yet: deliver it to the first matching posted receive, or queue
+    /// it as unexpected.
+    fn arrive(&self, g: &mut Inner, m: MsgSpec, u: Unexp) {
+        match g.matcher.match_posted(&m) {
+            Some(pid) => {
+                let target = self.take_posted(g, pid, u.len);
+                self.deliver_unexpected(g, target, m, u);
+            }
+            None => {
+                g.matcher.push_unexpected(m, u);
+            }
+        }
+    }
+
     /// Deliver a complete unexpected message (or start its rendezvous).
     fn deliver_unexpected(&self, g: &mut Inner, target: Target, m: MsgSpec, u: Unexp) {
         let hdr = Header {
@@ -1001,14 +1025,7 @@ impl TcpEp {
             OpCode::Msg => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 match g.matcher.match_posted(&m) {
-                    Some(pid) => {
-                        let multi = g.matcher.posted(pid).and_then(|(_, r)| r.multi);
-                        let target = match multi {
-                            Some(mi) => self.reserve_multi(g, mi, hdr.len),
-                            None => Target::Single(g.matcher.remove_posted(pid).expect("matched id exists").1),
-                        };
-                        RxDest::Recv { target, src }
-                    }
+                    Some(pid) => RxDest::Recv { target: self.take_posted(g, pid, hdr.len), src },
                     None => {
                         let n = usize::try_from(hdr.len).map_err(|_| (Error::MsgSize, "message too large".into()))?;
                         let mut buf = Vec::new();
@@ -1022,19 +1039,7 @@ impl TcpEp {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
                 let u = Unexp { body: UnexpBody::Rts { conn: id, id: hdr.id }, len: hdr.len, data, tag: hdr.tag };
-                match g.matcher.match_posted(&m) {
-                    Some(pid) => {
-                        let multi = g.matcher.posted(pid).and_then(|(_, r)| r.multi);
-                        let target = match multi {
-                            Some(mi) => self.reserve_multi(g, mi, hdr.len),
-                            None => Target::Single(g.matcher.remove_posted(pid).expect("matched id exists").1),
-                        };
-                        self.deliver_unexpected(g, target, m, u);
-                    }
-                    None => {
-                        g.matcher.push_unexpected(m, u);
-                    }
-                }
+                self.arrive(g, m, u);
                 return Ok(());
             }
             OpCode::Cts => {
@@ -1173,19 +1178,7 @@ impl TcpEp {
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
                 let u = Unexp { body: UnexpBody::Eager(buf), len: hdr.len, data, tag: hdr.tag };
                 // A receive may have been posted while the payload arrived.
-                match g.matcher.match_posted(&m) {
-                    Some(pid) => {
-                        let multi = g.matcher.posted(pid).and_then(|(_, r)| r.multi);
-                        let target = match multi {
-                            Some(mi) => self.reserve_multi(g, mi, hdr.len),
-                            None => Target::Single(g.matcher.remove_posted(pid).expect("matched").1),
-                        };
-                        self.deliver_unexpected(g, target, m, u);
-                    }
-                    None => {
-                        g.matcher.push_unexpected(m, u);
-                    }
-                }
+                self.arrive(g, m, u);
             }
             RxDest::Control { buf } => self.on_control(g, id, hdr, buf)?,
         }
