@@ -265,7 +265,12 @@ pub fn err(r: Res, what: &str) -> CompletionError {
 /// interface when the provider takes a node (sockets providers), else the first it
 /// offers. `None` (and a `skipped:` line) when it offers none.
 pub fn find_info(prov: &str, ep_type: EpType, caps: Caps) -> Option<Info> {
-    let base = Hints::new().provider(prov).ep_type(ep_type).caps(caps);
+    find_info_with(prov, ep_type, caps, |h| h)
+}
+
+/// [`find_info`] with more hints.
+pub fn find_info_with(prov: &str, ep_type: EpType, caps: Caps, more: impl Fn(Hints) -> Hints) -> Option<Info> {
+    let base = more(Hints::new().provider(prov).ep_type(ep_type).caps(caps));
     let local = base.clone().node("127.0.0.1").source(true);
     if let Ok(mut v) = getinfo(&local) {
         if !v.is_empty() {
@@ -275,7 +280,7 @@ pub fn find_info(prov: &str, ep_type: EpType, caps: Caps) -> Option<Info> {
     match getinfo(&base) {
         Ok(mut v) if !v.is_empty() => Some(v.remove(0)),
         Ok(_) | Err(Error::NoData) => {
-            skip(format!("{prov} offers no {ep_type} endpoint with {caps:?}"));
+            skip(format!("{prov} offers no {ep_type} endpoint with {caps:?} for {base:?}"));
             None
         }
         Err(e) => panic!("getinfo({prov}, {ep_type}, {caps:?}) failed: {e}"),
@@ -370,7 +375,10 @@ pub struct Group {
 
 impl Group {
     pub fn new(prov: &str, caps: Caps, opts: &[Opts]) -> Option<Group> {
-        let info = find_info(prov, EpType::Rdm, caps)?;
+        Group::from_info(find_info(prov, EpType::Rdm, caps)?, opts)
+    }
+
+    pub fn from_info(info: Info, opts: &[Opts]) -> Option<Group> {
         if opts.iter().any(|o| o.counter) {
             counters_offered(&info)?;
         }
@@ -446,14 +454,20 @@ impl Pair {
     }
 
     pub fn with(prov: &str, ep_type: EpType, caps: Caps, oa: Opts, ob: Opts) -> Option<Pair> {
+        Pair::from_info(find_info(prov, ep_type, caps)?, oa, ob)
+    }
+
+    /// A pair of endpoints of an entry.
+    pub fn from_info(info: Info, oa: Opts, ob: Opts) -> Option<Pair> {
+        let ep_type = info.ep_attr.ep_type;
         match ep_type {
             EpType::Rdm => {
-                let mut g = Group::new(prov, caps, &[oa, ob])?;
+                let mut g = Group::from_info(info, &[oa, ob])?;
                 let b = g.sides.pop().expect("two sides");
                 let a = g.sides.pop().expect("two sides");
                 Some(Pair { a, b, a_to_b: g.addr[0][1], b_to_a: g.addr[1][0], info: g.info, ep_type, listener: None })
             }
-            EpType::Msg => msg_pair(prov, caps, oa, ob),
+            EpType::Msg => msg_pair(info, oa, ob),
             t => panic!("no pair of type {t}"),
         }
     }
@@ -524,8 +538,7 @@ impl Pair {
 }
 
 /// Connect a client to a listener: client `a`, accepted server `b`.
-fn msg_pair(prov: &str, caps: Caps, oa: Opts, ob: Opts) -> Option<Pair> {
-    let info = find_info(prov, EpType::Msg, caps)?;
+fn msg_pair(info: Info, oa: Opts, ob: Opts) -> Option<Pair> {
     if oa.counter || ob.counter {
         counters_offered(&info)?;
     }

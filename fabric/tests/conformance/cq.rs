@@ -257,3 +257,24 @@ pub fn separate_tx_rx_queues(prov: &'static str) {
     assert!(!a_rx.has_entry() && !b_tx.has_entry(), "a completion went to the other direction's queue");
     assert_eq!(b_tx.cq.in_flight() + a_rx.cq.in_flight(), 0);
 }
+
+/// With automatic data progress (when offered), a rendezvous completes while
+/// only the sender's queue is read: the receiver progresses by itself.
+pub fn auto_progress(prov: &'static str) {
+    for t in [EpType::Rdm, EpType::Msg] {
+        let auto = |h: Hints| Hints { data_progress: Progress::Auto, ..h };
+        let Some(info) = find_info_with(prov, t, Caps::MSG, auto) else { continue };
+        assert_eq!(info.domain_attr.data_progress, Progress::Auto, "{t}: asked for automatic progress");
+        let Some(p) = Pair::from_info(info, Opts::default(), Opts::default()) else { continue };
+        const N: usize = 4 << 20;
+        p.b.ep.recv(Buf::new(N), FiAddr::UNSPEC, 1).expect("post recv");
+        p.a.ep.send(Buf::from(pattern(N, 1)), p.a_to_b, 2).expect("post send");
+        // Only the sender's queue (and, for MSG, nothing else) is read.
+        let s = ok(wait_for(&p.a.cq, &[], WAIT), "send completing without the receiver being read");
+        assert_eq!(s.context, 2);
+        // The receive completed meanwhile: waiting for it takes a provider-side
+        // progress of at most one read.
+        let r = ok(wait_for(&p.b.cq, &[], WAIT), "receive");
+        assert_bytes(r.bytes(), &pattern(N, 1), "message moved by automatic progress");
+    }
+}

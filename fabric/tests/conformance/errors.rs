@@ -439,3 +439,31 @@ pub fn rdm_close_cancels_pending_sends(prov: &'static str) {
 pub fn msg_close_cancels_pending_sends(prov: &'static str) {
     close_cancels_pending_sends(prov, EpType::Msg)
 }
+
+/// The peer of a MSG endpoint with several posted receives shuts down; closing
+/// the endpoint afterwards: every receive comes back exactly once, with its
+/// buffer (flushed at the shutdown or canceled at the close).
+pub fn msg_posted_receives_survive_peer_shutdown(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Msg, Caps::MSG) else { return };
+    p.warm_up();
+    for ctx in 1..=3u64 {
+        p.b.ep.recv(Buf::new(10 * ctx as usize), FiAddr::UNSPEC, ctx).expect("post recv");
+    }
+    p.a.ep.shutdown().expect("shutdown");
+    let d = p.drivers();
+    match wait_event(p.b.eq.as_ref().expect("eq"), &d, WAIT) {
+        Ok(EqEvent::Shutdown { .. }) => {}
+        other => panic!("expected FI_SHUTDOWN, got {other:?}"),
+    }
+    let Pair { b, .. } = p;
+    let Side { ep, cq, .. } = b;
+    ep.close().expect("close");
+    let mut got = BTreeMap::new();
+    for _ in 0..3 {
+        let e = err(wait_for(&cq, &[], WAIT), "a receive posted when the peer shut down");
+        let cap = e.buffers.into_buf().expect("buffer back").capacity();
+        assert!(got.insert(e.context, cap).is_none(), "receive {} came back twice", e.context);
+    }
+    assert_eq!(got, BTreeMap::from([(1, 10), (2, 20), (3, 30)]));
+    assert_eq!(cq.cq.in_flight(), 0);
+}

@@ -6,9 +6,9 @@
 use crate::common::*;
 use fabric::*;
 
-/// Message sizes: empty, tiny, odd, page, 64 KiB, just above a 128 KiB eager
-/// limit, 1 MiB and 8 MiB (rendezvous).
-const SIZES: &[usize] = &[0, 1, 3, 255, 1023, 4096, 65_536, 131_073, 1 << 20, 8 << 20];
+/// Message sizes: empty, tiny, odd, page, 64 KiB, at and just above a 128 KiB
+/// eager limit, 1 MiB and 8 MiB (rendezvous).
+const SIZES: &[usize] = &[0, 1, 3, 255, 1023, 4096, 65_536, 131_072, 131_073, 1 << 20, 8 << 20];
 
 fn sizes(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
@@ -205,6 +205,20 @@ fn remote_cq_data(prov: &'static str, t: EpType) {
     sent.sort_unstable();
     assert_eq!(sent, [10, 11, 12, 13]);
     assert_quiet(&p.a.cq, &p.drivers(), "injectdata has no completion");
+    // Unexpected (sent before the receive), eager and rendezvous: the data waits
+    // with the message.
+    p.a.ep.senddata(Buf::from(small.clone()), d[1], p.a_to_b, 20).expect("senddata");
+    p.a.ep.senddata(Buf::from(large.clone()), d[2], p.a_to_b, 21).expect("large senddata");
+    p.settle(QUIET);
+    for (ctx, want, payload) in [(30u64, d[1], &small), (31, d[2], &large)] {
+        p.b.ep.recv(Buf::new(2 << 20), FiAddr::UNSPEC, ctx).expect("post recv");
+        let c = p.ok_b();
+        assert_eq!(c.context, ctx);
+        assert!(flag(&c) && c.data == want, "unexpected senddata: flags {:?} data {:#x}", c.flags, c.data);
+        assert_bytes(c.bytes(), payload, "unexpected senddata payload");
+    }
+    p.ok_a();
+    p.ok_a();
 }
 
 pub fn rdm_remote_cq_data(prov: &'static str) {
@@ -302,7 +316,7 @@ fn send_after_send(prov: &'static str, t: EpType) {
             p.settle(QUIET);
             post(&p);
         }
-        let mut seen = vec![false; N];
+        let mut seen = [false; N];
         for _ in 0..N {
             let c = p.ok_b();
             let i = c.context as usize;
@@ -312,7 +326,7 @@ fn send_after_send(prov: &'static str, t: EpType) {
             assert_eq!(seq, i, "receive {i} (unexpected: {unexpected}) matched message {seq}");
             assert_bytes(c.bytes(), &msg(i), &format!("message {i}"));
         }
-        let mut sent = vec![false; N];
+        let mut sent = [false; N];
         for _ in 0..sends {
             let c = p.ok_a();
             let i = (c.context - 1000) as usize;
@@ -362,12 +376,19 @@ pub fn msg_unexpected(prov: &'static str) {
 /// the send itself succeeds and the connection stays usable.
 fn truncation(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
-    for (i, (cap, n)) in [(100usize, 1000usize), (65_536, 1 << 20)].into_iter().enumerate() {
+    let cases = [(100usize, 1000usize, false), (65_536, 1 << 20, false), (100, 1000, true), (65_536, 1 << 20, true)];
+    for (i, (cap, n, unexpected)) in cases.into_iter().enumerate() {
         let want = pattern(n, i as u64);
+        if unexpected {
+            p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 6).expect("post send");
+            p.settle(QUIET);
+        }
         p.b.ep.recv(Buf::from(vec![FILL; cap]), FiAddr::UNSPEC, 5).expect("post recv");
-        p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 6).expect("post send");
+        if !unexpected {
+            p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 6).expect("post send");
+        }
         let e = p.err_b();
-        assert_eq!(e.err, Error::Trunc, "{n} bytes into {cap}: {e}");
+        assert_eq!(e.err, Error::Trunc, "{n} bytes into {cap} (unexpected: {unexpected}): {e}");
         assert_eq!(e.context, 5);
         assert_eq!(e.len, cap, "len: the bytes placed");
         assert_eq!(e.olen, n - cap, "olen: the bytes that did not fit");
@@ -484,8 +505,14 @@ pub fn msg_multi_recv(prov: &'static str) {
 /// canceling the buffer gives it back.
 pub fn rdm_multi_recv_unexpected(prov: &'static str) {
     let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    let data = p.info.caps.contains(Caps::REMOTE_CQ_DATA);
     for i in 0..3 {
-        p.a.ep.send(Buf::from(pattern(100 + i, i as u64)), p.a_to_b, i as u64).expect("post send");
+        let b = Buf::from(pattern(100 + i, i as u64));
+        if data && i == 1 {
+            p.a.ep.senddata(b, 0xDA7A, p.a_to_b, i as u64).expect("post senddata");
+        } else {
+            p.a.ep.send(b, p.a_to_b, i as u64).expect("post send");
+        }
     }
     p.settle(QUIET);
     p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
@@ -493,6 +520,9 @@ pub fn rdm_multi_recv_unexpected(prov: &'static str) {
     for i in 0..3 {
         let c = p.ok_b();
         assert_eq!(c.context, 9);
+        if data && i == 1 {
+            assert!(c.flags.contains(Caps::REMOTE_CQ_DATA) && c.data == 0xDA7A, "data: {c:?}");
+        }
         let v = c.recv.expect("message view");
         assert_bytes(&v, &pattern(100 + i, i as u64), &format!("unexpected message {i} in a multi-receive buffer"));
     }
@@ -756,4 +786,136 @@ pub fn rdm_concurrent_senders(prov: &'static str) {
         p.ok_a();
     }
     assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0);
+}
+
+/// Canceling a receive that already matched a large message either fails (the
+/// receive completes normally) or cancels it (its buffer comes back and is
+/// never written again); the sender always gets its completion.
+pub fn rdm_cancel_after_match(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+    const N: usize = 8 << 20;
+    p.a.ep.send(Buf::from(pattern(N, 4)), p.a_to_b, 1).expect("post send");
+    p.settle(QUIET);
+    p.b.ep.recv(Buf::new(N), FiAddr::UNSPEC, 2).expect("post recv: matches the waiting message");
+    match p.b.ep.cancel(2) {
+        Err(e) => {
+            println!("cancel of a matched receive: {e}");
+            let r = p.ok_b();
+            assert_eq!(r.context, 2);
+            assert_bytes(r.bytes(), &pattern(N, 4), "matched receive");
+        }
+        Ok(()) => {
+            let e = p.err_b();
+            assert_eq!((e.err, e.context), (Error::Canceled, 2));
+            let b = e.buffers.into_buf().expect("buffer back");
+            assert_eq!(b.capacity(), N);
+        }
+    }
+    let s = p.next_a();
+    assert_eq!(s.as_ref().map(|c| c.context).unwrap_or_else(|e| e.context), 1, "{s:?}");
+    // The pair still works.
+    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 3).expect("post recv");
+    p.a.ep.send(Buf::from(b"still here"), p.a_to_b, 4).expect("post send");
+    assert_eq!(p.ok_b().bytes(), b"still here");
+    p.ok_a();
+}
+
+/// Views of a multi-receive buffer may outlive its release: the release then
+/// gives no buffer, and the views stay readable.
+pub fn rdm_multi_recv_view_outlives_release(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    p.b.ep.set_min_multi_recv(100).expect("set_min_multi_recv");
+    p.b.ep.recvmsg(RecvMsg::new(Buf::new(256), 3), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    // Two messages of 100 bytes leave 56 < 100: the second releases the buffer.
+    for i in 0..2 {
+        p.a.ep.send(Buf::from(pattern(100, i)), p.a_to_b, 10 + i).expect("post send");
+    }
+    let mut views = Vec::new();
+    let start = std::time::Instant::now();
+    // Batch reads, keeping every view alive.
+    let released = 'outer: loop {
+        let mut batch = Vec::new();
+        match p.b.cq.cq.read(&mut batch, 16) {
+            Ok(_) => {}
+            Err(Error::Again) => {
+                p.a.cq.drive();
+                assert!(start.elapsed() < WAIT, "watchdog: multi-receive completions");
+                continue;
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+        for c in batch {
+            if c.flags.contains(Caps::MULTI_RECV) {
+                break 'outer c;
+            }
+            views.push(c.recv.expect("message view"));
+        }
+    };
+    assert_eq!(views.len(), 2);
+    assert_eq!(released.context, 3);
+    assert!(released.buffers.is_none(), "the buffer cannot come back while views are alive");
+    for (i, v) in views.iter().enumerate() {
+        assert_bytes(v, &pattern(100, i as u64), "a view read after the release");
+    }
+    drop(views);
+    for _ in 0..2 {
+        p.ok_a();
+    }
+    assert_eq!(p.b.cq.cq.in_flight(), 0);
+}
+
+/// A message larger than what is left of a multi-receive buffer is not lost:
+/// it is truncated into the buffer (`FI_ETRUNC`) or goes to the next receive,
+/// and the buffer comes back either way.
+pub fn rdm_multi_recv_overflow(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
+    p.b.ep.recvmsg(RecvMsg::new(Buf::new(1024), 3), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    p.b.ep.recv(Buf::new(4096), FiAddr::UNSPEC, 4).expect("post the next receive");
+    p.a.ep.send(Buf::from(pattern(100, 1)), p.a_to_b, 10).expect("post send");
+    p.a.ep.send(Buf::from(pattern(2000, 2)), p.a_to_b, 11).expect("post send");
+    let (mut first, mut big, mut buf) = (false, false, false);
+    while !(first && big && buf) {
+        match p.next_b() {
+            Ok(c) if c.context == 4 => {
+                assert!(!big, "the large message arrived twice");
+                assert_bytes(c.bytes(), &pattern(2000, 2), "large message in the next receive");
+                big = true;
+            }
+            Ok(c) => {
+                assert_eq!(c.context, 3);
+                if let Some(v) = &c.recv {
+                    assert!(!first && v.len() == 100, "unexpected message of {} bytes in the buffer", v.len());
+                    assert_bytes(v, &pattern(100, 1), "first message");
+                    first = true;
+                }
+                if c.flags.contains(Caps::MULTI_RECV) {
+                    drop(c.recv);
+                    buf |= c.buffers.into_buf().is_some();
+                }
+            }
+            Err(e) => {
+                assert_eq!((e.err, e.context), (Error::Trunc, 3), "{e}");
+                assert_eq!(e.len + e.olen, 2000, "truncation accounts for the whole message");
+                big = true;
+                println!("large message truncated into the multi-receive buffer: {e}");
+                buf |= e.buffers.into_buf().is_some();
+            }
+        }
+        if big && first && !buf {
+            // The buffer may still be posted (room left above the minimum).
+            if p.b.ep.cancel(3).is_ok() {
+                let e = p.err_b();
+                assert_eq!(e.err, Error::Canceled);
+                buf = e.buffers.into_buf().is_some();
+            }
+        }
+    }
+    if p.b.cq.cq.in_flight() > 0 {
+        p.b.ep.cancel(4).expect("cancel the unused receive");
+        assert_eq!(p.err_b().context, 4);
+    }
+    for _ in 0..2 {
+        p.ok_a();
+    }
 }
