@@ -135,6 +135,21 @@ impl CqInner {
     /// `FI_ECANCELED`), which leaves the buffer posted.
     fn convert_err(&self, e: &CqErrEntry) -> Option<CompletionError> {
         let key = e.entry.op_context;
+        if key == fabric_core::prov::NO_CONTEXT {
+            // An error about the queue itself (overrun): no operation, no buffers.
+            return Some(CompletionError {
+                context: 0,
+                flags: e.entry.flags,
+                len: e.entry.len,
+                olen: e.olen,
+                err: e.err,
+                prov_errno: e.prov_errno,
+                data: e.entry.data,
+                tag: e.entry.tag,
+                src: e.entry.src,
+                buffers: OpBuffers::None,
+            });
+        }
         let mut t = self.table();
         let (context, multi) = match t.get(key) {
             None => {

@@ -103,10 +103,16 @@ impl Table {
                 i
             }
         };
+        let salt = self.salt;
         let slot = &mut self.slots[idx as usize];
         slot.rec = Some(rec);
         self.live += 1;
-        (((slot.gen as u64) << 32) | idx as u64) ^ self.salt
+        // Context 0 is reserved for entries that belong to no operation (a CQ
+        // overrun report): never hand it out.
+        while (((slot.gen as u64) << 32) | idx as u64) ^ salt == fabric_core::prov::NO_CONTEXT {
+            slot.gen = slot.gen.wrapping_add(1).max(1);
+        }
+        (((slot.gen as u64) << 32) | idx as u64) ^ salt
     }
 
     fn index(&self, key: u64) -> Option<usize> {

@@ -152,7 +152,6 @@ macro_rules! conformance_suite {
                     msg_receiver_dies_with_unmatched_rendezvous,
                     rdm_receiver_dies_with_sends_queued,
                     msg_receiver_dies_with_sends_queued,
-                    #[ignore = "bug: fabric CompletionQueue::readerr drops the provider's FI_EOVERRUN entry (op_context 0) as an unknown operation"]
                     cq_overrun,
                     rdm_close_cancels_posted,
                     msg_close_cancels_posted,

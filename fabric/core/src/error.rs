@@ -62,6 +62,8 @@ errors! {
     TooBig = 7, "FI_E2BIG", "Argument list too long";
     /// Bad file descriptor.
     BadF = 9, "FI_EBADF", "Bad file descriptor";
+    /// Broken pipe: the peer closed the connection.
+    Pipe = 32, "FI_EPIPE", "Broken pipe";
     /// Back-pressure: try again after progressing completions.
     Again = 11, "FI_EAGAIN", "Resource temporarily unavailable";
     /// Cannot allocate memory.

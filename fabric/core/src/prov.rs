@@ -20,6 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The `op_context` of a completion-queue entry that belongs to no operation
+/// (`FI_EOVERRUN` reports). The safe layer never uses it for an operation.
+pub const NO_CONTEXT: u64 = 0;
+
 /// Allocate a process-unique object id (libfabric's `fid`), never 0.
 pub fn next_fid() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);

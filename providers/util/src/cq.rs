@@ -41,7 +41,12 @@ const ERR_RESERVE: usize = 64;
 
 /// The error entry that marks an overrun.
 fn overrun_entry() -> CqErrEntry {
-    CqErrEntry { entry: CqEntry::new(0, Caps::empty()), olen: 0, err: Error::Overrun, prov_errno: 0 }
+    CqErrEntry {
+        entry: CqEntry::new(fabric_core::prov::NO_CONTEXT, Caps::empty()),
+        olen: 0,
+        err: Error::Overrun,
+        prov_errno: 0,
+    }
 }
 
 /// The queue proper, under the lock.
