@@ -40,8 +40,9 @@ pub(crate) enum ConnState {
 pub(crate) enum TxKind {
     /// An eager user send: complete on the transmit queue once written.
     Send { context: u64, flags: Caps, len: usize },
-    /// A rendezvous request: once written, wait for the receiver's clear-to-send.
-    Rts { context: u64, flags: Caps, len: usize, id: u64 },
+    /// A rendezvous request (header only): the message waits in the endpoint's
+    /// `RndvSend` for the receiver's answer.
+    Rts,
     /// Rendezvous data: complete once written.
     Data { context: u64, flags: Caps, len: usize },
     /// An inject: its own copy of the data, recycled once written.
@@ -109,10 +110,6 @@ pub(crate) struct Conn {
     /// Frames to write, in order. While not `Ready`, only control frames at the
     /// head are written (`hold` counts the user frames behind them).
     pub txq: VecDeque<TxOp>,
-    /// Rendezvous requests written and waiting for clear-to-send, by id.
-    pub rndv_wait: Vec<TxOp>,
-    /// Next rendezvous id.
-    pub next_rndv: u64,
     /// Whether epoll is watching for writability.
     pub want_write: bool,
     /// The receive staging buffer; bytes `stage_lo..stage_hi` are unread.
@@ -143,8 +140,6 @@ impl Conn {
             av_version: u64::MAX,
             outgoing,
             txq: VecDeque::with_capacity(64),
-            rndv_wait: Vec::new(),
-            next_rndv: 1,
             want_write: false,
             stage: vec![0u8; STAGE].into_boxed_slice(),
             stage_lo: 0,

@@ -29,6 +29,7 @@ use fabric_util::cq::UtilCq;
 use fabric_util::eq::UtilEq;
 use fabric_util::matcher::{Matcher, MsgSpec, PostedId, RecvSpec};
 use fabric_util::progress::{Progress, Waiter};
+use fabric_util::rndv::{RndvRecv, RndvSend};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -116,11 +117,19 @@ enum RxDest {
     Control { buf: Vec<u8> },
 }
 
-/// A rendezvous receive whose clear-to-send went out: waiting for `Data`.
-struct RndvRx {
-    conn: ConnId,
-    id: u64,
-    len: u64,
+/// A large message announced to a peer, waiting for its answer (in `RndvSend`).
+struct RndvMsg {
+    context: u64,
+    flags: Caps,
+    len: usize,
+    /// The header of the request, reused for the data frame.
+    hdr: Header,
+    iov: [IoVec; IOV_LIMIT],
+    niov: usize,
+}
+
+/// A large message cleared to send, waiting for its data (in `RndvRecv`).
+struct RxWait {
     hdr: Header,
     target: Target,
     src: FiAddr,
@@ -159,7 +168,10 @@ struct Inner {
     name: Option<SocketAddr>,
     matcher: Matcher<PostedRecv, Unexp>,
     multis: Vec<Option<Multi>>,
-    rndv_rx: Vec<RndvRx>,
+    /// Large messages we announced, waiting for the receiver's answer.
+    rndv_tx: RndvSend<ConnId, RndvMsg>,
+    /// Large messages we cleared, waiting for their data.
+    rndv_rx: RndvRecv<ConnId, RxWait>,
     min_multi_recv: usize,
     /// Recycled inject buffers.
     inject_pool: Vec<Vec<u8>>,
@@ -211,7 +223,8 @@ impl TcpEp {
             name: info.src_addr.as_ref().and_then(|a| a.sockaddr()),
             matcher: Matcher::with_capacity(256, 256),
             multis: Vec::new(),
-            rndv_rx: Vec::new(),
+            rndv_tx: RndvSend::new(),
+            rndv_rx: RndvRecv::new(),
             min_multi_recv: 0,
             inject_pool: Vec::new(),
             connect_param: Vec::new(),
@@ -319,14 +332,14 @@ impl TcpEp {
     }
 
     /// A frame was fully written.
-    fn frame_written(g: &mut Inner, conn: &mut Conn, op: TxOp) {
+    fn frame_written(g: &mut Inner, op: TxOp) {
         match op.kind {
             TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } => {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
                 Self::tx_done(g, e);
             }
-            TxKind::Rts { .. } => conn.rndv_wait.push(op),
+            TxKind::Rts => {}
             TxKind::Inject(mut v) => {
                 if g.inject_pool.len() < 64 {
                     v.clear();
@@ -349,31 +362,26 @@ impl TcpEp {
         fi_log!(Level::Info, NAME, "ep_data", "connection {dir} {:?} closed: {why}", conn.peer);
         self.poll.del_fd(conn.fd());
         let _ = conn.sock.shutdown(std::net::Shutdown::Both);
-        for op in conn.txq.drain(..).chain(conn.rndv_wait.drain(..)) {
-            match op.kind {
-                TxKind::Send { context, flags, len }
-                | TxKind::Rts { context, flags, len, .. }
-                | TxKind::Data { context, flags, len } => {
-                    let mut e = CqEntry::new(context, flags);
-                    e.len = len;
-                    Self::tx_err(g, e, err);
-                }
-                _ => {}
+        for op in conn.txq.drain(..) {
+            if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
+                let mut e = CqEntry::new(context, flags);
+                e.len = len;
+                Self::tx_err(g, e, err);
             }
+        }
+        // Large messages announced on it (their request frames were dropped above).
+        for m in g.rndv_tx.drain_peer(id) {
+            let mut e = CqEntry::new(m.context, m.flags);
+            e.len = m.len;
+            Self::tx_err(g, e, err);
         }
         // A payload being read into a receive: that receive fails.
         if let RxState::Payload { dest: RxDest::Recv { target, src }, hdr, .. } = rx {
             self.fail_target(g, target, &hdr, src, err);
         }
         // Rendezvous receives waiting on this connection fail.
-        let mut i = 0;
-        while i < g.rndv_rx.len() {
-            if g.rndv_rx[i].conn == id {
-                let r = g.rndv_rx.swap_remove(i);
-                self.fail_target(g, r.target, &r.hdr, r.src, err);
-            } else {
-                i += 1;
-            }
+        for w in g.rndv_rx.drain_peer(id) {
+            self.fail_target(g, w.target, &w.hdr, w.src, err);
         }
         if let Some(peer) = conn.peer {
             if g.by_name.get(&peer) == Some(&id) {
@@ -521,7 +529,7 @@ impl TcpEp {
         let mut written = Vec::new();
         let r = conn.flush(|_, op| written.push(op));
         for op in written {
-            Self::frame_written(g, &mut conn, op);
+            Self::frame_written(g, op);
         }
         let pending =
             conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || matches!(op.kind, TxKind::Control(_)));
@@ -571,21 +579,13 @@ impl TcpEp {
         } else if len <= config().eager_max {
             TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len })
         } else {
-            let conn = Self::conn_mut(&mut g, id).ok_or(Error::NotConn)?;
-            let rid = conn.next_rndv;
-            conn.next_rndv += 1;
+            // Rendezvous: announce it; the data goes once the receiver clears it.
+            let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+            iov[..op.iov.len()].copy_from_slice(op.iov);
             hdr.op = OpCode::Rts;
-            hdr.id = rid;
-            TxOp::user(hdr.encode(), op.iov, false, TxKind::Rts { context: op.context, flags: cq_flags, len, id: rid })
-        };
-        let txop = if let TxKind::Rts { .. } = txop.kind {
-            // Keep the user's pieces with the request for its data frame later.
-            let mut t = txop;
-            let n = op.iov.len().min(IOV_LIMIT);
-            t.iov[..n].copy_from_slice(&op.iov[..n]);
-            t
-        } else {
-            txop
+            let m = RndvMsg { context: op.context, flags: cq_flags, len, hdr, iov, niov: op.iov.len() };
+            hdr.id = g.rndv_tx.announce(id, m);
+            TxOp::user(hdr.encode(), &[], false, TxKind::Rts)
         };
         self.queue(&mut g, id, txop)
     }
@@ -842,7 +842,7 @@ impl TcpEp {
                     return;
                 }
                 let cts = Header { id, ..Header::new(OpCode::Cts) };
-                g.rndv_rx.push(RndvRx { conn, id, len: u.len, hdr, target, src: m.src });
+                g.rndv_rx.clear(conn, id, u.len, RxWait { hdr, target, src: m.src });
                 let _ = self.queue(g, conn, TxOp::owned(cts.encode(), Vec::new(), false));
             }
         }
@@ -1043,50 +1043,33 @@ impl TcpEp {
                 return Ok(());
             }
             OpCode::Cts => {
-                let conn = Self::conn_mut(g, id).expect("connection exists");
-                let Some(pos) =
-                    conn.rndv_wait.iter().position(|op| matches!(op.kind, TxKind::Rts { id: r, .. } if r == hdr.id))
-                else {
-                    return Err((Error::Io, format!("protocol error: clear-to-send for unknown id {}", hdr.id)));
-                };
-                let op = conn.rndv_wait.swap_remove(pos);
-                let TxKind::Rts { context, flags, len, id: rid } = op.kind else { unreachable!("filtered above") };
-                let mut h = Header::decode(&op.hdr, u64::MAX).expect("we encoded it");
-                h.op = OpCode::Data;
-                h.id = rid;
-                let n = op.iov.iter().position(|v| v.base.is_null() && v.len == 0).unwrap_or(IOV_LIMIT);
-                let data = TxOp::user(h.encode(), &op.iov[..n], true, TxKind::Data { context, flags, len });
-                conn.txq.push_back(data);
+                let m = g.rndv_tx.handle_cts(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
+                let h = Header { op: OpCode::Data, id: hdr.id, ..m.hdr };
+                let data = TxOp::user(
+                    h.encode(),
+                    &m.iov[..m.niov],
+                    true,
+                    TxKind::Data { context: m.context, flags: m.flags, len: m.len },
+                );
+                Self::conn_mut(g, id).expect("connection exists").txq.push_back(data);
                 return Ok(());
             }
             OpCode::Nack => {
-                let op = {
-                    let conn = Self::conn_mut(g, id).expect("connection exists");
-                    let Some(pos) = conn
-                        .rndv_wait
-                        .iter()
-                        .position(|op| matches!(op.kind, TxKind::Rts { id: r, .. } if r == hdr.id))
-                    else {
-                        return Err((Error::Io, format!("protocol error: discard of unknown id {}", hdr.id)));
-                    };
-                    conn.rndv_wait.swap_remove(pos)
-                };
                 // The receiver discarded the message: the send is complete.
-                Self::frame_written_as_done(g, op);
+                let m = g.rndv_tx.handle_nack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
+                let mut e = CqEntry::new(m.context, m.flags);
+                e.len = m.len;
+                Self::tx_done(g, e);
                 return Ok(());
             }
             OpCode::Data => {
-                let Some(pos) = g.rndv_rx.iter().position(|r| r.conn == id && r.id == hdr.id) else {
-                    return Err((Error::Io, format!("protocol error: data for unknown id {}", hdr.id)));
-                };
-                let r = g.rndv_rx.swap_remove(pos);
-                if r.len != hdr.len {
-                    return Err((Error::Io, "protocol error: data length differs from the request".into()));
-                }
-                let mut h = r.hdr;
-                h.len = r.len;
+                let (w, len) = g
+                    .rndv_rx
+                    .handle_data(id, hdr.id, hdr.len)
+                    .map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
+                let h = Header { len, ..w.hdr };
                 g.slots[id.idx as usize].rx =
-                    RxState::Payload { hdr: h, dest: RxDest::Recv { target: r.target, src: r.src }, off: 0 };
+                    RxState::Payload { hdr: h, dest: RxDest::Recv { target: w.target, src: w.src }, off: 0 };
                 return Ok(());
             }
             OpCode::Shutdown => {
@@ -1095,14 +1078,6 @@ impl TcpEp {
         };
         g.slots[id.idx as usize].rx = RxState::Payload { hdr, dest, off: 0 };
         Ok(())
-    }
-
-    fn frame_written_as_done(g: &mut Inner, op: TxOp) {
-        if let TxKind::Rts { context, flags, len, .. } = op.kind {
-            let mut e = CqEntry::new(context, flags);
-            e.len = len;
-            Self::tx_done(g, e);
-        }
     }
 
     /// The AV handle of a connection's peer (resolved lazily, cached per AV version).
@@ -1226,12 +1201,16 @@ impl TcpEp {
                     self.poll.del_fd(c.fd());
                     g.slots[id.idx as usize].conn = None;
                     for op in ops {
-                        if let TxKind::Send { context, flags, len } | TxKind::Rts { context, flags, len, .. } = op.kind
-                        {
+                        if let TxKind::Send { context, flags, len } = op.kind {
                             let mut e = CqEntry::new(context, flags);
                             e.len = len;
                             Self::tx_err(g, e, Error::ConnRefused);
                         }
+                    }
+                    for m in g.rndv_tx.drain_peer(id) {
+                        let mut e = CqEntry::new(m.context, m.flags);
+                        e.len = m.len;
+                        Self::tx_err(g, e, Error::ConnRefused);
                     }
                     return Ok(());
                 }
@@ -1334,10 +1313,28 @@ impl TcpEp {
         self.poll.del_fd(fd);
         g.slots[from.idx as usize].conn = None;
         g.slots[from.idx as usize].rx = RxState::Header;
-        if let Some(w) = Self::conn_mut(g, to) {
-            for mut op in ops {
-                op.sent = 0;
-                w.txq.push_back(op);
+        g.rndv_tx.rekey(from, to);
+        match Self::conn_mut(g, to) {
+            Some(w) => {
+                for mut op in ops {
+                    // The loser never got past its hello: nothing of these was sent.
+                    op.sent = 0;
+                    w.txq.push_back(op);
+                }
+            }
+            None => {
+                for op in ops {
+                    if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
+                        let mut e = CqEntry::new(context, flags);
+                        e.len = len;
+                        Self::tx_err(g, e, Error::ConnReset);
+                    }
+                }
+                for m in g.rndv_tx.drain_peer(to) {
+                    let mut e = CqEntry::new(m.context, m.flags);
+                    e.len = m.len;
+                    Self::tx_err(g, e, Error::ConnReset);
+                }
             }
         }
     }
@@ -1372,8 +1369,9 @@ impl TcpEp {
             let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));
             Self::rx_err(g, e, 0, Error::Canceled);
         }
-        for r in std::mem::take(&mut g.rndv_rx) {
-            self.fail_target(g, r.target, &r.hdr, r.src, Error::Canceled);
+        let waits: Vec<RxWait> = g.rndv_rx.drain().collect();
+        for w in waits {
+            self.fail_target(g, w.target, &w.hdr, w.src, Error::Canceled);
         }
         g.matcher.drain_unexpected();
         g.listener = None;

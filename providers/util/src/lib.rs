@@ -11,4 +11,5 @@ pub mod eq;
 pub mod matcher;
 pub mod mr;
 pub mod progress;
+pub mod rndv;
 pub mod wire;
