@@ -526,11 +526,8 @@ impl TcpEp {
             slot.conn = Some(conn);
             return;
         }
-        let mut written = Vec::new();
-        let r = conn.flush(|_, op| written.push(op));
-        for op in written {
-            Self::frame_written(g, op);
-        }
+        // The connection is out of its slot, so completions can go straight to `g`.
+        let r = conn.flush(|_, op| Self::frame_written(g, op));
         let pending =
             conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || matches!(op.kind, TxKind::Control(_)));
         if pending != conn.want_write {

@@ -1,0 +1,123 @@
+//! The data path allocates nothing: after a warm-up, a thousand ping-pongs of
+//! messages and tagged messages over tcp (RDM and eager sizes, inject included)
+//! make no heap allocation on the thread that drives them. Its own test binary,
+//! because it installs a counting global allocator.
+
+#![cfg(feature = "tcp")]
+
+use fabric::{AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter
+// only observes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if ARMED.with(|a| a.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if ARMED.with(|a| a.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Read both queues until the operation with `ctx` has completed; its buffer.
+fn until(cqs: [&CompletionQueue; 2], slots: &mut [Option<Buf>; 4], ctx: usize) {
+    while slots[ctx].is_none() {
+        for cq in cqs {
+            match cq.read_one() {
+                Ok(c) => {
+                    let i = c.context as usize;
+                    let mut b = c.buffers.into_buf().unwrap_or_else(|| panic!("buffer of {i} comes back"));
+                    let cap = b.capacity();
+                    b.set_len(cap).unwrap();
+                    slots[i] = Some(b);
+                }
+                Err(Error::Again) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn steady_state_ping_pong_allocates_nothing() {
+    let info = fabric::getinfo(&Hints::new().provider("tcp").ep_type(EpType::Rdm).node("127.0.0.1").source(true))
+        .unwrap()
+        .remove(0);
+    let fab = Fabric::open(&info).unwrap();
+    let mk = || {
+        let dom = fab.domain(&info).unwrap();
+        let cq = dom.cq(CqAttr::default()).unwrap();
+        let av = dom.av(AvAttr::default()).unwrap();
+        let ep = dom.endpoint(&info).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (ep, cq, av)
+    };
+    let (a, acq, aav) = mk();
+    let (b, bcq, bav) = mk();
+    let to_b = aav.insert_one(&b.name().unwrap()).unwrap();
+    let to_a = bav.insert_one(&a.name().unwrap()).unwrap();
+    for size in [64usize, 4096, 65536] {
+        let mut slots: [Option<Buf>; 4] = std::array::from_fn(|_| Some(Buf::new(size)));
+        let small = vec![7u8; 64];
+        let mut round = |tagged: bool| {
+            let take = |s: &mut [Option<Buf>; 4], i: usize| s[i].take().unwrap();
+            if tagged {
+                b.trecv(take(&mut slots, 1), FiAddr::UNSPEC, 9, 0, 1).unwrap();
+                a.trecv(take(&mut slots, 0), FiAddr::UNSPEC, 9, 0, 0).unwrap();
+                a.tsend(take(&mut slots, 2), to_b, 9, 2).unwrap();
+            } else {
+                b.recv(take(&mut slots, 1), FiAddr::UNSPEC, 1).unwrap();
+                a.recv(take(&mut slots, 0), FiAddr::UNSPEC, 0).unwrap();
+                a.send(take(&mut slots, 2), to_b, 2).unwrap();
+            }
+            until([&bcq, &acq], &mut slots, 1);
+            if tagged {
+                b.tinject(&small, to_a, 9).unwrap();
+                until([&acq, &bcq], &mut slots, 0);
+            } else {
+                b.send(take(&mut slots, 3), to_a, 3).unwrap();
+                until([&acq, &bcq], &mut slots, 0);
+                until([&bcq, &acq], &mut slots, 3);
+            }
+            until([&acq, &bcq], &mut slots, 2);
+        };
+        for i in 0..200 {
+            round(i % 2 == 0);
+        }
+        ALLOCS.store(0, Ordering::SeqCst);
+        ARMED.with(|x| x.set(true));
+        for i in 0..1000 {
+            round(i % 2 == 0);
+        }
+        ARMED.with(|x| x.set(false));
+        let n = ALLOCS.load(Ordering::SeqCst);
+        assert_eq!(n, 0, "{n} allocations in 1000 steady-state round trips of {size} bytes");
+    }
+}

@@ -1,0 +1,36 @@
+//! `FI_TCP_PORT_LOW_RANGE` / `FI_TCP_PORT_HIGH_RANGE` bound the listening ports.
+//! (Its own test binary: the provider reads its parameters once per process.)
+
+use fabric_core::*;
+
+#[test]
+fn listening_ports_stay_in_the_range() {
+    // A range unlikely to be busy; three endpoints need three ports of it.
+    let lo = 41000 + (std::process::id() % 1000) as u16 * 8;
+    std::env::set_var("FI_TCP_PORT_LOW_RANGE", lo.to_string());
+    std::env::set_var("FI_TCP_PORT_HIGH_RANGE", (lo + 7).to_string());
+    let p = fabric_tcp::provider();
+    let info = p.getinfo(&Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true)).unwrap()[0].clone();
+    let fabric = p.fabric(&info).unwrap();
+    let dom = fabric.domain(&info).unwrap();
+    let mut eps = Vec::new();
+    for _ in 0..3 {
+        let cq = dom.cq_open(&CqAttr::default()).unwrap();
+        let av = dom.av_open(&AvAttr::default()).unwrap();
+        let ep = dom.endpoint(&info).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        let port = ep.getname().unwrap().sockaddr().unwrap().port();
+        assert!((lo..=lo + 7).contains(&port), "port {port} outside {lo}..={}", lo + 7);
+        eps.push((cq, av, ep));
+    }
+    // A passive endpoint too.
+    let minfo = p.getinfo(&Hints::new().ep_type(EpType::Msg).node("127.0.0.1").source(true)).unwrap()[0].clone();
+    let eq = fabric.eq_open(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&minfo).unwrap();
+    pep.bind_eq(&eq).unwrap();
+    pep.listen().unwrap();
+    let port = pep.getname().unwrap().sockaddr().unwrap().port();
+    assert!((lo..=lo + 7).contains(&port), "passive port {port} outside the range");
+}
