@@ -1,7 +1,7 @@
 //! A message larger than 1 GiB (odd length) over an RDM pair, byte-checked at
 //! every page and at both ends.
 
-use fabric_core::prov::{CqOps, EndpointOps, IoVec, Op};
+use fabric_core::prov::{IoVec, Op};
 use fabric_core::*;
 use std::time::{Duration, Instant};
 
