@@ -36,6 +36,12 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+/// Buffers of unexpected eager messages kept for reuse.
+const UNEXP_POOL: usize = 32;
+/// The largest eager message buffered while unexpected, whatever the local eager
+/// limit (a peer may be configured with a larger one).
+const UNEXP_EAGER_LIMIT: usize = 64 << 20;
+
 /// A reference to a connection slot, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ConnId {
@@ -175,6 +181,9 @@ struct Inner {
     min_multi_recv: usize,
     /// Recycled inject buffers.
     inject_pool: Vec<Vec<u8>>,
+    /// Recycled buffers of unexpected eager messages (at most `UNEXP_POOL`, each no
+    /// larger than the eager limit), so buffering them allocates nothing once warm.
+    unexp_pool: Vec<Vec<u8>>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
     /// Progress calls so far (to look for new connections now and then).
@@ -227,6 +236,7 @@ impl TcpEp {
             rndv_rx: RndvRecv::new(),
             min_multi_recv: 0,
             inject_pool: Vec::new(),
+            unexp_pool: Vec::new(),
             connect_param: Vec::new(),
             ticks: 0,
         };
@@ -785,9 +795,19 @@ impl TcpEp {
     }
 
     fn discard_unexpected(&self, g: &mut Inner, u: Unexp) {
-        if let UnexpBody::Rts { conn, id } = u.body {
-            let nack = Header { id, ..Header::new(OpCode::Nack) };
-            let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
+        match u.body {
+            UnexpBody::Rts { conn, id } => {
+                let nack = Header { id, ..Header::new(OpCode::Nack) };
+                let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
+            }
+            UnexpBody::Eager(buf) => Self::recycle_unexp(g, buf),
+        }
+    }
+
+    /// Keep an unexpected message's buffer for the next one.
+    fn recycle_unexp(g: &mut Inner, buf: Vec<u8>) {
+        if g.unexp_pool.len() < UNEXP_POOL && buf.capacity() <= config().eager_max {
+            g.unexp_pool.push(buf);
         }
     }
 
@@ -829,8 +849,8 @@ impl TcpEp {
         };
         match u.body {
             UnexpBody::Eager(buf) => {
-                let written = write_target(g, &target, 0, &buf);
-                let _ = written;
+                write_target(g, &target, 0, &buf);
+                Self::recycle_unexp(g, buf);
                 self.complete_target(g, target, &hdr, m.src);
             }
             UnexpBody::Rts { conn, id } => {
@@ -1024,9 +1044,23 @@ impl TcpEp {
                 match g.matcher.match_posted(&m) {
                     Some(pid) => RxDest::Recv { target: self.take_posted(g, pid, hdr.len), src },
                     None => {
-                        let n = usize::try_from(hdr.len).map_err(|_| (Error::MsgSize, "message too large".into()))?;
-                        let mut buf = Vec::new();
-                        buf.try_reserve_exact(n)
+                        // Buffered until a receive matches. A well-behaved peer sends
+                        // larger messages by rendezvous; one that does not is refused
+                        // before it can make us buffer without bound.
+                        let limit = config().eager_max.max(UNEXP_EAGER_LIMIT);
+                        if hdr.len > limit as u64 {
+                            return Err((
+                                Error::MsgSize,
+                                format!(
+                                    "protocol error: unexpected eager message of {} bytes (limit {limit})",
+                                    hdr.len
+                                ),
+                            ));
+                        }
+                        let n = hdr.len as usize;
+                        let mut buf = g.unexp_pool.pop().unwrap_or_default();
+                        buf.clear();
+                        buf.try_reserve(n)
                             .map_err(|_| (Error::NoMem, "no memory for an unexpected message".to_string()))?;
                         RxDest::Unexpected { buf, src }
                     }
