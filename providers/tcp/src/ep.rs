@@ -186,8 +186,6 @@ struct Inner {
     unexp_pool: Vec<Vec<u8>>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
-    /// Progress calls so far (to look for new connections now and then).
-    ticks: u64,
 }
 
 /// An active endpoint of the tcp provider.
@@ -238,7 +236,6 @@ impl TcpEp {
             inject_pool: Vec::new(),
             unexp_pool: Vec::new(),
             connect_param: Vec::new(),
-            ticks: 0,
         };
         // A passive side's endpoint adopts the pending connection from its handle.
         if let Some(h) = &info.handle {
@@ -909,10 +906,14 @@ impl TcpEp {
         if g.closed {
             return;
         }
-        // New connections are rare: look for them on one progress call in 16.
-        g.ticks = g.ticks.wrapping_add(1);
-        let look = g.ticks % 16 == 1;
-        if let Some(l) = g.listener.as_ref().filter(|l| look && crate::conn::readable(l.as_raw_fd())) {
+        // Which sockets have something (one epoll_wait for all of them); a full
+        // answer may hide more, so then every connection is looked at.
+        let mut ready = [0 as RawFd; 32];
+        let n = self.poll.ready_now(&mut ready);
+        let all = n == ready.len();
+        let ready = &ready[..n];
+        let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.contains(&l.as_raw_fd()));
+        if let Some(l) = g.listener.as_ref().filter(|_| listener_ready) {
             let mut accepted = Vec::new();
             loop {
                 match l.accept() {
@@ -937,7 +938,10 @@ impl TcpEp {
             }
         }
         for i in 0..g.slots.len() {
-            if g.slots[i].conn.is_none() {
+            let Some(c) = g.slots[i].conn.as_ref() else { continue };
+            // A connection needs work when its socket is ready (readable, writable
+            // while blocked, connected, or in error) or bytes wait in its stage.
+            if !(all || c.staged() > 0 || ready.contains(&c.fd())) {
                 continue;
             }
             let id = ConnId { idx: i as u32, gen: g.slots[i].gen };
@@ -999,8 +1003,8 @@ impl TcpEp {
             RxState::Header => {
                 if conn.staged() == 0 {
                     if conn.drained {
-                        // Drained on the last read: try again on the next progress
-                        // call, not now (saves a failing recv per message).
+                        // The last read drained the socket: it is read again when
+                        // epoll says it is ready (see `progress_locked`), not now.
                         conn.drained = false;
                         return Ok(false);
                     }
