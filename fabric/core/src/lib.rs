@@ -4,6 +4,7 @@
 //! re-exports it and adds the safe API and the provider registry.
 
 pub mod addr;
+pub mod atomic;
 pub mod entry;
 pub mod error;
 pub mod flags;
@@ -13,6 +14,7 @@ pub mod param;
 pub mod prov;
 
 pub use addr::{AddrFormat, Address, FiAddr};
+pub use atomic::{AtomicKind, AtomicOp, Datatype, RmaIov};
 pub use entry::{AvAttr, CqAttr, CqEntry, CqErrEntry, CqFormat, EqAttr, EqErrEntry, EqEvent, WaitObj};
 pub use error::{strerror, Error, Result};
 pub use flags::{BindFlags, Caps, Mode, MrAccess, MrMode, MsgOrder, OpFlags};
