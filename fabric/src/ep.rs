@@ -34,7 +34,7 @@ pub struct PostError {
 }
 
 impl PostError {
-    fn new(error: Error, buffers: OpBuffers) -> PostError {
+    pub(crate) fn new(error: Error, buffers: OpBuffers) -> PostError {
         PostError { error, buffers }
     }
 }
@@ -309,14 +309,72 @@ impl Endpoint {
         })
     }
 
-    /// Post an operation: record it in the bound queue's table, then hand its
-    /// buffers to the provider under the record's key.
-    fn post(&self, rx: bool, mut buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
+    /// Post a message operation: record it in the bound queue's table, then hand
+    /// its buffers to the provider under the record's key.
+    fn post(&self, rx: bool, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
+        let multi = rx && flags.contains(OpFlags::MULTI_RECV);
+        let flags = flags | OpFlags::COMPLETION;
+        let ops = &self.ops;
+        // SAFETY: `post_with` hands the call IoVecs that satisfy post_send's and
+        // post_recv's contracts under the record key it passes (see there).
+        self.post_with(rx, rx, multi, buffers, f.context, |iov, key| unsafe {
+            let op = Op {
+                iov,
+                addr: f.addr,
+                context: key,
+                user_context: f.context,
+                data: f.data,
+                tag: f.tag,
+                ignore: f.ignore,
+            };
+            if rx {
+                ops.post_recv(&op, flags)
+            } else {
+                ops.post_send(&op, flags)
+            }
+        })
+    }
+
+    /// Record an operation's buffers in the table of the queue bound for its
+    /// direction (`rx`: receive, else transmit), describe them as IoVecs (a
+    /// buffer's whole capacity when `whole`, else its contents), and make the
+    /// provider call with those IoVecs and the record's key as the completion
+    /// context. If the call fails, the record is removed and the buffers given back.
+    ///
+    /// What the IoVecs guarantee to the call: each points into the heap allocation
+    /// of a `Buf` now owned by the record under `key` in the queue's table (for a
+    /// multi-receive buffer, by the `Arc` the record holds), at most its capacity
+    /// long, all initialized. Moving a `Buf` does not move its bytes, and the
+    /// pointers were taken with `Vec::as_mut_ptr`, which creates no reference that
+    /// later accesses would invalidate. Nothing reads or writes those bytes until the
+    /// record leaves the table, which happens only (a) when the provider's completion
+    /// for `key` is read from the queue, which the provider writes only once it is
+    /// done with the buffers (for a multi-receive buffer, only the bytes reported by
+    /// each message completion are read before the buffer-released completion, as
+    /// `post_recv` allows); (b) here, if the call fails, when the provider has not
+    /// taken the operation; or (c) when the table is dropped, which needs this
+    /// endpoint's `Arc` of the queue to go, which happens only after the provider's
+    /// `close` returned (after which it touches no buffer), or never if `close`
+    /// failed (see `close_inner`). The safe API binds no queue with selective
+    /// completion, so every operation posted here gets a completion.
+    /// The provider's endpoint.
+    pub(crate) fn ops(&self) -> &Arc<dyn EndpointOps> {
+        &self.ops
+    }
+
+    pub(crate) fn post_with(
+        &self,
+        rx: bool,
+        whole: bool,
+        multi: bool,
+        mut buffers: OpBuffers,
+        context: u64,
+        call: impl FnOnce(&[IoVec], u64) -> Result<()>,
+    ) -> PostResult {
         let cq = match if rx { self.rx.get() } else { self.tx.get() } {
             Some(cq) => cq,
             None => return Err(PostError::new(Error::NoCq, buffers)),
         };
-        let multi = rx && flags.contains(OpFlags::MULTI_RECV);
         if multi {
             buffers = match buffers {
                 OpBuffers::Many(mut v) if v.len() == 1 => OpBuffers::One(v.remove(0)),
@@ -325,7 +383,7 @@ impl Endpoint {
             };
         }
         // The IoVec list: on the stack for short lists. It need only outlive the
-        // provider call (`Op` borrows it for the call; a provider keeps copies).
+        // provider call (a provider keeps copies).
         let null = IoVec { base: std::ptr::null_mut(), len: 0 };
         let mut small = [null; SMALL_IOV];
         let mut large = Vec::new();
@@ -337,43 +395,15 @@ impl Endpoint {
             &mut large
         };
         for (v, b) in iov.iter_mut().zip(buffers.as_mut_slice()) {
-            // A receive offers the whole capacity; a send sends the contents.
-            v.len = if rx { b.capacity() } else { b.len() };
+            v.len = if whole { b.capacity() } else { b.len() };
             v.base = b.raw_ptr();
         }
         let bufs = match buffers {
             OpBuffers::One(b) if multi => RecBufs::Multi(share(b)),
             b => RecBufs::Owned(b),
         };
-        let key = cq.table().insert(Record { user_context: f.context, bufs, recv: rx });
-        let op =
-            Op { iov, addr: f.addr, context: key, user_context: f.context, data: f.data, tag: f.tag, ignore: f.ignore };
-        let flags = flags | OpFlags::COMPLETION;
-        // SAFETY: every IoVec points into the heap allocation of a `Buf` now owned
-        // by the record under `key` in `cq`'s table (for a multi-receive buffer, by
-        // the `Arc` the record holds), `len` bytes long (at most the capacity, all
-        // initialized). Moving a `Buf` does not move its bytes, and the pointers
-        // were taken with `Vec::as_mut_ptr`, which creates no reference that later
-        // accesses would invalidate. Nothing reads or writes those bytes until the
-        // record leaves the table, which happens only (a) when the provider's
-        // completion for `key` is read from `cq`, the queue bound for this
-        // direction, which the provider writes only once it is done with the
-        // buffers (for a multi-receive buffer, only the bytes reported by each
-        // message completion are read before the buffer-released completion, as
-        // `post_recv` allows); (b) below, if this post fails, when the provider has
-        // not taken the operation; or (c) when the table is dropped, which needs
-        // this endpoint's `Arc` of `cq` to go, which happens only after the
-        // provider's `close` returned (after which it touches no buffer), or never
-        // if `close` failed (see `close_inner`). The safe API binds no queue with
-        // selective completion, so every operation posted here gets a completion.
-        let r = unsafe {
-            if rx {
-                self.ops.post_recv(&op, flags)
-            } else {
-                self.ops.post_send(&op, flags)
-            }
-        };
-        if let Err(error) = r {
+        let key = cq.table().insert(Record { user_context: context, bufs, recv: rx });
+        if let Err(error) = call(iov, key) {
             let buffers = match cq.table().remove(key) {
                 Some(Record { bufs: RecBufs::Owned(b), .. }) => b,
                 Some(Record { bufs: RecBufs::Multi(s), .. }) => {

@@ -123,6 +123,7 @@ mod eq;
 mod fabric;
 mod mr;
 mod registry;
+mod rma;
 mod table;
 
 pub use crate::av::AddressVector;
@@ -137,6 +138,7 @@ pub use crate::mr::MemoryRegion;
 pub use crate::registry::{
     all_providers, getinfo, getinfo_from, params, provider_allowed, providers, register_provider,
 };
+pub use crate::rma::Remote;
 
 #[cfg(test)]
 mod tests {

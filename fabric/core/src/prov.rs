@@ -9,6 +9,7 @@
 //! was an inject; after `close` returns, it touches none of the buffers it was given.
 
 use crate::addr::{Address, FiAddr};
+use crate::atomic::{AtomicKind, AtomicOp, Datatype, RmaIov};
 use crate::entry::{AvAttr, CqAttr, CqEntry, CqErrEntry, EqAttr, EqErrEntry, EqEvent};
 use crate::error::Result;
 use crate::flags::{BindFlags, MrAccess, OpFlags};
@@ -74,6 +75,51 @@ pub struct Op<'a> {
     pub ignore: u64,
 }
 
+/// A one-sided operation as posted to a provider (`struct fi_msg_rma`).
+#[derive(Debug, Clone, Copy)]
+pub struct RmaOp<'a> {
+    /// Local memory: the source of a write, the destination of a read.
+    pub iov: &'a [IoVec],
+    /// The peer.
+    pub addr: FiAddr,
+    /// The peer's memory.
+    pub rma: &'a [RmaIov],
+    /// Completion context, as in [`Op`].
+    pub context: u64,
+    /// The application's own context value.
+    pub user_context: u64,
+    /// Remote CQ data (writes with `OpFlags::REMOTE_CQ_DATA`).
+    pub data: u64,
+}
+
+/// An atomic operation as posted to a provider (`struct fi_msg_atomic` with its
+/// compare and result buffers).
+#[derive(Debug, Clone, Copy)]
+pub struct AtomicDesc {
+    /// Plain, fetching or compare.
+    pub kind: AtomicKind,
+    /// The operation.
+    pub op: AtomicOp,
+    /// The element type.
+    pub datatype: Datatype,
+    /// Elements.
+    pub count: usize,
+    /// The operand (`count` elements; empty for `FI_ATOMIC_READ`).
+    pub operand: IoVec,
+    /// The compare operand (compare kind; empty otherwise).
+    pub compare: IoVec,
+    /// Where the prior target values go (fetch and compare kinds; empty otherwise).
+    pub result: IoVec,
+    /// The peer.
+    pub addr: FiAddr,
+    /// The peer's memory (`count` elements at `rma.addr`).
+    pub rma: RmaIov,
+    /// Completion context, as in [`Op`].
+    pub context: u64,
+    /// The application's own context value.
+    pub user_context: u64,
+}
+
 /// A provider: a named source of fabrics.
 pub trait Provider: Send + Sync + 'static {
     /// The provider's name (`tcp`).
@@ -125,6 +171,12 @@ pub trait DomainOps: Send + Sync {
     /// read or write it at any time an operation allows: the caller must not hold
     /// Rust references to it that assume exclusivity during such operations.
     unsafe fn mr_reg(&self, base: *mut u8, len: usize, access: MrAccess, requested_key: u64) -> Result<Arc<dyn MrOps>>;
+    /// The most elements one atomic of this kind, operation and datatype may carry
+    /// (`fi_query_atomic`); `Err(OpNotSupp)` when not supported.
+    fn atomic_valid(&self, op: AtomicOp, datatype: Datatype, kind: AtomicKind) -> Result<usize> {
+        let _ = (op, datatype, kind);
+        Err(crate::Error::OpNotSupp)
+    }
 }
 
 /// A registered memory region.
@@ -286,6 +338,39 @@ pub trait EndpointOps: Send + Sync {
     /// Send a small message copied at once (`fi_inject`, `fi_injectdata`,
     /// `fi_tinject`): no completion; `data` is reusable on return.
     fn inject(&self, data: &[u8], op: &Op<'_>, flags: OpFlags) -> Result<()>;
+    /// Write local memory to a peer's registered memory (`fi_writemsg`); with
+    /// `OpFlags::REMOTE_CQ_DATA` the target gets a completion carrying `op.data`,
+    /// consuming a posted receive.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::post_send`] for `op.iov`.
+    unsafe fn post_write(&self, op: &RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        let _ = (op, flags);
+        Err(crate::Error::OpNotSupp)
+    }
+    /// Read a peer's registered memory into local memory (`fi_readmsg`).
+    ///
+    /// # Safety
+    /// As [`EndpointOps::post_recv`] for `op.iov` (valid for writes, untouched by
+    /// anyone else until the completion).
+    unsafe fn post_read(&self, op: &RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        let _ = (op, flags);
+        Err(crate::Error::OpNotSupp)
+    }
+    /// Write a small buffer copied at once (`fi_inject_write`): no completion.
+    fn inject_write(&self, data: &[u8], op: &RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        let _ = (data, op, flags);
+        Err(crate::Error::OpNotSupp)
+    }
+    /// An atomic operation on a peer's registered memory.
+    ///
+    /// # Safety
+    /// `operand` and `compare` as [`EndpointOps::post_send`]'s buffers, `result` as
+    /// [`EndpointOps::post_recv`]'s, until the completion.
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        let _ = (op, flags);
+        Err(crate::Error::OpNotSupp)
+    }
     /// Cancel posted receives (and unsent sends, where the provider can) whose
     /// `user_context` is `user_context`: each completes with `FI_ECANCELED`.
     fn cancel(&self, user_context: u64) -> Result<()>;
