@@ -56,21 +56,21 @@ const PEER_CHECK: Duration = Duration::from_millis(100);
 /// A failure: the message for standard error and the exit status.
 #[derive(Debug)]
 pub struct Failure {
-    msg: String,
-    status: i32,
+    pub(crate) msg: String,
+    pub(crate) status: i32,
 }
 
 impl Failure {
-    fn new(msg: impl Into<String>) -> Failure {
+    pub(crate) fn new(msg: impl Into<String>) -> Failure {
         Failure { msg: msg.into(), status: 1 }
     }
 
-    fn fabric(call: &str, e: Error) -> Failure {
+    pub(crate) fn fabric(call: &str, e: Error) -> Failure {
         Failure { msg: format!("{call}: {} ({e})", -e.errno()), status: e.errno().clamp(1, 255) }
     }
 }
 
-type Res<T> = std::result::Result<T, Failure>;
+pub(crate) type Res<T> = std::result::Result<T, Failure>;
 
 /// Run `fi_pingpong` with these arguments (without the program name); the exit
 /// status.
@@ -105,11 +105,11 @@ macro_rules! debug {
     };
 }
 
-fn ctrl_send(ctrl: &mut Ctrl, msg: &str) -> Res<()> {
+pub(crate) fn ctrl_send(ctrl: &mut Ctrl, msg: &str) -> Res<()> {
     ctrl.send(msg.as_bytes()).map_err(|e| Failure::new(format!("control connection: sending {msg:?}: {e}")))
 }
 
-fn ctrl_recv(ctrl: &mut Ctrl) -> Res<String> {
+pub(crate) fn ctrl_recv(ctrl: &mut Ctrl) -> Res<String> {
     let m = ctrl.recv().map_err(|e| Failure::new(format!("control connection: {e}")))?;
     String::from_utf8(m).map_err(|_| Failure::new("control connection: the peer sent a malformed message"))
 }
@@ -129,11 +129,11 @@ fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
 }
 
 /// The value of `key=` in a space-separated message.
-fn field<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
     msg.split(' ').find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
 }
 
-fn ep_name(t: EpType) -> &'static str {
+pub(crate) fn ep_name(t: EpType) -> &'static str {
     match t {
         EpType::Msg => "msg",
         EpType::Rdm => "rdm",
@@ -164,15 +164,15 @@ fn getinfo(o: &PpOpts, h: &Hints) -> Res<Info> {
 }
 
 /// The fabric objects of one side.
-struct Objects {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    eq: Option<EventQueue>,
-    av: Option<AddressVector>,
+pub(crate) struct Objects {
+    pub(crate) ep: Endpoint,
+    pub(crate) cq: CompletionQueue,
+    pub(crate) eq: Option<EventQueue>,
+    pub(crate) av: Option<AddressVector>,
     _pep: Option<PassiveEndpoint>,
-    _domain: Domain,
+    pub(crate) domain: Domain,
     _fabric: Fabric,
-    info: Info,
+    pub(crate) info: Info,
 }
 
 fn cq_attr(info: &Info) -> CqAttr {
@@ -182,31 +182,49 @@ fn cq_attr(info: &Info) -> CqAttr {
 
 /// Open fabric, domain, queue, address vector and endpoint for an RDM or DGRAM entry.
 fn open_connless(info: Info) -> Res<Objects> {
+    let attr = cq_attr(&info);
+    open_connless_with(info, attr)
+}
+
+/// [`open_connless`] with a completion queue of these attributes.
+pub(crate) fn open_connless_with(info: Info, cq_attr: CqAttr) -> Res<Objects> {
     let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
     let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
-    let cq = domain.cq(cq_attr(&info)).map_err(|e| Failure::fabric("fi_cq_open", e))?;
+    let cq = domain.cq(cq_attr).map_err(|e| Failure::fabric("fi_cq_open", e))?;
     let av = domain.av(AvAttr { count: 2, ..Default::default() }).map_err(|e| Failure::fabric("fi_av_open", e))?;
     let ep = domain.endpoint(&info).map_err(|e| Failure::fabric("fi_endpoint", e))?;
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
     ep.bind_av(&av).map_err(|e| Failure::fabric("fi_ep_bind(av)", e))?;
     ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
-    Ok(Objects { ep, cq, eq: None, av: Some(av), _pep: None, _domain: domain, _fabric: fabric, info })
+    Ok(Objects { ep, cq, eq: None, av: Some(av), _pep: None, domain, _fabric: fabric, info })
 }
 
 /// Open domain, queues and endpoint for an MSG entry (the client's, or the one of a
 /// connection request), bound to `eq`.
 fn open_msg(fabric: Fabric, eq: EventQueue, info: Info, pep: Option<PassiveEndpoint>) -> Res<Objects> {
+    let attr = cq_attr(&info);
+    open_msg_with(fabric, eq, info, pep, attr)
+}
+
+/// [`open_msg`] with a completion queue of these attributes.
+pub(crate) fn open_msg_with(
+    fabric: Fabric,
+    eq: EventQueue,
+    info: Info,
+    pep: Option<PassiveEndpoint>,
+    cq_attr: CqAttr,
+) -> Res<Objects> {
     let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
-    let cq = domain.cq(cq_attr(&info)).map_err(|e| Failure::fabric("fi_cq_open", e))?;
+    let cq = domain.cq(cq_attr).map_err(|e| Failure::fabric("fi_cq_open", e))?;
     let ep = domain.endpoint(&info).map_err(|e| Failure::fabric("fi_endpoint", e))?;
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
     ep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_ep_bind(eq)", e))?;
     ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
-    Ok(Objects { ep, cq, eq: Some(eq), av: None, _pep: pep, _domain: domain, _fabric: fabric, info })
+    Ok(Objects { ep, cq, eq: Some(eq), av: None, _pep: pep, domain, _fabric: fabric, info })
 }
 
 /// Wait for one event on `eq`, up to `timeout`, watching the control connection.
-fn eq_wait(eq: &EventQueue, ctrl: &mut Ctrl, timeout: Duration, what: &str) -> Res<EqEvent> {
+pub(crate) fn eq_wait(eq: &EventQueue, ctrl: &mut Ctrl, timeout: Duration, what: &str) -> Res<EqEvent> {
     let start = Instant::now();
     loop {
         match eq.sread(Some(PEER_CHECK)) {
@@ -510,7 +528,7 @@ fn client_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
 
 /// The server's address as the client should use it: an unspecified IP (a server
 /// bound to every address) becomes the address the control connection reached.
-fn connect_addr(srv: &Address, ctrl: &Ctrl) -> Address {
+pub(crate) fn connect_addr(srv: &Address, ctrl: &Ctrl) -> Address {
     match srv.sockaddr() {
         Some(sa) if sa.ip().is_unspecified() => {
             let ip: IpAddr = ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip());
@@ -741,7 +759,7 @@ impl<'a> DataPath<'a> {
     }
 }
 
-fn peer_hint(e: Error) -> &'static str {
+pub(crate) fn peer_hint(e: Error) -> &'static str {
     match e {
         Error::ConnReset | Error::Shutdown | Error::NotConn | Error::ConnAborted | Error::ConnRefused => {
             ": the peer is gone"
@@ -752,7 +770,7 @@ fn peer_hint(e: Error) -> &'static str {
 
 /// The watchdog of a poll loop: the time of the last progress, and looks at the
 /// clock, the control connection and the event queue every so often.
-struct Watch {
+pub(crate) struct Watch {
     timeout: Duration,
     spins: u32,
     last_progress: Instant,
@@ -760,13 +778,13 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(timeout: Duration) -> Watch {
+    pub(crate) fn new(timeout: Duration) -> Watch {
         let now = Instant::now();
         Watch { timeout, spins: 0, last_progress: now, last_peer_check: now }
     }
 
     #[inline]
-    fn progress(&mut self) {
+    pub(crate) fn progress(&mut self) {
         self.spins = 0;
         self.last_progress = Instant::now();
     }
@@ -774,7 +792,7 @@ impl Watch {
     /// An empty poll: every few hundred, look at the clock; every 100 ms, at the
     /// peer.
     #[inline]
-    fn tick_checked(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
+    pub(crate) fn tick_checked(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
         self.spins += 1;
         if self.spins < SPINS_PER_CLOCK {
             return Ok(());

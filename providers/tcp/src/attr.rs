@@ -120,8 +120,15 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
     let cfg = config();
     let caps_common = Caps::MSG
         | Caps::TAGGED
+        | Caps::RMA
+        | Caps::ATOMIC
+        | Caps::READ
+        | Caps::WRITE
         | Caps::SEND
         | Caps::RECV
+        | Caps::REMOTE_READ
+        | Caps::REMOTE_WRITE
+        | Caps::RMA_EVENT
         | Caps::REMOTE_CQ_DATA
         | Caps::LOCAL_COMM
         | Caps::REMOTE_COMM;
@@ -130,8 +137,16 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
         _ => caps_common | Caps::MULTI_RECV,
     };
     let order = MsgOrder::SAS;
-    let rx_caps = caps & !(Caps::SEND);
-    let tx_caps = caps & !(Caps::RECV | Caps::MULTI_RECV | Caps::DIRECTED_RECV | Caps::SOURCE);
+    // Transmit: initiating; receive: being a target.
+    let rx_caps = caps & !(Caps::SEND | Caps::READ | Caps::WRITE);
+    let tx_caps = caps
+        & !(Caps::RECV
+            | Caps::MULTI_RECV
+            | Caps::DIRECTED_RECV
+            | Caps::SOURCE
+            | Caps::REMOTE_READ
+            | Caps::REMOTE_WRITE
+            | Caps::RMA_EVENT);
     Info {
         caps,
         mode: Mode::empty(),
@@ -148,7 +163,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
             inject_size: cfg.inject_size,
             size: QUEUE_SIZE,
             iov_limit: IOV_LIMIT,
-            rma_iov_limit: 0,
+            rma_iov_limit: 1,
         },
         rx_attr: RxAttr {
             caps: rx_caps,
@@ -379,7 +394,7 @@ mod tests {
     #[test]
     fn impossible_hints_give_nodata() {
         assert_eq!(getinfo(&Hints::new().ep_type(EpType::Dgram)).unwrap_err(), Error::NoData);
-        assert_eq!(getinfo(&Hints::new().caps(Caps::RMA)).unwrap_err(), Error::NoData);
+        assert_eq!(getinfo(&Hints::new().caps(Caps::MULTICAST)).unwrap_err(), Error::NoData);
         assert_eq!(
             getinfo(&Hints::new().node("127.0.0.1").source(true).domain("nonexistent0")).unwrap_err(),
             Error::NoData

@@ -7,6 +7,19 @@ use crate::attr::IOV_LIMIT;
 use fabric_core::prov::IoVec;
 use fabric_core::{Caps, Error, FiAddr, Result};
 use fabric_util::wire::HDR_LEN;
+
+/// Most bytes of inline prefix after a header (RMA target and atomic header).
+pub(crate) const PREFIX_MAX: usize = 24;
+/// Room for a header and its prefix.
+pub(crate) const HEAD_MAX: usize = HDR_LEN + PREFIX_MAX;
+
+fn head_of(hdr: [u8; HDR_LEN], prefix: &[u8]) -> ([u8; HEAD_MAX], usize) {
+    let mut h = [0u8; HEAD_MAX];
+    h[..HDR_LEN].copy_from_slice(&hdr);
+    let n = prefix.len().min(PREFIX_MAX);
+    h[HDR_LEN..HDR_LEN + n].copy_from_slice(&prefix[..n]);
+    (h, HDR_LEN + n)
+}
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -54,8 +67,11 @@ pub(crate) enum TxKind {
 /// A frame in the transmit queue: header plus payload pieces.
 #[derive(Debug)]
 pub(crate) struct TxOp {
-    /// Encoded header.
-    pub hdr: [u8; HDR_LEN],
+    /// Encoded header, followed by up to `PREFIX_MAX` bytes of inline prefix (an
+    /// RMA request's target); `head` of them are sent.
+    pub hdr: [u8; HEAD_MAX],
+    /// Bytes of `hdr` in the frame: `HDR_LEN` plus the prefix.
+    pub head: usize,
     /// Payload pieces (user memory, or the `Vec` of `Inject`/`Control`).
     pub iov: [IoVec; IOV_LIMIT],
     /// Pieces in use.
@@ -73,21 +89,33 @@ const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 impl TxOp {
     /// A frame whose payload is user memory.
     pub fn user(hdr: [u8; HDR_LEN], iov: &[IoVec], with_payload: bool, kind: TxKind) -> TxOp {
+        TxOp::user_prefixed(hdr, &[], iov, with_payload, kind)
+    }
+
+    /// A frame whose payload is an inline prefix then user memory.
+    pub fn user_prefixed(hdr: [u8; HDR_LEN], prefix: &[u8], iov: &[IoVec], with_payload: bool, kind: TxKind) -> TxOp {
         let mut a = [NULL_IOV; IOV_LIMIT];
         let n = iov.len().min(IOV_LIMIT);
         a[..n].copy_from_slice(&iov[..n]);
         let payload = if with_payload { IoVec::total(&a[..n]) } else { 0 };
-        TxOp { hdr, iov: a, niov: if with_payload { n } else { 0 }, total: HDR_LEN + payload, sent: 0, kind }
+        let (hdr, head) = head_of(hdr, prefix);
+        TxOp { hdr, head, iov: a, niov: if with_payload { n } else { 0 }, total: head + payload, sent: 0, kind }
     }
 
     /// A frame whose payload is owned bytes (inject or control).
-    pub fn owned(hdr: [u8; HDR_LEN], mut data: Vec<u8>, inject: bool) -> TxOp {
+    pub fn owned(hdr: [u8; HDR_LEN], data: Vec<u8>, inject: bool) -> TxOp {
+        TxOp::owned_prefixed(hdr, &[], data, inject)
+    }
+
+    /// A frame whose payload is an inline prefix then owned bytes.
+    pub fn owned_prefixed(hdr: [u8; HDR_LEN], prefix: &[u8], mut data: Vec<u8>, inject: bool) -> TxOp {
         let mut a = [NULL_IOV; IOV_LIMIT];
         a[0] = IoVec { base: data.as_mut_ptr(), len: data.len() };
-        let total = HDR_LEN + data.len();
+        let (hdr, head) = head_of(hdr, prefix);
+        let total = head + data.len();
         // Moving the Vec into the op does not move its heap buffer, so a[0] stays valid.
         let kind = if inject { TxKind::Inject(data) } else { TxKind::Control(data) };
-        TxOp { hdr, iov: a, niov: 1, total, sent: 0, kind }
+        TxOp { hdr, head, iov: a, niov: 1, total, sent: 0, kind }
     }
 }
 
@@ -210,13 +238,13 @@ impl Conn {
                 }
                 let mut skip = op.sent;
                 // The header bytes still to send.
-                if skip < HDR_LEN {
+                if skip < op.head {
                     iov[n] =
-                        libc::iovec { iov_base: op.hdr[skip..].as_ptr() as *mut libc::c_void, iov_len: HDR_LEN - skip };
+                        libc::iovec { iov_base: op.hdr[skip..].as_ptr() as *mut libc::c_void, iov_len: op.head - skip };
                     n += 1;
                     skip = 0;
                 } else {
-                    skip -= HDR_LEN;
+                    skip -= op.head;
                 }
                 for v in &op.iov[..op.niov] {
                     if skip >= v.len {

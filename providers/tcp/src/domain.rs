@@ -49,6 +49,8 @@ pub(crate) struct TcpDomain {
     mrs: Arc<MrRegistry>,
     /// With `FI_PROGRESS_AUTO`: the progress thread and what it waits on.
     auto: Option<AutoProgress>,
+    /// Serializes the atomics applied to this domain's regions (every endpoint's).
+    atomics: Mutex<()>,
     me: Weak<TcpDomain>,
 }
 
@@ -109,6 +111,7 @@ impl TcpDomain {
             avs: Registry::new(),
             mrs: MrRegistry::new(info.domain_attr.mr_mode),
             auto,
+            atomics: Mutex::new(()),
             me: me.clone(),
         }))
     }
@@ -127,6 +130,16 @@ impl TcpDomain {
 
     pub(crate) fn find_av(&self, fid: u64) -> Option<Arc<UtilAv>> {
         self.avs.find(fid)
+    }
+
+    /// The domain's memory-key registry.
+    pub(crate) fn mrs(&self) -> &MrRegistry {
+        &self.mrs
+    }
+
+    /// Held while an atomic is applied to one of the domain's regions.
+    pub(crate) fn atomic_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.atomics.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -165,6 +178,15 @@ impl DomainOps for TcpDomain {
             a.waiter.bind(w)?;
         }
         Ok(ep)
+    }
+
+    fn atomic_valid(
+        &self,
+        op: fabric_core::AtomicOp,
+        dt: fabric_core::Datatype,
+        kind: fabric_core::AtomicKind,
+    ) -> Result<usize> {
+        fabric_util::atomic::valid(op, dt, kind)
     }
 
     unsafe fn mr_reg(&self, base: *mut u8, len: usize, access: MrAccess, requested_key: u64) -> Result<Arc<dyn MrOps>> {

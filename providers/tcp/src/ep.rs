@@ -36,6 +36,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+mod rma;
+use rma::RmaPending;
+
 /// Buffers of unexpected eager messages kept for reuse.
 const UNEXP_POOL: usize = 32;
 /// The largest eager message buffered while unexpected, whatever the local eager
@@ -88,6 +91,8 @@ pub(crate) struct Unexp {
     len: u64,
     data: Option<u64>,
     tag: u64,
+    /// The remote CQ data of an RMA write, not a message.
+    rma: bool,
 }
 
 #[derive(Debug)]
@@ -121,6 +126,10 @@ enum RxDest {
     Unexpected { buf: Vec<u8>, src: FiAddr },
     /// Connection control payload.
     Control { buf: Vec<u8> },
+    /// A write or atomic request's payload, staged before it reaches the region.
+    RmaReq { buf: Vec<u8> },
+    /// An answer's payload, into the local memory of the read (or fetch) `id`.
+    RmaData { id: u64, rec: PostedRecv },
 }
 
 /// A large message announced to a peer, waiting for its answer (in `RndvSend`).
@@ -156,6 +165,10 @@ struct Bindings {
     rx_cntr: Option<Arc<UtilCntr>>,
     eq: Option<Arc<UtilEq>>,
     av: Option<Arc<UtilAv>>,
+    /// Counts remote writes (and atomics) into our regions (`FI_RMA_EVENT`).
+    rma_write_cntr: Option<Arc<UtilCntr>>,
+    /// Counts remote reads of our regions.
+    rma_read_cntr: Option<Arc<UtilCntr>>,
 }
 
 struct Inner {
@@ -178,6 +191,10 @@ struct Inner {
     rndv_tx: RndvSend<ConnId, RndvMsg>,
     /// Large messages we cleared, waiting for their data.
     rndv_rx: RndvRecv<ConnId, RxWait>,
+    /// One-sided operations we started, waiting for their answers.
+    rma_pending: Vec<RmaPending>,
+    /// Next request id of a one-sided operation.
+    next_rma: u64,
     min_multi_recv: usize,
     /// Recycled inject buffers.
     inject_pool: Vec<Vec<u8>>,
@@ -232,6 +249,8 @@ impl TcpEp {
             multis: Vec::new(),
             rndv_tx: RndvSend::new(),
             rndv_rx: RndvRecv::new(),
+            rma_pending: Vec::new(),
+            next_rma: 1,
             min_multi_recv: 0,
             inject_pool: Vec::new(),
             unexp_pool: Vec::new(),
@@ -386,6 +405,7 @@ impl TcpEp {
         if let RxState::Payload { dest: RxDest::Recv { target, src }, hdr, .. } = rx {
             self.fail_target(g, target, &hdr, src, err);
         }
+        self.fail_rma(g, id, err);
         // Rendezvous receives waiting on this connection fail.
         for w in g.rndv_rx.drain_peer(id) {
             self.fail_target(g, w.target, &w.hdr, w.src, err);
@@ -848,7 +868,7 @@ impl TcpEp {
             UnexpBody::Eager(buf) => {
                 write_target(g, &target, 0, &buf);
                 Self::recycle_unexp(g, buf);
-                self.complete_target(g, target, &hdr, m.src);
+                self.complete_target(g, target, &hdr, m.src, u.rma);
             }
             UnexpBody::Rts { conn, id } => {
                 if Self::conn_mut(g, conn).is_none() {
@@ -863,9 +883,10 @@ impl TcpEp {
     }
 
     /// Complete a receive whose payload has been written (all of `hdr.len` seen).
-    fn complete_target(&self, g: &mut Inner, target: Target, hdr: &Header, src: FiAddr) {
+    fn complete_target(&self, g: &mut Inner, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
         let tagged = hdr.flags.has(HdrFlags::TAGGED);
-        let mut flags = Caps::RECV | Self::msg_flags(tagged);
+        // The remote CQ data of an RMA write reports the write, not a message.
+        let mut flags = if rma { Caps::RMA | Caps::REMOTE_WRITE } else { Caps::RECV | Self::msg_flags(tagged) };
         let data = if hdr.flags.has(HdrFlags::CQ_DATA) {
             flags |= Caps::REMOTE_CQ_DATA;
             hdr.data
@@ -1073,7 +1094,13 @@ impl TcpEp {
             OpCode::Rts => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-                let u = Unexp { body: UnexpBody::Rts { conn: id, id: hdr.id }, len: hdr.len, data, tag: hdr.tag };
+                let u = Unexp {
+                    body: UnexpBody::Rts { conn: id, id: hdr.id },
+                    len: hdr.len,
+                    data,
+                    tag: hdr.tag,
+                    rma: false,
+                };
                 self.arrive(g, m, u);
                 return Ok(());
             }
@@ -1107,6 +1134,21 @@ impl TcpEp {
                     RxState::Payload { hdr: h, dest: RxDest::Recv { target: w.target, src: w.src }, off: 0 };
                 return Ok(());
             }
+            OpCode::WriteReq | OpCode::AtomicReq => {
+                let mut buf = g.unexp_pool.pop().unwrap_or_default();
+                buf.clear();
+                buf.try_reserve(hdr.len as usize)
+                    .map_err(|_| (Error::NoMem, "no memory for an RMA request".to_string()))?;
+                RxDest::RmaReq { buf }
+            }
+            OpCode::ReadReq => {
+                self.on_read_req(g, id, hdr);
+                return Ok(());
+            }
+            OpCode::RmaResp => match self.on_rma_resp(g, id, hdr)? {
+                Some(dest) => dest,
+                None => return Ok(()),
+            },
             OpCode::Shutdown => {
                 return Err((Error::Shutdown, "peer shut the connection down".into()));
             }
@@ -1159,7 +1201,7 @@ impl TcpEp {
                     let r = unsafe { recvv(conn.fd(), &pieces.0[..pieces.1]) };
                     match r {
                         Ok(n) => {
-                            if let RxDest::Unexpected { buf, .. } = dest {
+                            if let RxDest::Unexpected { buf, .. } | RxDest::RmaReq { buf } = dest {
                                 // SAFETY: recvv initialised these n bytes, which lie
                                 // within the reserved capacity.
                                 unsafe { buf.set_len(buf.len() + n) };
@@ -1182,15 +1224,17 @@ impl TcpEp {
         let rx = std::mem::replace(&mut g.slots[idx].rx, RxState::Header);
         let RxState::Payload { hdr, dest, .. } = rx else { return Ok(true) };
         match dest {
-            RxDest::Recv { target, src } => self.complete_target(g, target, &hdr, src),
+            RxDest::Recv { target, src } => self.complete_target(g, target, &hdr, src, false),
             RxDest::Unexpected { buf, src } => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-                let u = Unexp { body: UnexpBody::Eager(buf), len: hdr.len, data, tag: hdr.tag };
+                let u = Unexp { body: UnexpBody::Eager(buf), len: hdr.len, data, tag: hdr.tag, rma: false };
                 // A receive may have been posted while the payload arrived.
                 self.arrive(g, m, u);
             }
             RxDest::Control { buf } => self.on_control(g, id, hdr, buf)?,
+            RxDest::RmaReq { buf } => self.on_rma_req(g, id, hdr, buf)?,
+            RxDest::RmaData { id: rid, .. } => self.on_rma_data(g, id, rid, hdr.len as usize),
         }
         Ok(true)
     }
@@ -1446,7 +1490,12 @@ fn write_dest(dest: &mut RxDest, multis: &mut [Option<Multi>], off: u64, bytes: 
                 }
             }
         },
-        RxDest::Unexpected { buf, .. } | RxDest::Control { buf } => buf.extend_from_slice(bytes),
+        RxDest::Unexpected { buf, .. } | RxDest::Control { buf } | RxDest::RmaReq { buf } => {
+            buf.extend_from_slice(bytes)
+        }
+        RxDest::RmaData { rec, .. } => {
+            copy_into(&rec.iov[..rec.niov], rec.cap, off, bytes);
+        }
     }
 }
 
@@ -1489,7 +1538,7 @@ fn direct_pieces(
 ) -> Option<([libc::iovec; IOV_LIMIT], usize)> {
     let mut out = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT];
     match dest {
-        RxDest::Recv { target: Target::Single(rec), .. } => {
+        RxDest::Recv { target: Target::Single(rec), .. } | RxDest::RmaData { rec, .. } => {
             let cap = rec.cap as u64;
             if off >= cap {
                 return None;
@@ -1524,7 +1573,7 @@ fn direct_pieces(
             out[0] = libc::iovec { iov_base: p as *mut libc::c_void, iov_len: k };
             Some((out, 1))
         }
-        RxDest::Unexpected { buf, .. } => {
+        RxDest::Unexpected { buf, .. } | RxDest::RmaReq { buf } => {
             let spare = buf.capacity() - buf.len();
             let k = (remaining as usize).min(spare);
             if k == 0 {
@@ -1579,6 +1628,12 @@ impl EndpointOps for TcpEp {
         }
         if flags.contains(BindFlags::RECV) {
             g.b.rx_cntr = Some(c.clone());
+        }
+        if flags.contains(BindFlags::REMOTE_WRITE) {
+            g.b.rma_write_cntr = Some(c.clone());
+        }
+        if flags.contains(BindFlags::REMOTE_READ) {
+            g.b.rma_read_cntr = Some(c.clone());
         }
         drop(g);
         c.bind(self.weak_progress())
@@ -1726,6 +1781,25 @@ impl EndpointOps for TcpEp {
             return Err(Error::MsgSize);
         }
         self.send_common(op, flags, Some(data))
+    }
+
+    unsafe fn post_write(&self, op: &fabric_core::prov::RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        self.rma_common(op, flags, false, None)
+    }
+
+    unsafe fn post_read(&self, op: &fabric_core::prov::RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        self.rma_common(op, flags, true, None)
+    }
+
+    fn inject_write(&self, data: &[u8], op: &fabric_core::prov::RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        if data.len() > config().inject_size {
+            return Err(Error::MsgSize);
+        }
+        self.rma_common(op, flags, false, Some(data))
+    }
+
+    unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, _flags: OpFlags) -> Result<()> {
+        self.atomic_common(op)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

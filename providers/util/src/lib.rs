@@ -4,6 +4,7 @@
 //! queue storage, address vectors, counters, the memory-key registry, and the
 //! progress/wait machinery the queues share.
 
+pub mod atomic;
 pub mod av;
 pub mod cntr;
 pub mod cq;

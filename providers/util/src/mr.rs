@@ -93,6 +93,12 @@ pub struct UtilMr {
     /// `true` until `close`; once `false`, lookups of the key fail even if they
     /// found the region before it left the registry.
     open: AtomicBool,
+    /// Held (shared) by every copy into or out of the region through
+    /// [`MrRegistry::copy_in`] / [`MrRegistry::copy_out`], and (exclusive) by
+    /// `close`: so `close` returns only once no copy is in progress, and after it
+    /// no copy starts (they check `open` under the lock). The application may free
+    /// the memory as soon as `close` returns.
+    access_lock: std::sync::RwLock<()>,
 }
 
 // SAFETY: a `UtilMr` only records where registered memory is; it never reads or
@@ -176,11 +182,60 @@ impl MrRegistry {
         } else {
             requested_key
         };
-        let mr = Arc::new(UtilMr { registry: Arc::clone(self), key, base, len, access, open: AtomicBool::new(true) });
+        let mr = Arc::new(UtilMr {
+            registry: Arc::clone(self),
+            key,
+            base,
+            len,
+            access,
+            open: AtomicBool::new(true),
+            access_lock: std::sync::RwLock::new(()),
+        });
         // A dead entry under the same key belongs to a region being dropped; its
         // `Drop` sees the entry is no longer its own and leaves it.
         map.insert(key, Arc::downgrade(&mr));
         Ok(mr)
+    }
+
+    /// Copy `bytes` into the region behind `key` at `addr` (a peer's RMA write or
+    /// atomic result), after the same checks as [`MrRegistry::lookup`] with
+    /// `need`; every failure is `Err(Access)` and leaves memory untouched. Safe to
+    /// call while the application may close the region: the copy holds the
+    /// region's access lock, which `close` waits for.
+    pub fn copy_in(&self, key: u64, addr: u64, bytes: &[u8], need: MrAccess) -> Result<()> {
+        self.with_region(key, addr, bytes.len(), need, |p| {
+            // SAFETY: `p..p+len` lies inside an open region (checked under the
+            // access lock, which `close` waits for), valid for writes under the
+            // registration contract; `bytes` is our own buffer, distinct from it.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) }
+        })
+    }
+
+    /// Copy bytes of the region behind `key` at `addr` into `out` (a peer's RMA
+    /// read), as [`MrRegistry::copy_in`].
+    pub fn copy_out(&self, key: u64, addr: u64, out: &mut [u8], need: MrAccess) -> Result<()> {
+        self.with_region(key, addr, out.len(), need, |p| {
+            // SAFETY: as in `copy_in`, for reads; `out` is distinct from the region.
+            unsafe { std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr(), out.len()) }
+        })
+    }
+
+    /// Run `f` on the checked start of `len` bytes at `addr` in region `key`,
+    /// holding the region's access lock (so `close` waits for `f`).
+    pub fn with_region<T>(
+        &self,
+        key: u64,
+        addr: u64,
+        len: usize,
+        need: MrAccess,
+        f: impl FnOnce(*mut u8) -> T,
+    ) -> Result<T> {
+        let (p, mr) = self.lookup(key, addr, len, need)?;
+        let _shared = mr.access_lock.read().unwrap_or_else(|e| e.into_inner());
+        if !mr.open.load(Ordering::Acquire) {
+            return Err(Error::Access);
+        }
+        Ok(f(p))
     }
 
     /// Check a peer's access to `len` bytes at `addr` (a virtual address with
@@ -270,6 +325,8 @@ impl MrOps for UtilMr {
     /// Close: later lookups of the key fail, and the key may be registered again.
     /// Closing twice is harmless.
     fn close(&self) -> Result<()> {
+        // Wait for copies in progress; none starts after this (they check `open`).
+        let _excl = self.access_lock.write().unwrap_or_else(|e| e.into_inner());
         if self.open.swap(false, Ordering::AcqRel) {
             self.unregister();
         }

@@ -52,6 +52,89 @@ pub enum OpCode {
     /// The receiver discarded a rendezvous message (`FI_DISCARD`, truncation to
     /// nothing, cancel): `id` the sender's rendezvous id. The sender completes.
     Nack = 9,
+    /// RMA write: payload is an [`RmaDesc`] then up to [`RMA_CHUNK`] bytes; `id`
+    /// the request id; `data` remote CQ data with `CQ_DATA`.
+    WriteReq = 10,
+    /// RMA read of `len` bytes (at most [`RMA_CHUNK`]) at `tag` (address) in region
+    /// `data` (key); `id` the request id; no payload.
+    ReadReq = 11,
+    /// Atomic: payload is an [`RmaDesc`], an [`AtomicHdr`], the operand and the
+    /// compare operand; `id` the request id.
+    AtomicReq = 12,
+    /// Answer to a request: `id` echoes it, `data` is 0 or the libfabric error
+    /// number; payload is the data read or the atomic's prior values.
+    RmaResp = 13,
+}
+
+/// The most bytes one RMA request carries or asks for; larger operations go in
+/// several requests, answered in order.
+pub const RMA_CHUNK: usize = 4 << 20;
+/// The most bytes of operand (and of compare operand) in one atomic request.
+pub const ATOMIC_MAX: usize = 4096;
+
+/// Where an RMA request goes: the remote address (or offset) and the region's key,
+/// 16 bytes little-endian at the start of a write or atomic request's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RmaDesc {
+    /// Address (or offset) in the target's region.
+    pub addr: u64,
+    /// The region's key.
+    pub key: u64,
+}
+
+impl RmaDesc {
+    /// Encoded size.
+    pub const LEN: usize = 16;
+
+    /// Encode.
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..].copy_from_slice(&self.key.to_le_bytes());
+        b
+    }
+
+    /// Decode from at least 16 bytes.
+    pub fn decode(b: &[u8]) -> Option<RmaDesc> {
+        let addr = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        let key = u64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
+        Some(RmaDesc { addr, key })
+    }
+}
+
+/// An atomic request's operation, 8 bytes after its [`RmaDesc`]: op, datatype and
+/// kind numbers, a reserved byte, and the element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtomicHdr {
+    /// `enum fi_op` number.
+    pub op: u8,
+    /// `enum fi_datatype` number.
+    pub datatype: u8,
+    /// 0 plain, 1 fetch, 2 compare.
+    pub kind: u8,
+    /// Elements.
+    pub count: u32,
+}
+
+impl AtomicHdr {
+    /// Encoded size.
+    pub const LEN: usize = 8;
+
+    /// Encode.
+    pub fn encode(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[0] = self.op;
+        b[1] = self.datatype;
+        b[2] = self.kind;
+        b[4..].copy_from_slice(&self.count.to_le_bytes());
+        b
+    }
+
+    /// Decode from at least 8 bytes.
+    pub fn decode(b: &[u8]) -> Option<AtomicHdr> {
+        let b = b.get(..8)?;
+        Some(AtomicHdr { op: b[0], datatype: b[1], kind: b[2], count: u32::from_le_bytes(b[4..8].try_into().ok()?) })
+    }
 }
 
 impl OpCode {
@@ -66,6 +149,10 @@ impl OpCode {
             7 => OpCode::Data,
             8 => OpCode::Shutdown,
             9 => OpCode::Nack,
+            10 => OpCode::WriteReq,
+            11 => OpCode::ReadReq,
+            12 => OpCode::AtomicReq,
+            13 => OpCode::RmaResp,
             _ => return None,
         })
     }
@@ -202,6 +289,24 @@ impl Header {
             OpCode::Msg | OpCode::Rts | OpCode::Data if h.len > max_len => {
                 return Err(WireError::TooLong { len: h.len, max: max_len })
             }
+            OpCode::WriteReq if h.len < RmaDesc::LEN as u64 => {
+                return Err(WireError::Malformed("write without its target"))
+            }
+            OpCode::WriteReq if h.len > (RmaDesc::LEN + RMA_CHUNK) as u64 => {
+                return Err(WireError::TooLong { len: h.len, max: (RmaDesc::LEN + RMA_CHUNK) as u64 })
+            }
+            OpCode::ReadReq | OpCode::RmaResp if h.len > RMA_CHUNK as u64 => {
+                return Err(WireError::TooLong { len: h.len, max: RMA_CHUNK as u64 })
+            }
+            OpCode::AtomicReq if h.len < (RmaDesc::LEN + AtomicHdr::LEN) as u64 => {
+                return Err(WireError::Malformed("atomic without its target"))
+            }
+            OpCode::AtomicReq if h.len > (RmaDesc::LEN + AtomicHdr::LEN + 2 * ATOMIC_MAX) as u64 => {
+                return Err(WireError::TooLong {
+                    len: h.len,
+                    max: (RmaDesc::LEN + AtomicHdr::LEN + 2 * ATOMIC_MAX) as u64,
+                })
+            }
             _ => {}
         }
         Ok(h)
@@ -210,7 +315,7 @@ impl Header {
     /// Bytes of payload that follow this header on the stream.
     pub fn payload_len(&self) -> u64 {
         match self.op {
-            OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack => 0,
+            OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::ReadReq => 0,
             _ => self.len,
         }
     }
@@ -253,6 +358,20 @@ mod tests {
         assert!(matches!(Header::decode(&cts, 10), Err(WireError::Malformed(_))));
         let hello = Header { len: 4, tag: 3, data: 2, ..Header::new(OpCode::Hello) }.encode();
         assert!(matches!(Header::decode(&hello, 10), Err(WireError::Malformed(_))));
+        let w = Header { len: 15, ..Header::new(OpCode::WriteReq) }.encode();
+        assert!(matches!(Header::decode(&w, 1 << 40), Err(WireError::Malformed(_))));
+        let w = Header { len: (RMA_CHUNK + 17) as u64, ..Header::new(OpCode::WriteReq) }.encode();
+        assert!(matches!(Header::decode(&w, 1 << 40), Err(WireError::TooLong { .. })));
+        let r = Header { len: (RMA_CHUNK + 1) as u64, ..Header::new(OpCode::ReadReq) }.encode();
+        assert!(matches!(Header::decode(&r, 1 << 40), Err(WireError::TooLong { .. })));
+        let a = Header { len: 23, ..Header::new(OpCode::AtomicReq) }.encode();
+        assert!(matches!(Header::decode(&a, 1 << 40), Err(WireError::Malformed(_))));
+        assert_eq!(Header { len: 99, ..Header::new(OpCode::ReadReq) }.payload_len(), 0);
+        let d = RmaDesc { addr: 1 << 40, key: 7 };
+        assert_eq!(RmaDesc::decode(&d.encode()), Some(d));
+        assert_eq!(RmaDesc::decode(&[0u8; 15]), None);
+        let ah = AtomicHdr { op: 2, datatype: 7, kind: 1, count: 9 };
+        assert_eq!(AtomicHdr::decode(&ah.encode()), Some(ah));
     }
 
     #[test]
@@ -269,7 +388,7 @@ mod tests {
             if x % 3 == 0 {
                 b[0] = MAGIC;
                 b[1] = WIRE_VERSION;
-                b[2] = (x % 11) as u8;
+                b[2] = (x % 15) as u8;
                 b[3] = 0;
             }
             let _ = Header::decode(&b, 1 << 30);

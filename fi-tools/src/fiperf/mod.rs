@@ -1,0 +1,1086 @@
+//! `fi_perf`: perftest's bandwidth and latency tests (`ib_send_bw`, `ib_send_lat`,
+//! `ib_write_*`, `ib_read_*`, `ib_atomic_*`) over any provider.
+//!
+//! `fi_perf send bw -p tcp -e rdm` starts a server; the same command with the
+//! server's address starts the client. As in `fi_pingpong` (whose control
+//! connection, endpoint set-up and watchdogs this reuses), the two meet on a plain
+//! TCP control connection, agree on the test there, exchange fabric addresses
+//! (RDM) or connect (MSG), and synchronise before every size; both print
+//! perftest's columns ([`report`]), or one JSON object per size with `--json`.
+//!
+//! - `send lat`: ping-pong. Each side keeps one receive posted and re-posts it
+//!   before answering; messages below the provider's inject size are injected
+//!   (perftest's inline sends). A sample is one round trip, reported halved; the
+//!   client times from its send to the answer, the server between two arrivals.
+//! - `send bw`: the client keeps up to `-t` sends in flight; the server keeps
+//!   `-r` receives posted, re-posts each as it completes and returns credits (a
+//!   16-byte message: the size's number and the receives re-posted so far) every
+//!   quarter of its depth, so the client never sends to a receive not yet posted.
+//!   The client times its send completions, the server its receive completions.
+//!   The average is bytes over the timed run; the peak the best window of
+//!   [`report::Windows`]; the message rate messages per second.
+//!
+//! Every size has an untimed warm-up (`--warmup`: the transmit depth for bw, 16
+//! for lat; at least one, which also gives the server its first timestamp).
+//! Buffers are allocated between sizes, never in a timed loop; at most 256 MiB of
+//! them per side, so large sizes may have a shallower depth than `-t` or `-r`
+//! asked for (said with `-v`).
+//!
+//! The control protocol (text messages, one per frame):
+//!
+//! ```text
+//! C: HELLO fabric-perf/1 test=send_bw ep=rdm
+//! S: OK prov=tcp max_msg=N name=<server's address>      (or ERR <why>)
+//! C: PLAN iters=N warmup=N depth=N sizes=64,256,... name=<client's address or ->
+//!    (MSG: the client connects; the server accepts)
+//! S: READY
+//! per size:  C: SYNC <n> <size>   S: GO credits=<receives posted>
+//!            (the test)           C: DONE   S: ACK
+//! C: BYE     S: BYE
+//! ```
+
+pub mod opts;
+pub mod report;
+
+use self::opts::{Measure, PerfCmd, PerfOpts, Test, Verb};
+use self::report::{BwStats, LatStats, RunInfo, Windows};
+use crate::oob::{self, Ctrl};
+use crate::perf;
+use crate::pingpong::{
+    connect_addr, ctrl_recv, ctrl_send, ep_name, eq_wait, field, open_connless_with, open_msg_with, peer_hint,
+    Failure, Objects, Res, Watch,
+};
+use crate::tostr;
+use fabric::{
+    Address, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Endpoint, EpType, EqAttr, EqEvent, Error,
+    EventQueue, Fabric, FiAddr, Hints, Info, Mode, PassiveEndpoint,
+};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// The protocol name in `HELLO`.
+const PROTO: &str = "fabric-perf/1";
+/// Context of data sends.
+const TX_CTX: u64 = 1;
+/// Context of data receives.
+const RX_CTX: u64 = 2;
+/// Context of credit receives (client, send bw).
+const CREDIT_RX_CTX: u64 = 3;
+/// Context of credit sends posted with a buffer (server, send bw, when the
+/// provider cannot inject them).
+const CREDIT_TX_CTX: u64 = 4;
+/// Bytes of a credit message: the size's number and the receives re-posted, both
+/// little-endian u64.
+const CREDIT_LEN: usize = 16;
+/// Credit receives the client keeps posted.
+const CREDIT_RECVS: usize = 8;
+/// Credit send buffers of a server that cannot inject.
+const CREDIT_SENDS: usize = 4;
+/// The most bytes of data buffers one side allocates for a size.
+const BUF_BUDGET: usize = 256 << 20;
+
+/// Run `fi_perf` with these arguments (without the program name); the exit status.
+pub fn main_with_args(args: Vec<String>) -> i32 {
+    let o = match opts::parse_args(args) {
+        Ok(PerfCmd::Help) => {
+            print!("{}", opts::USAGE);
+            return 0;
+        }
+        Ok(PerfCmd::Run(o)) => o,
+        Err(msg) => {
+            eprintln!("{msg}");
+            eprint!("{}", opts::USAGE);
+            return 1;
+        }
+    };
+    let r = match unavailable(o.test.verb) {
+        Some(msg) => Err(Failure { msg, status: Error::NoSys.errno() }),
+        None if o.dst_addr.is_some() => client(&o),
+        None => server(&o),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(f) => {
+            eprintln!("[error] fi_perf: {}", f.msg);
+            f.status
+        }
+    }
+}
+
+/// Why a test's operation cannot run in this build, if it cannot.
+pub fn unavailable(verb: Verb) -> Option<String> {
+    match verb {
+        Verb::Send => None,
+        Verb::Write | Verb::Read => Some(format!("fi_perf {}: RMA is not available in this build yet", verb.name())),
+        Verb::Atomic => Some("fi_perf atomic: atomics are not available in this build yet".to_string()),
+    }
+}
+
+macro_rules! debug {
+    ($o:expr, $($arg:tt)*) => {
+        if $o.verbose {
+            eprintln!("[debug] fi_perf: {}", format_args!($($arg)*));
+        }
+    };
+}
+
+/// The test's name in `HELLO` and in JSON output (`send_bw`).
+fn test_id(t: Test) -> String {
+    format!("{}_{}", t.verb.name(), t.measure.name())
+}
+
+/// Receive a message that must start with `word`; an `ERR` from the peer becomes
+/// the failure.
+fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
+    let m = ctrl_recv(ctrl)?;
+    let (w, rest) = m.split_once(' ').unwrap_or((m.as_str(), ""));
+    if w == word {
+        return Ok(rest.to_string());
+    }
+    if w == "ERR" {
+        return Err(Failure::new(format!("the peer failed: {rest}")));
+    }
+    Err(Failure::new(format!("control connection: expected {word}, got {m:?} (is the peer a fabric fi_perf?)")))
+}
+
+fn base_hints(o: &PerfOpts) -> Hints {
+    let mut h = Hints::new().ep_type(o.ep_type).caps(Caps::MSG);
+    h.prov_name = o.provider.clone();
+    h.domain_name = o.domain.clone();
+    h.mode = Some(Mode::CONTEXT | Mode::CONTEXT2);
+    if o.ipv6 {
+        h.addr_format = fabric::AddrFormat::SockaddrIn6;
+    }
+    h
+}
+
+fn getinfo(o: &PerfOpts, h: &Hints) -> Res<Info> {
+    debug!(o, "getinfo: {h:?}");
+    let mut v = fabric::getinfo(h).map_err(|e| Failure::fabric("fi_getinfo", e))?;
+    let info = v.remove(0);
+    if o.verbose {
+        eprintln!("[debug] fi_perf: Running {} test with fi_info:\n{}", o.test, tostr::info_str(&info));
+    }
+    Ok(info)
+}
+
+/// A completion queue deep enough for everything one side has in flight.
+fn cq_attr(o: &PerfOpts) -> CqAttr {
+    let size = o.depth() + o.rx_depth + CREDIT_RECVS + CREDIT_SENDS + 64;
+    CqAttr { size, format: CqFormat::Data, ..Default::default() }
+}
+
+/// The agreed test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    iterations: u64,
+    warmup: u64,
+    depth: usize,
+    sizes: Vec<usize>,
+}
+
+impl Plan {
+    fn encode(&self, name: Option<&Address>) -> String {
+        let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
+        let name = name.map(|a| a.to_uri()).unwrap_or_else(|| "-".into());
+        format!(
+            "PLAN iters={} warmup={} depth={} sizes={} name={name}",
+            self.iterations,
+            self.warmup,
+            self.depth,
+            sizes.join(",")
+        )
+    }
+
+    fn decode(msg: &str) -> Option<(Plan, Option<String>)> {
+        let iterations = field(msg, "iters")?.parse().ok().filter(|&n| n >= 1)?;
+        let warmup = field(msg, "warmup")?.parse().ok().filter(|&n| n >= 1)?;
+        let depth = field(msg, "depth")?.parse().ok().filter(|&n| n >= 1)?;
+        let s = field(msg, "sizes")?;
+        let sizes: Vec<usize> = s.split(',').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
+        Some((Plan { iterations, warmup, depth, sizes }, name))
+    }
+}
+
+/// How many buffers of `size` bytes to allocate when `want` are asked for: at
+/// most the provider's queue size and what fits in [`BUF_BUDGET`], at least one.
+fn buffers_for(size: usize, want: usize, queue: usize) -> usize {
+    let queue = if queue == 0 { want } else { queue };
+    want.min(queue).min(BUF_BUDGET / size.max(1)).max(1)
+}
+
+// ---------------------------------------------------------------- output
+
+/// Prints the table (banner and header before the first row) or JSON lines.
+struct Printer {
+    json: bool,
+    started: bool,
+    title: String,
+    banner: Vec<(&'static str, String)>,
+    test: String,
+    side: &'static str,
+    provider: String,
+    endpoint: &'static str,
+}
+
+impl Printer {
+    fn new(o: &PerfOpts, side: &'static str, provider: &str, plan: &Plan) -> Printer {
+        let t = o.test;
+        let measure = match t.measure {
+            Measure::Bw => "BW",
+            Measure::Lat => "Latency",
+        };
+        let mut banner = vec![
+            ("Provider", provider.to_string()),
+            ("Endpoint", ep_name(o.ep_type).to_string()),
+            ("Iterations", plan.iterations.to_string()),
+            ("Warm-up", plan.warmup.to_string()),
+        ];
+        if t.measure == Measure::Bw {
+            banner.push(("TX depth", plan.depth.to_string()));
+            if t.verb == Verb::Send {
+                banner.push(("RX depth", if side == "server" { o.rx_depth.to_string() } else { "server's".into() }));
+            }
+        }
+        banner.push(("Side", side.to_string()));
+        Printer {
+            json: o.json,
+            started: false,
+            title: format!("{} {measure} Test", t.verb.title()),
+            banner,
+            test: test_id(t),
+            side,
+            provider: provider.to_string(),
+            endpoint: ep_name(o.ep_type),
+        }
+    }
+
+    fn run_info(&self) -> RunInfo<'_> {
+        RunInfo { test: &self.test, side: self.side, provider: &self.provider, endpoint: self.endpoint }
+    }
+
+    fn start(&mut self, out: &mut impl Write, header: &str) {
+        if !self.started && !self.json {
+            let _ = writeln!(out, "{}", report::banner(&self.title, &self.banner));
+            let _ = writeln!(out, "{header}");
+        }
+        self.started = true;
+    }
+
+    fn bw(&mut self, size: usize, iterations: u64, s: &BwStats) {
+        let mut out = std::io::stdout().lock();
+        self.start(&mut out, report::HEADER_BW);
+        let line = if self.json {
+            report::bw_json(&self.run_info(), size, iterations, s)
+        } else {
+            report::bw_row(size, iterations, s)
+        };
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    fn lat(&mut self, size: usize, iterations: u64, s: &LatStats) {
+        let mut out = std::io::stdout().lock();
+        self.start(&mut out, report::HEADER_LAT);
+        let line = if self.json {
+            report::lat_json(&self.run_info(), size, iterations, s)
+        } else {
+            report::lat_row(size, iterations, s)
+        };
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    fn finish(&self) {
+        if self.started && !self.json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", report::RESULT_LINE);
+            let _ = out.flush();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- server
+
+fn server(o: &PerfOpts) -> Res<()> {
+    let port = o.server_port();
+    let listener =
+        oob::listen(port, o.ipv6).map_err(|e| Failure::new(format!("control port {port}: cannot listen: {e}")))?;
+    debug!(o, "SERVER: waiting for connection on port {port}");
+    let (mut ctrl, peer) =
+        Ctrl::accept(&listener, o.timeout).map_err(|e| Failure::new(format!("control port {port}: accept: {e}")))?;
+    drop(listener);
+    debug!(o, "SERVER: connected to {peer}");
+    let r = server_run(o, &mut ctrl);
+    if let Err(f) = &r {
+        // Tell the client why, if it still listens.
+        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
+    }
+    r
+}
+
+fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
+    let hello = ctrl_expect(ctrl, "HELLO")?;
+    if !hello.starts_with(PROTO) {
+        return Err(Failure::new(format!("the client speaks {hello:?}, not {PROTO}")));
+    }
+    let (c_test, c_ep) = (field(&hello, "test").unwrap_or(""), field(&hello, "ep").unwrap_or(""));
+    let my_test = test_id(o.test);
+    if c_test != my_test || c_ep != ep_name(o.ep_type) {
+        return Err(Failure::new(format!(
+            "the client runs {} -e {c_ep}, the server {} -e {}: give both the same test and options",
+            c_test.replace('_', " "),
+            o.test,
+            ep_name(o.ep_type)
+        )));
+    }
+
+    // The fabric address on the interface the client reached us on.
+    let local = ctrl.local_addr().map_err(|e| Failure::new(format!("control connection: {e}")))?;
+    let mut hints = base_hints(o);
+    hints.node = Some(local.ip().to_string());
+    hints.source = true;
+    let info = getinfo(o, &hints)?;
+    let max_msg = info.ep_attr.max_msg_size;
+    let prov = info.fabric_attr.prov_name.clone();
+
+    let mut pending_msg: Option<(Fabric, EventQueue, PassiveEndpoint)> = None;
+    let mut objs = None;
+    let name = if o.ep_type == EpType::Msg {
+        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
+        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
+        let pep = fabric.passive_ep(&info).map_err(|e| Failure::fabric("fi_passive_ep", e))?;
+        pep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_pep_bind", e))?;
+        pep.listen().map_err(|e| Failure::fabric("fi_listen", e))?;
+        let name = pep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
+        pending_msg = Some((fabric, eq, pep));
+        name
+    } else {
+        let ob = open_connless_with(info, cq_attr(o))?;
+        let name = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
+        objs = Some(ob);
+        name
+    };
+    debug!(o, "SERVER: fabric address {name}");
+    ctrl_send(ctrl, &format!("OK prov={prov} max_msg={max_msg} name={}", name.to_uri()))?;
+
+    let plan_msg = ctrl_expect(ctrl, "PLAN")?;
+    let (plan, peer_name) =
+        Plan::decode(&plan_msg).ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
+    if plan.sizes.iter().any(|&s| s > max_msg) {
+        return Err(Failure::new(format!("the client's sizes exceed the server's maximum message size {max_msg}")));
+    }
+    if plan.iterations != o.iterations {
+        eprintln!("fi_perf: note: following the client's plan: -I {} (server: {})", plan.iterations, o.iterations);
+    }
+
+    let (objs, peer) = match pending_msg {
+        Some((fabric, eq, pep)) => {
+            let ev = eq_wait(&eq, ctrl, o.timeout, "waiting for the connection request")?;
+            let EqEvent::ConnReq { info, .. } = ev else {
+                return Err(Failure::new(format!("expected a connection request, got {}", ev.name())));
+            };
+            let ob = open_msg_with(fabric, eq, *info, Some(pep), cq_attr(o))?;
+            ob.ep.accept(&[]).map_err(|e| Failure::fabric("fi_accept", e))?;
+            let eq = ob.eq.as_ref().expect("msg objects have an event queue");
+            match eq_wait(eq, ctrl, o.timeout, "accepting the connection")? {
+                EqEvent::Connected { .. } => {}
+                ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
+            }
+            debug!(o, "SERVER: connected");
+            (ob, FiAddr::UNSPEC)
+        }
+        None => {
+            let ob = objs.expect("connectionless objects are open");
+            let peer_name = peer_name.ok_or_else(|| Failure::new("the client sent no fabric address"))?;
+            let addr = Address::parse(&peer_name)
+                .map_err(|_| Failure::new(format!("the client's fabric address {peer_name:?} is malformed")))?;
+            let av = ob.av.as_ref().expect("connectionless objects have an address vector");
+            let peer = av.insert_one(&addr).map_err(|e| Failure::fabric("fi_av_insert", e))?;
+            debug!(o, "SERVER: inserted the client's address {addr}");
+            (ob, peer)
+        }
+    };
+
+    let mut dp = DataPath::new(&objs, peer, o.timeout);
+    let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
+    if o.test.measure == Measure::Lat {
+        dp.post_data_recv(Buf::new(max_size.max(1)))?;
+    }
+    ctrl_send(ctrl, "READY")?;
+    let mut printer = Printer::new(o, "server", &prov, &plan);
+    let mut scratch = Vec::new();
+    for (idx, &size) in plan.sizes.iter().enumerate() {
+        let sync = ctrl_expect(ctrl, "SYNC")?;
+        if sync != format!("{idx} {size}") {
+            return Err(Failure::new(format!("out of step with the client: it syncs {sync:?}, expected {idx} {size}")));
+        }
+        dp.begin_size(idx as u64, size);
+        match o.test.measure {
+            Measure::Lat => {
+                ctrl_send(ctrl, "GO credits=1")?;
+                let mut samples = Vec::with_capacity(plan.iterations as usize);
+                dp.lat_server(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                finish_size(ctrl, false)?;
+                if let Some(st) = LatStats::from_nanos(&samples, 2.0, &mut scratch) {
+                    printer.lat(size, plan.iterations, &st);
+                }
+            }
+            Measure::Bw => {
+                let posted = dp.prepare_recvs(ctrl, size, o.rx_depth)?;
+                if posted < o.rx_depth {
+                    debug!(o, "SERVER: size {size}: {posted} receives posted (-r {})", o.rx_depth);
+                }
+                ctrl_send(ctrl, &format!("GO credits={posted}"))?;
+                let (elapsed, best) = dp.bw_server(ctrl, plan.warmup, plan.iterations, posted)?;
+                finish_size(ctrl, false)?;
+                printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
+            }
+        }
+    }
+    printer.finish();
+    ctrl_expect(ctrl, "BYE")?;
+    let _ = ctrl_send(ctrl, "BYE");
+    debug!(o, "SERVER: done");
+    Ok(())
+}
+
+/// The end of a size: the client says DONE, the server ACK.
+fn finish_size(ctrl: &mut Ctrl, client: bool) -> Res<()> {
+    if client {
+        ctrl_send(ctrl, "DONE")?;
+        ctrl_expect(ctrl, "ACK")?;
+    } else {
+        ctrl_expect(ctrl, "DONE")?;
+        ctrl_send(ctrl, "ACK")?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- client
+
+fn client(o: &PerfOpts) -> Res<()> {
+    let host = o.dst_addr.as_deref().expect("a client has a server address");
+    let (port, src_port) = o.client_ports();
+    let addrs = oob::resolve(host, port, o.ipv6).map_err(Failure::new)?;
+    debug!(o, "CLIENT: connecting to {host} port {port}");
+    let mut ctrl = Ctrl::connect(&addrs, src_port, o.connect_timeout, o.timeout).map_err(Failure::new)?;
+    debug!(o, "CLIENT: connected");
+    let r = client_run(o, &mut ctrl);
+    if let Err(f) = &r {
+        // Tell the server why, if it still listens.
+        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
+    }
+    r
+}
+
+fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
+    ctrl_send(ctrl, &format!("HELLO {PROTO} test={} ep={}", test_id(o.test), ep_name(o.ep_type)))?;
+    let ok = ctrl_expect(ctrl, "OK")?;
+    let srv_max: usize = field(&ok, "max_msg")
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| Failure::new(format!("malformed reply from the server: {ok:?}")))?;
+    let srv_name = field(&ok, "name").unwrap_or("");
+    let srv_addr = Address::parse(srv_name)
+        .map_err(|_| Failure::new(format!("the server's fabric address {srv_name:?} is malformed")))?;
+    debug!(o, "CLIENT: server's fabric address {srv_addr}");
+
+    let mut hints = base_hints(o);
+    if hints.prov_name.is_none() {
+        hints.prov_name = field(&ok, "prov").map(str::to_string);
+    }
+    match srv_addr.sockaddr() {
+        Some(sa) => {
+            // A server listening on every address is reached at the host we reached.
+            let ip =
+                if sa.ip().is_unspecified() { ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip()) } else { sa.ip() };
+            hints.node = Some(ip.to_string());
+            hints.service = Some(sa.port().to_string());
+        }
+        None => hints.dest_addr = Some(srv_addr.clone()),
+    }
+    let info = getinfo(o, &hints)?;
+    let prov = info.fabric_attr.prov_name.clone();
+    let max_msg = info.ep_attr.max_msg_size.min(srv_max);
+    let sizes = perf::test_sizes(o.size_sel(), max_msg).map_err(Failure::new)?;
+    let plan = Plan { iterations: o.iterations, warmup: o.warmup_iters(), depth: o.depth(), sizes };
+
+    let (objs, peer) = if o.ep_type == EpType::Msg {
+        ctrl_send(ctrl, &plan.encode(None))?;
+        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
+        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
+        let ob = open_msg_with(fabric, eq, info, None, cq_attr(o))?;
+        let target = connect_addr(&srv_addr, ctrl);
+        ob.ep.connect(&target, &[]).map_err(|e| Failure::fabric("fi_connect", e))?;
+        let eq = ob.eq.as_ref().expect("msg objects have an event queue");
+        match eq_wait(eq, ctrl, o.timeout, "connecting to the server")? {
+            EqEvent::Connected { .. } => {}
+            ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
+        }
+        debug!(o, "CLIENT: connected to {target}");
+        (ob, FiAddr::UNSPEC)
+    } else {
+        let ob = open_connless_with(info, cq_attr(o))?;
+        let me = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
+        let av = ob.av.as_ref().expect("connectionless objects have an address vector");
+        let target = connect_addr(&srv_addr, ctrl);
+        let peer = av.insert_one(&target).map_err(|e| Failure::fabric("fi_av_insert", e))?;
+        ctrl_send(ctrl, &plan.encode(Some(&me)))?;
+        (ob, peer)
+    };
+
+    let mut dp = DataPath::new(&objs, peer, o.timeout);
+    let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
+    match o.test.measure {
+        Measure::Lat => dp.post_data_recv(Buf::new(max_size.max(1)))?,
+        Measure::Bw => {
+            for _ in 0..CREDIT_RECVS {
+                dp.post_credit_recv(Buf::new(CREDIT_LEN))?;
+            }
+        }
+    }
+    ctrl_expect(ctrl, "READY")?;
+    let mut printer = Printer::new(o, "client", &prov, &plan);
+    let mut scratch = Vec::new();
+    for (idx, &size) in plan.sizes.iter().enumerate() {
+        dp.begin_size(idx as u64, size);
+        ctrl_send(ctrl, &format!("SYNC {idx} {size}"))?;
+        let go = ctrl_expect(ctrl, "GO")?;
+        let credits: u64 = field(&go, "credits")
+            .and_then(|c| c.parse().ok())
+            .filter(|&c| c >= 1)
+            .ok_or_else(|| Failure::new(format!("malformed GO from the server: {go:?}")))?;
+        match o.test.measure {
+            Measure::Lat => {
+                let mut samples = Vec::with_capacity(plan.iterations as usize);
+                dp.lat_client(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                finish_size(ctrl, true)?;
+                if let Some(st) = LatStats::from_nanos(&samples, 2.0, &mut scratch) {
+                    printer.lat(size, plan.iterations, &st);
+                }
+            }
+            Measure::Bw => {
+                let n = dp.prepare_sends(size, plan.depth);
+                if n < plan.depth {
+                    debug!(o, "CLIENT: size {size}: {n} sends in flight at most (-t {})", plan.depth);
+                }
+                let (elapsed, best) = dp.bw_client(ctrl, plan.warmup, plan.iterations, credits, plan.depth)?;
+                finish_size(ctrl, true)?;
+                printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
+            }
+        }
+    }
+    printer.finish();
+    ctrl_send(ctrl, "BYE")?;
+    let _ = ctrl_expect(ctrl, "BYE");
+    Ok(())
+}
+
+// ---------------------------------------------------------------- data path
+
+/// The operations of one side, and the buffers that are not in flight.
+struct DataPath<'a> {
+    ep: &'a Endpoint,
+    cq: &'a CompletionQueue,
+    eq: Option<&'a EventQueue>,
+    peer: FiAddr,
+    inject_size: usize,
+    tx_queue: usize,
+    rx_queue: usize,
+    timeout: Duration,
+    /// The size's number (credits of other sizes are stale) and its bytes.
+    idx: u64,
+    size: usize,
+    /// Send buffers not in flight.
+    tx_free: Vec<Buf>,
+    /// Send buffers allocated (in flight or free).
+    tx_total: usize,
+    /// Send completions of this size.
+    tx_done: u64,
+    /// Completed data receives, not yet re-posted.
+    rx_done: Vec<Buf>,
+    /// Data receives posted.
+    rx_posted: usize,
+    /// Data receive completions of this size.
+    rx_count: u64,
+    /// Completed credit receives, not yet re-posted (client).
+    credit_rx_done: Vec<Buf>,
+    /// The receives the server has re-posted during this size, as last reported.
+    credited: u64,
+    /// Credit send buffers not in flight (server, without inject).
+    credit_tx_free: Vec<Buf>,
+}
+
+impl<'a> DataPath<'a> {
+    fn new(ob: &'a Objects, peer: FiAddr, timeout: Duration) -> DataPath<'a> {
+        DataPath {
+            ep: &ob.ep,
+            cq: &ob.cq,
+            eq: ob.eq.as_ref(),
+            peer,
+            inject_size: ob.info.tx_attr.inject_size,
+            tx_queue: ob.info.tx_attr.size,
+            rx_queue: ob.info.rx_attr.size,
+            timeout,
+            idx: 0,
+            size: 0,
+            tx_free: Vec::new(),
+            tx_total: 0,
+            tx_done: 0,
+            rx_done: Vec::new(),
+            rx_posted: 0,
+            rx_count: 0,
+            credit_rx_done: Vec::new(),
+            credited: 0,
+            credit_tx_free: Vec::new(),
+        }
+    }
+
+    /// Start a size: nothing of the previous one is in flight but receives.
+    fn begin_size(&mut self, idx: u64, size: usize) {
+        self.idx = idx;
+        self.size = size;
+        self.tx_done = 0;
+        self.rx_count = 0;
+        self.credited = 0;
+    }
+
+    // ---- posting
+
+    /// Post a data receive, retrying while the provider pushes back.
+    fn post_data_recv(&mut self, buf: Buf) -> Res<()> {
+        let mut buf = buf;
+        let mut w: Option<Watch> = None;
+        loop {
+            match self.ep.recv(buf, FiAddr::UNSPEC, RX_CTX) {
+                Ok(()) => {
+                    self.rx_posted += 1;
+                    return Ok(());
+                }
+                Err(pe) if pe.error == Error::Again => {
+                    buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
+                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(None, self.eq, "posting a receive")?;
+                    self.drain()?;
+                }
+                Err(pe) => return Err(Failure::fabric("fi_recv", pe.error)),
+            }
+        }
+    }
+
+    /// Post a credit receive (client), retrying while the provider pushes back.
+    fn post_credit_recv(&mut self, buf: Buf) -> Res<()> {
+        let mut buf = buf;
+        let mut w: Option<Watch> = None;
+        loop {
+            match self.ep.recv(buf, FiAddr::UNSPEC, CREDIT_RX_CTX) {
+                Ok(()) => return Ok(()),
+                Err(pe) if pe.error == Error::Again => {
+                    buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
+                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(None, self.eq, "posting a receive")?;
+                    self.drain()?;
+                }
+                Err(pe) => return Err(Failure::fabric("fi_recv", pe.error)),
+            }
+        }
+    }
+
+    /// Read whatever completions are there without waiting (for back-pressure).
+    fn drain(&mut self) -> Res<()> {
+        loop {
+            match self.cq.read_one() {
+                Ok(c) => self.complete(c)?,
+                Err(Error::Again) => return Ok(()),
+                Err(e) => return Err(self.cq_failure(e)),
+            }
+        }
+    }
+
+    /// One busy poll of the completion queue, with the watchdog: the context of
+    /// the completion handled, if any.
+    #[inline]
+    fn poll(&mut self, ctrl: &mut Ctrl, w: &mut Watch, what: &str) -> Res<Option<u64>> {
+        match self.cq.read_one() {
+            Ok(c) => {
+                w.progress();
+                let ctx = c.context;
+                self.complete(c)?;
+                Ok(Some(ctx))
+            }
+            Err(Error::Again) => {
+                w.tick_checked(Some(ctrl), self.eq, what)?;
+                Ok(None)
+            }
+            Err(e) => Err(self.cq_failure(e)),
+        }
+    }
+
+    fn complete(&mut self, c: Completion) -> Res<()> {
+        let buf = c.buffers.into_buf().ok_or_else(|| Failure::new("internal: a completion without its buffer"))?;
+        match c.context {
+            TX_CTX => {
+                self.tx_free.push(buf);
+                self.tx_done += 1;
+            }
+            RX_CTX => {
+                self.rx_posted -= 1;
+                if c.len != self.size {
+                    return Err(Failure::new(format!("received {} bytes, expected {}", c.len, self.size)));
+                }
+                self.rx_done.push(buf);
+                self.rx_count += 1;
+            }
+            CREDIT_RX_CTX => {
+                if buf.len() != CREDIT_LEN {
+                    return Err(Failure::new(format!("a credit message of {} bytes from the server", buf.len())));
+                }
+                let idx = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+                let n = u64::from_le_bytes(buf[8..].try_into().expect("8 bytes"));
+                if idx == self.idx {
+                    self.credited = self.credited.max(n);
+                }
+                self.credit_rx_done.push(buf);
+            }
+            CREDIT_TX_CTX => self.credit_tx_free.push(buf),
+            other => return Err(Failure::new(format!("completion with unknown context {other}"))),
+        }
+        Ok(())
+    }
+
+    fn cq_failure(&self, e: Error) -> Failure {
+        if e != Error::Avail {
+            return Failure::fabric("fi_cq_read", e);
+        }
+        match self.cq.readerr() {
+            Ok(ce) => {
+                let op = match ce.context {
+                    RX_CTX | CREDIT_RX_CTX => "receive",
+                    TX_CTX | CREDIT_TX_CTX => "send",
+                    _ => "operation",
+                };
+                Failure {
+                    msg: format!("{op} failed: {} ({}){}", ce, -ce.err.errno(), peer_hint(ce.err)),
+                    status: ce.err.errno().clamp(1, 255),
+                }
+            }
+            Err(e) => Failure::fabric("fi_cq_readerr", e),
+        }
+    }
+
+    // ---- latency
+
+    /// Send one message of the current size: injected below the inject size, else
+    /// posted from the send buffer (waiting for it to come back first).
+    fn send_one(&mut self, ctrl: &mut Ctrl, w: &mut Watch) -> Res<()> {
+        if self.size < self.inject_size {
+            if self.tx_free.is_empty() {
+                self.tx_free.push(Buf::new(self.size));
+                self.tx_total += 1;
+            }
+            loop {
+                let tx = self.tx_free.last().expect("a send buffer");
+                match self.ep.inject(&tx[..self.size.min(tx.len())], self.peer) {
+                    Ok(()) => return Ok(()),
+                    Err(Error::Again) => {
+                        w.tick_checked(Some(&mut *ctrl), self.eq, "injecting a message")?;
+                        self.drain()?;
+                    }
+                    Err(e) => return Err(Failure::fabric("fi_inject", e)),
+                }
+            }
+        }
+        while self.tx_free.is_empty() {
+            self.poll(ctrl, w, "the previous send's completion")?;
+        }
+        let mut tx = self.tx_free.pop().expect("a send buffer");
+        if tx.capacity() < self.size {
+            tx = Buf::new(self.size);
+        }
+        tx.set_len(self.size).map_err(|e| Failure::fabric("set_len", e))?;
+        loop {
+            match self.ep.send(tx, self.peer, TX_CTX) {
+                Ok(()) => return Ok(()),
+                Err(pe) if pe.error == Error::Again => {
+                    tx = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
+                    w.tick_checked(Some(&mut *ctrl), self.eq, "posting a send")?;
+                    self.drain()?;
+                }
+                Err(pe) => return Err(Failure::fabric("fi_send", pe.error)),
+            }
+        }
+    }
+
+    /// Wait for the one posted receive to complete, then post it again.
+    fn recv_one(&mut self, ctrl: &mut Ctrl, w: &mut Watch) -> Res<()> {
+        while self.rx_done.is_empty() {
+            self.poll(ctrl, w, "a message from the peer")?;
+        }
+        let rx = self.rx_done.pop().expect("a completed receive");
+        self.post_data_recv(rx)
+    }
+
+    /// Have every send buffer back (between sizes).
+    fn settle_sends(&mut self, ctrl: &mut Ctrl, w: &mut Watch) -> Res<()> {
+        while self.tx_free.len() < self.tx_total {
+            self.poll(ctrl, w, "the last send's completion")?;
+        }
+        Ok(())
+    }
+
+    /// The client's ping-pong: `warmup` untimed round trips, then one sample
+    /// (nanoseconds) per timed round trip, from its send to the answer.
+    fn lat_client(&mut self, ctrl: &mut Ctrl, warmup: u64, iters: u64, samples: &mut Vec<u64>) -> Res<()> {
+        let mut w = Watch::new(self.timeout);
+        let mut prev = Instant::now();
+        for i in 0..warmup + iters {
+            if i == warmup {
+                prev = Instant::now();
+            }
+            self.send_one(ctrl, &mut w)?;
+            self.recv_one(ctrl, &mut w)?;
+            if i >= warmup {
+                let now = Instant::now();
+                samples.push(nanos(now - prev));
+                prev = now;
+            }
+        }
+        self.settle_sends(ctrl, &mut w)
+    }
+
+    /// The server's ping-pong: echo every message; one sample per timed message,
+    /// the time since the previous one arrived (the last warm-up message starts the
+    /// clock).
+    fn lat_server(&mut self, ctrl: &mut Ctrl, warmup: u64, iters: u64, samples: &mut Vec<u64>) -> Res<()> {
+        let mut w = Watch::new(self.timeout);
+        let mut prev = Instant::now();
+        for i in 0..warmup + iters {
+            self.recv_one(ctrl, &mut w)?;
+            let now = Instant::now();
+            if i >= warmup {
+                samples.push(nanos(now - prev));
+            }
+            prev = now;
+            self.send_one(ctrl, &mut w)?;
+        }
+        self.settle_sends(ctrl, &mut w)
+    }
+
+    // ---- bandwidth
+
+    /// Have send buffers for `size` (between sizes, all back): up to `depth`
+    /// within the budget and the provider's queue. How many.
+    fn prepare_sends(&mut self, size: usize, depth: usize) -> usize {
+        let n = buffers_for(size, depth, self.tx_queue);
+        self.tx_free.retain(|b| b.capacity() >= size);
+        self.tx_free.truncate(n);
+        while self.tx_free.len() < n {
+            self.tx_free.push(Buf::new(size));
+        }
+        for b in &mut self.tx_free {
+            // Cannot fail: every buffer holds at least `size` bytes.
+            let _ = b.set_len(size);
+        }
+        self.tx_total = n;
+        n
+    }
+
+    /// Post fresh receives for `size` (server, send bw): cancel those of the
+    /// previous size, then post up to `depth` within the budget and the provider's
+    /// queue. How many are posted.
+    fn prepare_recvs(&mut self, ctrl: &mut Ctrl, size: usize, depth: usize) -> Res<usize> {
+        if self.rx_posted > 0 {
+            match self.ep.cancel(RX_CTX) {
+                Ok(()) | Err(Error::NoEnt) => {}
+                Err(e) => return Err(Failure::fabric("fi_cancel", e)),
+            }
+            let mut w = Watch::new(self.timeout);
+            while self.rx_posted > 0 {
+                match self.cq.read_one() {
+                    Ok(c) => {
+                        w.progress();
+                        self.complete(c)?;
+                    }
+                    Err(Error::Again) => w.tick_checked(Some(&mut *ctrl), self.eq, "canceled receives")?,
+                    Err(Error::Avail) => {
+                        let ce = self.cq.readerr().map_err(|e| Failure::fabric("fi_cq_readerr", e))?;
+                        if ce.context != RX_CTX || ce.err != Error::Canceled {
+                            return Err(Failure::new(format!("receive failed: {} ({})", ce, -ce.err.errno())));
+                        }
+                        w.progress();
+                        self.rx_posted -= 1;
+                        if let Some(b) = ce.buffers.into_buf() {
+                            self.rx_done.push(b);
+                        }
+                    }
+                    Err(e) => return Err(Failure::fabric("fi_cq_read", e)),
+                }
+            }
+        }
+        let n = buffers_for(size, depth, self.rx_queue);
+        let mut bufs = std::mem::take(&mut self.rx_done);
+        bufs.retain(|b| b.capacity() >= size.max(1));
+        bufs.truncate(n);
+        while bufs.len() < n {
+            bufs.push(Buf::new(size.max(1)));
+        }
+        for b in bufs {
+            self.post_data_recv(b)?;
+        }
+        Ok(n)
+    }
+
+    /// The client's stream: up to the send buffers in flight, never more than the
+    /// receives the server has posted (`credits` at the start, plus those it
+    /// re-posted since). The timed part's duration and its best window's rate.
+    fn bw_client(
+        &mut self,
+        ctrl: &mut Ctrl,
+        warmup: u64,
+        iters: u64,
+        credits: u64,
+        depth: usize,
+    ) -> Res<(Duration, f64)> {
+        let total = warmup + iters;
+        let mut w = Watch::new(self.timeout);
+        let mut sent = 0u64;
+        let mut windows = Windows::new(Windows::size_for(iters, depth), Instant::now());
+        let mut start = Instant::now();
+        while self.tx_done < total {
+            // The timed part starts with the warm-up's sends all complete.
+            let limit = if self.tx_done < warmup { warmup } else { total };
+            while sent < limit && sent < credits + self.credited {
+                let Some(buf) = self.tx_free.pop() else { break };
+                match self.ep.send(buf, self.peer, TX_CTX) {
+                    Ok(()) => sent += 1,
+                    Err(pe) if pe.error == Error::Again => {
+                        let buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
+                        self.tx_free.push(buf);
+                        break;
+                    }
+                    Err(pe) => return Err(Failure::fabric("fi_send", pe.error)),
+                }
+            }
+            while let Some(b) = self.credit_rx_done.pop() {
+                self.post_credit_recv(b)?;
+            }
+            if self.poll(ctrl, &mut w, "send completions and credits")? == Some(TX_CTX) {
+                if self.tx_done == warmup {
+                    start = Instant::now();
+                    windows = Windows::new(windows_size(iters, depth), start);
+                } else if self.tx_done > warmup {
+                    windows.tick();
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        Ok((elapsed, windows.best()))
+    }
+
+    /// The server's side of the stream: re-post each receive as it completes and
+    /// tell the client every quarter of `posted` re-posted receives. The timed
+    /// part's duration (from the last warm-up message) and its best window's rate.
+    fn bw_server(&mut self, ctrl: &mut Ctrl, warmup: u64, iters: u64, posted: usize) -> Res<(Duration, f64)> {
+        let total = warmup + iters;
+        let batch = (posted as u64 / 4).max(1);
+        let mut w = Watch::new(self.timeout);
+        let mut reposted = 0u64;
+        let mut reported = 0u64;
+        let mut windows = Windows::new(Windows::size_for(iters, posted), Instant::now());
+        let mut start = Instant::now();
+        while self.rx_count < total {
+            if self.poll(ctrl, &mut w, "messages from the client")? == Some(RX_CTX) {
+                if self.rx_count == warmup {
+                    start = Instant::now();
+                    windows = Windows::new(windows_size(iters, posted), start);
+                } else if self.rx_count > warmup {
+                    windows.tick();
+                }
+            }
+            while let Some(b) = self.rx_done.pop() {
+                self.post_data_recv(b)?;
+                reposted += 1;
+            }
+            if reposted - reported >= batch && self.rx_count < total && self.send_credit(reposted)? {
+                reported = reposted;
+            }
+        }
+        let elapsed = start.elapsed();
+        Ok((elapsed, windows.best()))
+    }
+
+    /// Tell the client that `reposted` receives of this size were re-posted:
+    /// injected, or sent from a credit buffer. Whether it went (not when the
+    /// provider pushes back: the caller tries again later).
+    fn send_credit(&mut self, reposted: u64) -> Res<bool> {
+        let mut msg = [0u8; CREDIT_LEN];
+        msg[..8].copy_from_slice(&self.idx.to_le_bytes());
+        msg[8..].copy_from_slice(&reposted.to_le_bytes());
+        if self.inject_size >= CREDIT_LEN {
+            return match self.ep.inject(&msg, self.peer) {
+                Ok(()) => Ok(true),
+                Err(Error::Again) => Ok(false),
+                Err(e) => Err(Failure::fabric("fi_inject", e)),
+            };
+        }
+        if self.credit_tx_free.is_empty() && self.tx_total < CREDIT_SENDS {
+            self.credit_tx_free.push(Buf::new(CREDIT_LEN));
+            self.tx_total += 1;
+        }
+        let Some(mut b) = self.credit_tx_free.pop() else { return Ok(false) };
+        b.copy_from(&msg).map_err(|e| Failure::fabric("copy", e))?;
+        match self.ep.send(b, self.peer, CREDIT_TX_CTX) {
+            Ok(()) => Ok(true),
+            Err(pe) if pe.error == Error::Again => {
+                let b = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: credit buffer lost"))?;
+                self.credit_tx_free.push(b);
+                Ok(false)
+            }
+            Err(pe) => Err(Failure::fabric("fi_send", pe.error)),
+        }
+    }
+}
+
+fn windows_size(iters: u64, depth: usize) -> u64 {
+    Windows::size_for(iters, depth)
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_round_trips() {
+        let p = Plan { iterations: 1000, warmup: 128, depth: 128, sizes: vec![0, 1, 64, 6 << 20] };
+        let a = Address::parse("127.0.0.1:4000").unwrap();
+        let (q, name) = Plan::decode(&p.encode(Some(&a))).unwrap();
+        assert_eq!(q, p);
+        assert_eq!(name.as_deref(), Some("fi_sockaddr_in://127.0.0.1:4000"));
+        let p = Plan { iterations: 1, warmup: 1, depth: 1, sizes: vec![2] };
+        assert_eq!(Plan::decode(&p.encode(None)).unwrap(), (p, None));
+        assert!(Plan::decode("PLAN iters=x").is_none());
+        assert!(Plan::decode("PLAN iters=1 warmup=0 depth=1 sizes=2 name=-").is_none());
+        assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes= name=-").is_none());
+    }
+
+    #[test]
+    fn buffer_counts() {
+        assert_eq!(buffers_for(65536, 128, 1024), 128);
+        assert_eq!(buffers_for(6 << 20, 128, 1024), 42);
+        assert_eq!(buffers_for(0, 512, 1024), 512);
+        assert_eq!(buffers_for(64, 512, 256), 256);
+        assert_eq!(buffers_for(64, 512, 0), 512);
+        assert_eq!(buffers_for(1 << 30, 128, 1024), 1);
+    }
+
+    #[test]
+    fn rma_and_atomics_say_they_are_absent() {
+        assert_eq!(unavailable(Verb::Send), None);
+        assert_eq!(unavailable(Verb::Write).unwrap(), "fi_perf write: RMA is not available in this build yet");
+        assert_eq!(unavailable(Verb::Read).unwrap(), "fi_perf read: RMA is not available in this build yet");
+        assert!(unavailable(Verb::Atomic).unwrap().contains("atomics are not available"));
+    }
+}

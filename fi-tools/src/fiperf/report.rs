@@ -1,0 +1,380 @@
+//! `fi_perf`'s numbers: latency statistics over per-iteration samples, bandwidth
+//! with a per-window peak, and their output as perftest prints them (same header
+//! lines, same column formats) or as one JSON object per size.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// perftest's rule line.
+pub const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------";
+
+/// perftest's header of bandwidth results (`RESULT_FMT`).
+pub const HEADER_BW: &str = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
+
+/// perftest's header of latency results (`RESULT_FMT_LAT`).
+pub const HEADER_LAT: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
+                              t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+
+/// perftest's megabyte: bandwidth is reported in units of 2^20 bytes per second.
+pub const MB: f64 = 1_048_576.0;
+
+/// Statistics of latency samples, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatStats {
+    /// Samples.
+    pub count: usize,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// The median ("typical"; the mean of the two middle samples of an even count).
+    pub typical: f64,
+    /// Mean.
+    pub avg: f64,
+    /// Standard deviation (of the population of samples).
+    pub stdev: f64,
+    /// 99th percentile (nearest rank: the smallest sample with at least 99% of
+    /// the samples at or below it).
+    pub p99: f64,
+    /// 99.9th percentile (nearest rank).
+    pub p99_9: f64,
+}
+
+impl LatStats {
+    /// The statistics of `samples` (microseconds), which are sorted in place.
+    /// `None` without samples.
+    pub fn from_samples(samples: &mut [f64]) -> Option<LatStats> {
+        let n = samples.len();
+        if n == 0 {
+            return None;
+        }
+        samples.sort_by(f64::total_cmp);
+        let typical = if n % 2 == 1 { samples[n / 2] } else { (samples[n / 2 - 1] + samples[n / 2]) / 2.0 };
+        let avg = samples.iter().sum::<f64>() / n as f64;
+        let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n as f64;
+        Some(LatStats {
+            count: n,
+            min: samples[0],
+            max: samples[n - 1],
+            typical,
+            avg,
+            stdev: var.sqrt(),
+            p99: nearest_rank(samples, 0.99),
+            p99_9: nearest_rank(samples, 0.999),
+        })
+    }
+
+    /// The statistics of durations in nanoseconds, each divided by `divisor`
+    /// (2 for round trips reported one way). `samples` is reused as scratch.
+    pub fn from_nanos(nanos: &[u64], divisor: f64, scratch: &mut Vec<f64>) -> Option<LatStats> {
+        scratch.clear();
+        scratch.extend(nanos.iter().map(|&ns| ns as f64 / 1000.0 / divisor));
+        LatStats::from_samples(scratch)
+    }
+}
+
+/// The nearest-rank percentile `p` (0 < p <= 1) of sorted samples.
+fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
+    let n = sorted.len();
+    // The rank, rounded up, computed so that p * n exact integers stay exact.
+    let rank = ((p * n as f64) - 1e-9).ceil().max(1.0) as usize;
+    sorted[rank.min(n) - 1]
+}
+
+/// Bandwidth results of one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BwStats {
+    /// Peak bandwidth, MB/s (the best window's, at least the average).
+    pub peak_mb: f64,
+    /// Average bandwidth, MB/s: bytes over the whole timed run.
+    pub avg_mb: f64,
+    /// Message rate, millions of messages per second.
+    pub mpps: f64,
+}
+
+impl BwStats {
+    /// From the size, the timed operations, their total time and the best
+    /// window's rate (operations per second; 0 when no window completed).
+    pub fn new(size: usize, iterations: u64, elapsed: Duration, best_window_rate: f64) -> BwStats {
+        let secs = elapsed.as_secs_f64();
+        let rate = iterations as f64 / secs;
+        let peak = if best_window_rate.is_finite() && best_window_rate > rate { best_window_rate } else { rate };
+        BwStats { peak_mb: peak * size as f64 / MB, avg_mb: rate * size as f64 / MB, mpps: rate / 1e6 }
+    }
+}
+
+/// The peak rate over windows of a fixed number of completions: the run is cut
+/// into consecutive windows of `w` operations and the best window's rate is the
+/// peak (perftest takes the best interval between any post and any later
+/// completion; fixed windows smooth out batches of completions). The clock is
+/// read only at window boundaries.
+#[derive(Debug, Clone)]
+pub struct Windows {
+    w: u64,
+    count: u64,
+    start: Instant,
+    best: f64,
+}
+
+impl Windows {
+    /// The window for a run of `iterations` operations with `depth` in flight: at
+    /// least the depth (a full pipe), and at most about a hundred windows per run.
+    pub fn size_for(iterations: u64, depth: usize) -> u64 {
+        (depth as u64).max(iterations.div_ceil(100)).clamp(1, iterations.max(1))
+    }
+
+    /// Start counting at `start`.
+    pub fn new(w: u64, start: Instant) -> Windows {
+        Windows { w: w.max(1), count: 0, start, best: 0.0 }
+    }
+
+    /// One operation completed.
+    #[inline]
+    pub fn tick(&mut self) {
+        self.count += 1;
+        if self.count % self.w == 0 {
+            self.boundary(Instant::now());
+        }
+    }
+
+    #[cold]
+    fn boundary(&mut self, now: Instant) {
+        let dt = now.duration_since(self.start).as_secs_f64();
+        if dt > 0.0 {
+            self.best = self.best.max(self.w as f64 / dt);
+        }
+        self.start = now;
+    }
+
+    /// The best window's rate in operations per second (0 if no window ended).
+    pub fn best(&self) -> f64 {
+        self.best
+    }
+}
+
+/// What a result line says about the run, for JSON output.
+#[derive(Debug, Clone)]
+pub struct RunInfo<'a> {
+    /// `send_bw`, `write_lat`, ...
+    pub test: &'a str,
+    /// `client` or `server`.
+    pub side: &'a str,
+    /// The provider.
+    pub provider: &'a str,
+    /// `msg` or `rdm`.
+    pub endpoint: &'a str,
+}
+
+/// A bandwidth row, as perftest's `REPORT_FMT`.
+pub fn bw_row(size: usize, iterations: u64, s: &BwStats) -> String {
+    format!(" {size:<7}    {iterations:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}", s.peak_mb, s.avg_mb, s.mpps)
+}
+
+/// A latency row, as perftest's `REPORT_FMT_LAT`.
+pub fn lat_row(size: usize, iterations: u64, s: &LatStats) -> String {
+    format!(
+        " {size:<7} {iterations}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
+        s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p99_9
+    )
+}
+
+/// A JSON string literal.
+fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A JSON number with `decimals` decimals; `null` when not finite (JSON has no
+/// infinities or NaN).
+fn json_num(out: &mut String, v: f64, decimals: usize) {
+    if v.is_finite() {
+        let _ = write!(out, "{v:.decimals$}");
+    } else {
+        out.push_str("null");
+    }
+}
+
+fn json_head(run: &RunInfo<'_>, size: usize, iterations: u64) -> String {
+    let mut o = String::from("{\"test\":");
+    json_str(&mut o, run.test);
+    o.push_str(",\"side\":");
+    json_str(&mut o, run.side);
+    o.push_str(",\"provider\":");
+    json_str(&mut o, run.provider);
+    o.push_str(",\"endpoint\":");
+    json_str(&mut o, run.endpoint);
+    let _ = write!(o, ",\"bytes\":{size},\"iterations\":{iterations}");
+    o
+}
+
+/// A bandwidth result as one JSON object (one line, no newline).
+pub fn bw_json(run: &RunInfo<'_>, size: usize, iterations: u64, s: &BwStats) -> String {
+    let mut o = json_head(run, size, iterations);
+    for (k, v, d) in [("bw_peak_mb_sec", s.peak_mb, 2), ("bw_avg_mb_sec", s.avg_mb, 2), ("msg_rate_mpps", s.mpps, 6)] {
+        let _ = write!(o, ",\"{k}\":");
+        json_num(&mut o, v, d);
+    }
+    o.push('}');
+    o
+}
+
+/// A latency result as one JSON object (one line, no newline).
+pub fn lat_json(run: &RunInfo<'_>, size: usize, iterations: u64, s: &LatStats) -> String {
+    let mut o = json_head(run, size, iterations);
+    let fields = [
+        ("t_min_usec", s.min),
+        ("t_max_usec", s.max),
+        ("t_typical_usec", s.typical),
+        ("t_avg_usec", s.avg),
+        ("t_stdev_usec", s.stdev),
+        ("p99_usec", s.p99),
+        ("p99_9_usec", s.p99_9),
+    ];
+    for (k, v) in fields {
+        let _ = write!(o, ",\"{k}\":");
+        json_num(&mut o, v, 3);
+    }
+    let _ = write!(o, ",\"samples\":{}}}", s.count);
+    o
+}
+
+/// perftest's banner before the table: the test's title and its settings.
+pub fn banner(title: &str, lines: &[(&str, String)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{RESULT_LINE}");
+    let _ = writeln!(out, "                    {title}");
+    for pair in lines.chunks(2) {
+        let mut line = String::new();
+        for (i, (k, v)) in pair.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(line, " {k:<16}: {v}");
+            } else {
+                let pad = 32usize.saturating_sub(line.len());
+                let _ = write!(line, "{:pad$}{k:<15}: {v}", "");
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = write!(out, "{RESULT_LINE}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn statistics_of_known_samples() {
+        // 1..=100: median 50.5, mean 50.5, population stdev sqrt((100^2-1)/12).
+        let mut s: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        let st = LatStats::from_samples(&mut s).unwrap();
+        assert_eq!(st.count, 100);
+        assert_eq!((st.min, st.max), (1.0, 100.0));
+        assert!(close(st.typical, 50.5) && close(st.avg, 50.5));
+        assert!(close(st.stdev, (9999.0f64 / 12.0).sqrt()), "{}", st.stdev);
+        assert_eq!((st.p99, st.p99_9), (99.0, 100.0));
+        // 1..=1000: the 99% is the 990th, the 99.9% the 999th.
+        let mut s: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let st = LatStats::from_samples(&mut s).unwrap();
+        assert_eq!((st.p99, st.p99_9, st.typical), (990.0, 999.0, 500.5));
+        // Odd count, one outlier.
+        let mut s = vec![2.0, 2.0, 9.0, 2.0, 2.0];
+        let st = LatStats::from_samples(&mut s).unwrap();
+        assert_eq!((st.min, st.max, st.typical), (2.0, 9.0, 2.0));
+        assert!(close(st.avg, 3.4));
+        assert!(close(st.stdev, 2.8), "{}", st.stdev);
+        assert_eq!((st.p99, st.p99_9), (9.0, 9.0));
+        // One sample; none.
+        let st = LatStats::from_samples(&mut [7.5]).unwrap();
+        assert_eq!((st.min, st.max, st.typical, st.avg, st.stdev, st.p99), (7.5, 7.5, 7.5, 7.5, 0.0, 7.5));
+        assert!(LatStats::from_samples(&mut []).is_none());
+        // Round trips in nanoseconds, reported one way in microseconds.
+        let mut scratch = Vec::new();
+        let st = LatStats::from_nanos(&[4000, 2000, 6000], 2.0, &mut scratch).unwrap();
+        assert_eq!((st.min, st.typical, st.max), (1.0, 2.0, 3.0));
+    }
+
+    #[test]
+    fn bandwidth_arithmetic() {
+        // 1000 messages of 1 MiB in one second: 1000 MB/s, 0.001 Mpps.
+        let s = BwStats::new(1 << 20, 1000, Duration::from_secs(1), 2000.0);
+        assert!(close(s.avg_mb, 1000.0) && close(s.mpps, 0.001) && close(s.peak_mb, 2000.0));
+        // The peak is never below the average.
+        let s = BwStats::new(1 << 20, 1000, Duration::from_secs(1), 10.0);
+        assert!(close(s.peak_mb, s.avg_mb));
+        let s = BwStats::new(0, 1_000_000, Duration::from_millis(500), 0.0);
+        assert!(close(s.avg_mb, 0.0) && close(s.mpps, 2.0));
+        assert_eq!(Windows::size_for(1000, 128), 128);
+        assert_eq!(Windows::size_for(100_000, 128), 1000);
+        assert_eq!(Windows::size_for(10, 128), 10);
+        assert_eq!(Windows::size_for(0, 1), 1);
+        let start = Instant::now();
+        let mut w = Windows::new(2, start);
+        w.tick();
+        assert_eq!(w.best(), 0.0);
+        std::thread::sleep(Duration::from_millis(2));
+        w.tick();
+        assert!(w.best() > 0.0 && w.best() <= 1000.0, "{}", w.best());
+    }
+
+    #[test]
+    fn rows_as_perftest_prints_them() {
+        assert_eq!(HEADER_BW.find("#iterations"), Some(12));
+        assert_eq!(HEADER_BW.find("MsgRate[Mpps]"), Some(73));
+        assert!(HEADER_LAT.contains("t_typical[usec]") && HEADER_LAT.contains("99.9% percentile[usec]"));
+        let s = BwStats { peak_mb: 11034.01, avg_mb: 11033.27, mpps: 0.176532 };
+        // perftest: " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf"
+        assert_eq!(bw_row(65536, 1000, &s), " 65536      1000             11034.01            11033.27\t\t   0.176532");
+        let st = LatStats { count: 1000, min: 1.01, max: 5.5, typical: 1.2, avg: 1.25, stdev: 0.1, p99: 2.0, p99_9: 5.0 };
+        assert_eq!(
+            lat_row(2, 1000, &st),
+            " 2       1000          1.01           5.50         1.20     \t       1.25        \t0.10   \t\t2.00    \t\t5.00   "
+        );
+        let b = banner("Send BW Test", &[("Provider", "tcp".into()), ("Endpoint", "rdm".into())]);
+        assert!(b.starts_with(RESULT_LINE) && b.ends_with(RESULT_LINE), "{b}");
+        assert!(b.contains("                    Send BW Test\n Provider        : tcp"), "{b}");
+        assert!(b.contains("Endpoint       : rdm\n"), "{b}");
+    }
+
+    #[test]
+    fn json_objects() {
+        let run = RunInfo { test: "send_bw", side: "client", provider: "tcp", endpoint: "rdm" };
+        let s = BwStats { peak_mb: 11034.014, avg_mb: 11033.27, mpps: 0.1765321 };
+        assert_eq!(
+            bw_json(&run, 65536, 1000, &s),
+            "{\"test\":\"send_bw\",\"side\":\"client\",\"provider\":\"tcp\",\"endpoint\":\"rdm\",\"bytes\":65536,\
+             \"iterations\":1000,\"bw_peak_mb_sec\":11034.01,\"bw_avg_mb_sec\":11033.27,\"msg_rate_mpps\":0.176532}"
+        );
+        let s = BwStats { peak_mb: f64::INFINITY, avg_mb: f64::NAN, mpps: 1.0 };
+        assert!(bw_json(&run, 0, 1, &s).contains("\"bw_peak_mb_sec\":null,\"bw_avg_mb_sec\":null,"));
+        let run = RunInfo { test: "send_lat", side: "server", provider: "a\"b\\c\n", endpoint: "msg" };
+        let st = LatStats { count: 3, min: 1.0, max: 3.0, typical: 2.0, avg: 2.0, stdev: 0.8165, p99: 3.0, p99_9: 3.0 };
+        assert_eq!(
+            lat_json(&run, 2, 3, &st),
+            "{\"test\":\"send_lat\",\"side\":\"server\",\"provider\":\"a\\\"b\\\\c\\n\",\"endpoint\":\"msg\",\
+             \"bytes\":2,\"iterations\":3,\"t_min_usec\":1.000,\"t_max_usec\":3.000,\"t_typical_usec\":2.000,\
+             \"t_avg_usec\":2.000,\"t_stdev_usec\":0.817,\"p99_usec\":3.000,\"p99_9_usec\":3.000,\"samples\":3}"
+        );
+        let mut o = String::new();
+        json_str(&mut o, "\u{1}");
+        assert_eq!(o, "\"\\u0001\"");
+    }
+}

@@ -1,0 +1,422 @@
+//! One-sided operations of the tcp provider: RMA writes and reads, and atomics
+//! emulated at the target (`fabric_util::atomic`).
+//!
+//! Initiator: an operation becomes requests of at most `RMA_CHUNK` bytes on the
+//! peer's connection, all under one request id; the target answers each in order
+//! with `RmaResp` (status, and the data read or the prior values), and the
+//! operation completes when every answer is in: a write completes once the target
+//! has the data (so an `FI_EACCES` reaches the initiator's queue).
+//!
+//! Target: every request is checked against the memory-key registry (key, bounds,
+//! access) and refused with `FI_EACCES` otherwise, leaving memory untouched and the
+//! connection usable. Bytes go in and out of a region only through the registry's
+//! `copy_in`/`copy_out`/`with_region`, which hold the region's access lock, so an
+//! application closing a region never frees memory a copy is using. Write payloads
+//! are staged before they are copied in (a payload spans several progress calls,
+//! and the region could be closed in between).
+
+use super::*;
+use fabric_core::atomic::{AtomicKind, AtomicOp, Datatype};
+use fabric_core::prov::{AtomicDesc, RmaOp};
+use fabric_core::MrAccess;
+use fabric_util::wire::{AtomicHdr, RmaDesc, RMA_CHUNK};
+
+/// An operation we started, waiting for the target's answers.
+pub(super) struct RmaPending {
+    pub(super) conn: ConnId,
+    pub(super) id: u64,
+    pub(super) context: u64,
+    pub(super) flags: Caps,
+    pub(super) len: usize,
+    /// Answers still to come.
+    pub(super) left: usize,
+    /// The first error an answer reported.
+    pub(super) err: Option<Error>,
+    /// Local memory answers fill (reads, fetched values), and how much is filled.
+    pub(super) dest: [IoVec; IOV_LIMIT],
+    pub(super) ndest: usize,
+    pub(super) filled: usize,
+    /// No completion (inject write): errors are only logged.
+    pub(super) silent: bool,
+}
+
+/// The pieces of `iov` covering `len` bytes from `off`.
+fn sub_iov(iov: &[IoVec], off: usize, len: usize) -> ([IoVec; IOV_LIMIT], usize) {
+    let mut out = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+    let (mut n, mut start, mut want, mut pos) = (0, 0usize, len, off);
+    for v in iov {
+        let end = start + v.len;
+        if want > 0 && pos < end {
+            let in_off = pos - start;
+            let k = want.min(v.len - in_off);
+            // SAFETY: in_off < v.len: the pointer stays inside the piece.
+            out[n] = IoVec { base: unsafe { v.base.add(in_off) }, len: k };
+            n += 1;
+            want -= k;
+            pos += k;
+        }
+        start = end;
+    }
+    (out, n)
+}
+
+fn proto(e: impl std::fmt::Display) -> (Error, String) {
+    (Error::Io, format!("protocol error: {e}"))
+}
+
+impl TcpEp {
+    fn rma_start(&self, g: &mut Inner, addr: FiAddr) -> Result<(ConnId, u64)> {
+        if g.closed || !g.enabled {
+            return Err(Error::OpBadState);
+        }
+        let conn = self.conn_for(g, addr)?;
+        let id = g.next_rma;
+        g.next_rma += 1;
+        Ok((conn, id))
+    }
+
+    /// Post a write or read.
+    pub(super) fn rma_common(&self, op: &RmaOp<'_>, flags: OpFlags, read: bool, inject: Option<&[u8]>) -> Result<()> {
+        Self::check_iov(op.iov)?;
+        let [rma] = op.rma else { return Err(Error::Inval) };
+        let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
+        if rma.len != len {
+            return Err(Error::Inval);
+        }
+        let mut g = self.lock();
+        if inject.is_none() && g.b.tx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        let (conn, id) = self.rma_start(&mut g, op.addr)?;
+        let chunks = len.div_ceil(RMA_CHUNK).max(1);
+        let mut dest = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+        if read {
+            dest[..op.iov.len()].copy_from_slice(op.iov);
+        }
+        g.rma_pending.push(RmaPending {
+            conn,
+            id,
+            context: op.context,
+            flags: Caps::RMA | if read { Caps::READ } else { Caps::WRITE },
+            len,
+            left: chunks,
+            err: None,
+            dest,
+            ndest: if read { op.iov.len() } else { 0 },
+            filled: 0,
+            silent: inject.is_some(),
+        });
+        for c in 0..chunks {
+            let off = c * RMA_CHUNK;
+            let n = (len - off).min(RMA_CHUNK);
+            let last = c + 1 == chunks;
+            let txop = if read {
+                let h = Header {
+                    len: n as u64,
+                    tag: rma.addr.wrapping_add(off as u64),
+                    data: rma.key,
+                    id,
+                    ..Header::new(OpCode::ReadReq)
+                };
+                TxOp::owned(h.encode(), Vec::new(), false)
+            } else {
+                let cq_data = last && flags.contains(OpFlags::REMOTE_CQ_DATA);
+                let h = Header {
+                    len: (RmaDesc::LEN + n) as u64,
+                    flags: HdrFlags(if cq_data { HdrFlags::CQ_DATA } else { 0 }),
+                    data: if cq_data { op.data } else { 0 },
+                    id,
+                    ..Header::new(OpCode::WriteReq)
+                };
+                let desc = RmaDesc { addr: rma.addr.wrapping_add(off as u64), key: rma.key }.encode();
+                match inject {
+                    Some(d) => TxOp::owned_prefixed(h.encode(), &desc, d[off..off + n].to_vec(), false),
+                    None => {
+                        let (pieces, k) = sub_iov(op.iov, off, n);
+                        TxOp::user_prefixed(h.encode(), &desc, &pieces[..k], true, TxKind::Rts)
+                    }
+                }
+            };
+            if let Some(c) = Self::conn_mut(&mut g, conn) {
+                c.txq.push_back(txop);
+            }
+        }
+        self.flush_conn(&mut g, conn);
+        Ok(())
+    }
+
+    /// Post an atomic.
+    pub(super) fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+        let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
+        let size = a.datatype.size();
+        let bytes = a.count.checked_mul(size).ok_or(Error::Inval)?;
+        if a.count == 0 || a.count > max || a.rma.len != bytes {
+            return Err(Error::Inval);
+        }
+        let operand_len = if a.op == AtomicOp::Read { 0 } else { bytes };
+        let compare_len = if a.kind == AtomicKind::Compare { bytes } else { 0 };
+        let result_len = if a.kind == AtomicKind::Plain { 0 } else { bytes };
+        if a.operand.len < operand_len || a.compare.len < compare_len || a.result.len < result_len {
+            return Err(Error::Inval);
+        }
+        let mut g = self.lock();
+        if g.b.tx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        let (conn, id) = self.rma_start(&mut g, a.addr)?;
+        let mut dest = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+        dest[0] = IoVec { base: a.result.base, len: result_len };
+        g.rma_pending.push(RmaPending {
+            conn,
+            id,
+            context: a.context,
+            flags: Caps::ATOMIC | if a.kind == AtomicKind::Plain { Caps::WRITE } else { Caps::READ },
+            len: bytes,
+            left: 1,
+            err: None,
+            dest,
+            ndest: usize::from(result_len > 0),
+            filled: 0,
+            silent: false,
+        });
+        let mut prefix = [0u8; RmaDesc::LEN + AtomicHdr::LEN];
+        prefix[..RmaDesc::LEN].copy_from_slice(&RmaDesc { addr: a.rma.addr, key: a.rma.key }.encode());
+        let kind = match a.kind {
+            AtomicKind::Plain => 0,
+            AtomicKind::Fetch => 1,
+            AtomicKind::Compare => 2,
+        };
+        let ah = AtomicHdr { op: a.op as u8, datatype: a.datatype as u8, kind, count: a.count as u32 };
+        prefix[RmaDesc::LEN..].copy_from_slice(&ah.encode());
+        let pieces =
+            [IoVec { base: a.operand.base, len: operand_len }, IoVec { base: a.compare.base, len: compare_len }];
+        let h = Header { len: (prefix.len() + operand_len + compare_len) as u64, id, ..Header::new(OpCode::AtomicReq) };
+        let txop = TxOp::user_prefixed(h.encode(), &prefix, &pieces, true, TxKind::Rts);
+        if let Some(c) = Self::conn_mut(&mut g, conn) {
+            c.txq.push_back(txop);
+        }
+        self.flush_conn(&mut g, conn);
+        Ok(())
+    }
+
+    // ----- target side -----
+
+    /// A read request: answer with the bytes, or with the error.
+    pub(super) fn on_read_req(&self, g: &mut Inner, conn: ConnId, h: Header) {
+        let mut buf = g.unexp_pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.resize(h.len as usize, 0);
+        let status = match self.domain.mrs().copy_out(h.data, h.tag, &mut buf, MrAccess::REMOTE_READ) {
+            Ok(()) => {
+                if let Some(c) = &g.b.rma_read_cntr {
+                    c.inc();
+                }
+                0
+            }
+            Err(e) => {
+                fi_log!(Level::Info, NAME, "ep_data", "refused a remote read of {} bytes: {e}", h.len);
+                buf.clear();
+                e.errno()
+            }
+        };
+        let r = Header { len: buf.len() as u64, data: status as u64, id: h.id, ..Header::new(OpCode::RmaResp) };
+        let _ = self.queue(g, conn, TxOp::owned(r.encode(), buf, false));
+    }
+
+    /// A write or atomic request's payload is in.
+    pub(super) fn on_rma_req(
+        &self,
+        g: &mut Inner,
+        conn: ConnId,
+        h: Header,
+        buf: Vec<u8>,
+    ) -> std::result::Result<(), (Error, String)> {
+        let desc = RmaDesc::decode(&buf).ok_or_else(|| proto("request without its target"))?;
+        let (status, result) = if h.op == OpCode::WriteReq {
+            let data = &buf[RmaDesc::LEN..];
+            let st = match self.domain.mrs().copy_in(desc.key, desc.addr, data, MrAccess::REMOTE_WRITE) {
+                Ok(()) => {
+                    if let Some(c) = &g.b.rma_write_cntr {
+                        c.inc();
+                    }
+                    if h.flags.has(HdrFlags::CQ_DATA) {
+                        self.remote_cq_data(g, conn, h.data);
+                    }
+                    0
+                }
+                Err(e) => {
+                    fi_log!(Level::Info, NAME, "ep_data", "refused a remote write of {} bytes: {e}", data.len());
+                    e.errno()
+                }
+            };
+            (st, Vec::new())
+        } else {
+            self.apply_atomic(g, desc, &buf[RmaDesc::LEN..])?
+        };
+        Self::recycle_unexp(g, buf);
+        let r = Header { len: result.len() as u64, data: status as u64, id: h.id, ..Header::new(OpCode::RmaResp) };
+        let _ = self.queue(g, conn, TxOp::owned(r.encode(), result, false));
+        Ok(())
+    }
+
+    fn apply_atomic(
+        &self,
+        g: &mut Inner,
+        desc: RmaDesc,
+        rest: &[u8],
+    ) -> std::result::Result<(i32, Vec<u8>), (Error, String)> {
+        let ah = AtomicHdr::decode(rest).ok_or_else(|| proto("atomic without its operation"))?;
+        let (Some(op), Some(dt)) = (AtomicOp::from_u8(ah.op), Datatype::from_u8(ah.datatype)) else {
+            return Ok((Error::OpNotSupp.errno(), Vec::new()));
+        };
+        let kind = match ah.kind {
+            0 => AtomicKind::Plain,
+            1 => AtomicKind::Fetch,
+            2 => AtomicKind::Compare,
+            _ => return Err(proto("unknown atomic kind")),
+        };
+        let count = ah.count as usize;
+        let bytes = count * dt.size();
+        let args = &rest[AtomicHdr::LEN..];
+        let operand_len = if op == AtomicOp::Read { 0 } else { bytes };
+        let compare_len = if kind == AtomicKind::Compare { bytes } else { 0 };
+        if args.len() != operand_len + compare_len {
+            return Err(proto("atomic operands do not match their count"));
+        }
+        let (operand, compare) = args.split_at(operand_len);
+        let mut result = vec![0u8; if kind == AtomicKind::Plain { 0 } else { bytes }];
+        let need = match (kind, op) {
+            (AtomicKind::Plain, _) => MrAccess::REMOTE_WRITE,
+            (_, AtomicOp::Read) => MrAccess::REMOTE_READ,
+            _ => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        };
+        let r = {
+            // One lock per domain: atomics from every peer on any region of the
+            // domain are applied one at a time.
+            let _serial = self.domain.atomic_lock();
+            self.domain.mrs().with_region(desc.key, desc.addr, bytes, need, |p| {
+                // SAFETY: `p` starts `bytes` checked bytes of an open region, held
+                // open by the access lock for this call; atomics are serialized by
+                // the domain's atomic lock.
+                unsafe { fabric_util::atomic::apply(op, dt, kind, count, p, operand, compare, &mut result) }
+            })
+        };
+        let status = match r {
+            Ok(Ok(())) => {
+                if let Some(c) = &g.b.rma_write_cntr {
+                    c.inc();
+                }
+                0
+            }
+            Ok(Err(e)) | Err(e) => {
+                fi_log!(Level::Info, NAME, "ep_data", "refused a remote atomic: {e}");
+                result.clear();
+                e.errno()
+            }
+        };
+        Ok((status, result))
+    }
+
+    /// A write with remote CQ data arrived: it completes one posted receive (or
+    /// waits as an unexpected message for the next one).
+    fn remote_cq_data(&self, g: &mut Inner, conn: ConnId, data: u64) {
+        let src = self.src_of(g, conn);
+        let m = MsgSpec { tagged: false, src, tag: 0 };
+        let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(data), tag: 0, rma: true };
+        self.arrive(g, m, u);
+    }
+
+    // ----- initiator side -----
+
+    /// An answer's header: where its payload goes, if it has one.
+    pub(super) fn on_rma_resp(
+        &self,
+        g: &mut Inner,
+        conn: ConnId,
+        h: Header,
+    ) -> std::result::Result<Option<RxDest>, (Error, String)> {
+        let Some(i) = g.rma_pending.iter().position(|p| p.conn == conn && p.id == h.id) else {
+            return Err(proto(format!("answer for unknown request {}", h.id)));
+        };
+        if h.data != 0 {
+            let p = &mut g.rma_pending[i];
+            p.err.get_or_insert(Error::from_errno(h.data as i32));
+        }
+        if h.len == 0 {
+            self.rma_answered(g, i);
+            return Ok(None);
+        }
+        let p = &g.rma_pending[i];
+        let room = IoVec::total(&p.dest[..p.ndest]).saturating_sub(p.filled);
+        if h.len as usize > room {
+            return Err(proto("answer longer than what was asked"));
+        }
+        let (iov, niov) = sub_iov(&p.dest[..p.ndest], p.filled, h.len as usize);
+        let rec = PostedRecv { context: p.context, iov, niov, cap: h.len as usize, tagged: false, multi: None };
+        Ok(Some(RxDest::RmaData { id: h.id, rec }))
+    }
+
+    /// An answer's payload is in.
+    pub(super) fn on_rma_data(&self, g: &mut Inner, conn: ConnId, id: u64, len: usize) {
+        if let Some(i) = g.rma_pending.iter().position(|p| p.conn == conn && p.id == id) {
+            g.rma_pending[i].filled += len;
+            self.rma_answered(g, i);
+        }
+    }
+
+    fn rma_answered(&self, g: &mut Inner, i: usize) {
+        let p = &mut g.rma_pending[i];
+        p.left -= 1;
+        if p.left > 0 {
+            return;
+        }
+        let p = g.rma_pending.swap_remove(i);
+        if p.silent {
+            if let Some(e) = p.err {
+                fi_log!(Level::Warn, NAME, "ep_data", "an injected write failed at the target: {e}");
+            }
+            return;
+        }
+        let mut e = CqEntry::new(p.context, p.flags);
+        e.len = p.len;
+        match p.err {
+            None => Self::tx_done(g, e),
+            Some(err) => Self::tx_err(g, e, err),
+        }
+    }
+
+    /// Fail the one-sided operations waiting on a connection.
+    pub(super) fn fail_rma(&self, g: &mut Inner, conn: ConnId, err: Error) {
+        let mut i = 0;
+        while i < g.rma_pending.len() {
+            if g.rma_pending[i].conn == conn {
+                let p = g.rma_pending.swap_remove(i);
+                if !p.silent {
+                    let mut e = CqEntry::new(p.context, p.flags);
+                    e.len = p.len;
+                    Self::tx_err(g, e, err);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_iov_covers_the_range() {
+        let mut a = [0u8; 10];
+        let mut b = [0u8; 10];
+        let iov = [IoVec { base: a.as_mut_ptr(), len: 10 }, IoVec { base: b.as_mut_ptr(), len: 10 }];
+        let (s, n) = sub_iov(&iov, 8, 5);
+        assert_eq!(n, 2);
+        assert_eq!((s[0].len, s[1].len), (2, 3));
+        assert_eq!(s[1].base, b.as_mut_ptr());
+        let (_, n) = sub_iov(&iov, 20, 5);
+        assert_eq!(n, 0);
+    }
+}
