@@ -8,6 +8,8 @@ use fabric::{AvAttr, BindFlags, CompletionQueue, CqAttr, Endpoint, EpType, Fabri
 
 /// One side of an in-process RDM pair.
 pub struct Side {
+    /// Its domain (to register memory).
+    pub domain: fabric::Domain,
     /// The endpoint.
     pub ep: Endpoint,
     /// Its completion queue (transmit and receive).
@@ -29,11 +31,11 @@ pub fn rdm_pair(prov: &str) -> Result<(Side, Side)> {
         ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
         ep.bind_av(&av)?;
         ep.enable()?;
-        Ok((ep, cq, av))
+        Ok((ep, cq, av, dom))
     };
-    let (e1, c1, a1) = mk()?;
-    let (e2, c2, a2) = mk()?;
+    let (e1, c1, a1, d1) = mk()?;
+    let (e2, c2, a2, d2) = mk()?;
     let p1 = a1.insert_one(&e2.name()?)?;
     let p2 = a2.insert_one(&e1.name()?)?;
-    Ok((Side { ep: e1, cq: c1, peer: p1 }, Side { ep: e2, cq: c2, peer: p2 }))
+    Ok((Side { domain: d1, ep: e1, cq: c1, peer: p1 }, Side { domain: d2, ep: e2, cq: c2, peer: p2 }))
 }

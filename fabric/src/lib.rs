@@ -138,7 +138,7 @@ pub use crate::mr::MemoryRegion;
 pub use crate::registry::{
     all_providers, getinfo, getinfo_from, params, provider_allowed, providers, register_provider,
 };
-pub use crate::rma::Remote;
+pub use crate::rma::{Remote, RmaMsg};
 
 #[cfg(test)]
 mod tests {

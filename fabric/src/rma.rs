@@ -18,7 +18,52 @@ pub struct Remote {
     pub key: u64,
 }
 
+/// A one-sided operation described in full (`struct fi_msg_rma`), for
+/// [`Endpoint::writemsg`] and [`Endpoint::readmsg`].
+#[derive(Debug)]
+pub struct RmaMsg {
+    /// Local buffers: written out in order, or filled in order.
+    pub buffers: OpBuffers,
+    /// The peer.
+    pub addr: FiAddr,
+    /// Where in the peer's memory.
+    pub remote: Remote,
+    /// Remote CQ data (writes with `OpFlags::REMOTE_CQ_DATA`).
+    pub data: u64,
+    /// The application's context.
+    pub context: u64,
+}
+
+/// The flags the msg forms accept: remote CQ data (writes), and completion levels,
+/// which tcp always meets at delivery (a write completes once the target has it).
+const RMA_MSG_FLAGS: OpFlags = OpFlags::REMOTE_CQ_DATA
+    .union(OpFlags::COMPLETION)
+    .union(OpFlags::FENCE)
+    .union(OpFlags::MORE)
+    .union(OpFlags::INJECT_COMPLETE)
+    .union(OpFlags::TRANSMIT_COMPLETE)
+    .union(OpFlags::DELIVERY_COMPLETE);
+
 impl Endpoint {
+    /// Write with flags (`fi_writemsg`): `REMOTE_CQ_DATA` sends `msg.data` to the
+    /// target's queue. Use [`Endpoint::inject_write`] for `FI_INJECT`; other flags
+    /// are refused with `FI_EBADFLAGS` and the buffers given back.
+    pub fn writemsg(&self, msg: RmaMsg, flags: OpFlags) -> PostResult {
+        if !RMA_MSG_FLAGS.contains(flags) {
+            return Err(PostError::new(Error::BadFlags, msg.buffers));
+        }
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        self.rma(false, msg.buffers, msg.addr, msg.remote, data, msg.context)
+    }
+
+    /// Read with flags (`fi_readmsg`); `REMOTE_CQ_DATA` does not apply to reads.
+    pub fn readmsg(&self, msg: RmaMsg, flags: OpFlags) -> PostResult {
+        if !RMA_MSG_FLAGS.contains(flags) || flags.contains(OpFlags::REMOTE_CQ_DATA) {
+            return Err(PostError::new(Error::BadFlags, msg.buffers));
+        }
+        self.rma(true, msg.buffers, msg.addr, msg.remote, None, msg.context)
+    }
+
     fn rma(
         &self,
         read: bool,

@@ -198,3 +198,27 @@ fn atomics_apply_at_the_target() {
     assert_eq!(wait(&a.cq, &b.cq).unwrap_err().err, Error::Access);
     assert_eq!(u64::from_le_bytes(region.close().unwrap()[..8].try_into().unwrap()), 99);
 }
+
+#[test]
+fn msg_forms_take_flags() {
+    use fabric::{OpBuffers, OpFlags, RmaMsg};
+    let (a, b) = pair();
+    let region = b.domain.register(Buf::new(64), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE).unwrap();
+    // SAFETY: only the address is taken.
+    let remote = Remote { addr: unsafe { region.as_ptr() } as u64, key: region.key() };
+    b.ep.recv(Buf::new(8), FiAddr::UNSPEC, 5).unwrap();
+    let msg = RmaMsg { buffers: OpBuffers::One(Buf::from(&[3u8; 16][..])), addr: a.peer, remote, data: 42, context: 1 };
+    a.ep.writemsg(msg, OpFlags::REMOTE_CQ_DATA | OpFlags::DELIVERY_COMPLETE).unwrap();
+    let (_, c) = both(&a.cq, &b.cq);
+    assert_eq!(c.data, 42);
+    let msg = RmaMsg { buffers: OpBuffers::One(Buf::new(16)), addr: a.peer, remote, data: 0, context: 2 };
+    a.ep.readmsg(msg, OpFlags::empty()).unwrap();
+    assert_eq!(wait(&a.cq, &b.cq).unwrap().bytes(), &[3u8; 16]);
+    // Flags that make no sense come back with the buffers.
+    let msg = RmaMsg { buffers: OpBuffers::One(Buf::new(16)), addr: a.peer, remote, data: 0, context: 3 };
+    let e = a.ep.readmsg(msg, OpFlags::REMOTE_CQ_DATA).unwrap_err();
+    assert_eq!(e.error, Error::BadFlags);
+    assert_eq!(e.buffers.count(), 1);
+    let msg = RmaMsg { buffers: OpBuffers::One(Buf::new(16)), addr: a.peer, remote, data: 0, context: 4 };
+    assert_eq!(a.ep.writemsg(msg, OpFlags::PEEK).unwrap_err().error, Error::BadFlags);
+}
