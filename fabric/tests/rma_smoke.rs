@@ -222,3 +222,36 @@ fn msg_forms_take_flags() {
     let msg = RmaMsg { buffers: OpBuffers::One(Buf::new(16)), addr: a.peer, remote, data: 0, context: 4 };
     assert_eq!(a.ep.writemsg(msg, OpFlags::PEEK).unwrap_err().error, Error::BadFlags);
 }
+
+#[test]
+fn offset_addressing_and_chosen_keys() {
+    use fabric::MrMode;
+    let hints = Hints {
+        mr_mode: Some(MrMode::empty()),
+        ..Hints::new().provider("tcp").ep_type(EpType::Rdm).node("127.0.0.1").source(true)
+    };
+    let info = fabric::getinfo(&hints).unwrap().remove(0);
+    assert!(info.domain_attr.mr_mode.is_empty());
+    let fab = Fabric::open(&info).unwrap();
+    let mk = || {
+        let domain = fab.domain(&info).unwrap();
+        let cq = domain.cq(CqAttr::default()).unwrap();
+        let av = domain.av(AvAttr::default()).unwrap();
+        let ep = domain.endpoint(&info).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (ep, cq, av, domain)
+    };
+    let (a, acq, aav, _ad) = mk();
+    let (b, bcq, _bav, bd) = mk();
+    let peer = aav.insert_one(&b.name().unwrap()).unwrap();
+    let region = bd.register_with_key(Buf::new(256), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0x1234).unwrap();
+    assert_eq!(region.key(), 0x1234);
+    // Offsets, not addresses.
+    a.write(Buf::from(&[8u8; 16][..]), peer, Remote { addr: 240, key: 0x1234 }, 1).unwrap();
+    wait(&acq, &bcq).unwrap();
+    a.write(Buf::from(&[8u8; 16][..]), peer, Remote { addr: 241, key: 0x1234 }, 2).unwrap();
+    assert_eq!(wait(&acq, &bcq).unwrap_err().err, Error::Access);
+    assert_eq!(&region.close().unwrap()[240..], &[8u8; 16]);
+}

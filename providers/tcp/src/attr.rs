@@ -361,6 +361,12 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
             if h.data_progress == Progress::Auto {
                 info.domain_attr.data_progress = Progress::Auto;
             }
+            // Regions are addressed by virtual address and keyed by the provider,
+            // unless the application supports neither: then by offset, and with
+            // the keys it asks for.
+            if let Some(m) = h.mr_mode {
+                info.domain_attr.mr_mode &= m | !(MrMode::VIRT_ADDR | MrMode::PROV_KEY);
+            }
             match info.check(h) {
                 Ok(()) => out.push(info),
                 Err(why) => reasons.push(format!("{} {}: {why}", iface.name, t)),
@@ -408,6 +414,16 @@ mod tests {
         assert_eq!(v[0].src_addr, Some(Address::Sockaddr("127.0.0.1:5555".parse().unwrap())));
         assert_eq!(resolve(Some("localhost"), Some("80")).unwrap()[0].port(), 80);
         assert!(resolve(Some("127.0.0.1"), Some("no-such-service-xyz")).is_err());
+    }
+
+    #[test]
+    fn offset_addressing_when_asked() {
+        let h = Hints { mr_mode: Some(MrMode::empty()), ..Hints::new().node("127.0.0.1").source(true) };
+        let v = getinfo(&h).unwrap();
+        assert!(v.iter().all(|i| i.domain_attr.mr_mode.is_empty()));
+        let h = Hints { mr_mode: Some(MrMode::VIRT_ADDR | MrMode::PROV_KEY), ..Hints::new().node("127.0.0.1") };
+        let v = getinfo(&h).unwrap();
+        assert!(v.iter().all(|i| i.domain_attr.mr_mode == MrMode::VIRT_ADDR | MrMode::PROV_KEY));
     }
 
     #[test]
