@@ -21,6 +21,8 @@
 #[path = "conformance/common.rs"]
 mod common;
 
+#[path = "conformance/atomic.rs"]
+mod atomic;
 #[path = "conformance/av.rs"]
 mod av;
 #[path = "conformance/cm.rs"]
@@ -33,6 +35,8 @@ mod discovery;
 mod errors;
 #[path = "conformance/msg.rs"]
 mod msg;
+#[path = "conformance/rma.rs"]
+mod rma;
 #[path = "conformance/tagged.rs"]
 mod tagged;
 
@@ -173,6 +177,35 @@ macro_rules! conformance_suite {
                     sread_reports_error_at_head,
                     separate_tx_rx_queues,
                     auto_progress,
+                ],
+                rma: [
+                    rdm_write_read_sizes,
+                    msg_write_read_sizes,
+                    rdm_vectored,
+                    msg_vectored,
+                    rdm_writedata,
+                    msg_writedata,
+                    rdm_inject_write,
+                    msg_inject_write,
+                    rdm_remote_counters,
+                    msg_remote_counters,
+                    #[ignore = "bug: tcp counts a remote write or read once per 4 MiB request (a 9 MiB write counts 3), not once per operation"]
+                    rdm_remote_counters_large,
+                    #[ignore = "bug: tcp counts a remote write or read once per 4 MiB request (a 9 MiB write counts 3), not once per operation"]
+                    msg_remote_counters_large,
+                    rdm_access_errors,
+                    msg_access_errors,
+                    #[ignore = "bug: tcp checks each 4 MiB request of a write alone: a refused write larger than 4 MiB still writes the parts in range"]
+                    rdm_access_errors_large,
+                    #[ignore = "bug: tcp checks each 4 MiB request of a write alone: a refused write larger than 4 MiB still writes the parts in range"]
+                    msg_access_errors_large,
+                ],
+                atomic: [
+                    atomic_valid_rules,
+                    rdm_every_operation,
+                    msg_every_operation,
+                    rdm_access_errors,
+                    msg_access_errors,
                 ],
             }
         }

@@ -607,3 +607,84 @@ pub fn with_driver<R>(drivers: &[&dyn Drive], f: impl FnOnce() -> R) -> R {
         f()
     })
 }
+
+/// An enabled endpoint like [`rdm_side`] or [`msg_side`] (default [`Opts`]), with
+/// `setup(&domain, &ep)` called after the usual bindings and before `enable`: for
+/// bindings that must precede it, such as counters of remote accesses.
+fn side_with_setup(
+    name: &'static str,
+    fabric: Option<&Fabric>,
+    info: &Info,
+    setup: &dyn Fn(&Domain, &Endpoint),
+) -> Side {
+    let fabric = match fabric {
+        Some(f) => f.clone(),
+        None => Fabric::open(info).expect("open fabric"),
+    };
+    let domain = fabric.domain(info).expect("open domain");
+    let ep = domain.endpoint(info).expect("open endpoint");
+    let (cq, cntr) = bind_common(name, &domain, &ep, Opts::default());
+    let (av, eq) = match info.ep_attr.ep_type {
+        EpType::Msg => {
+            let eq = fabric.eq(EqAttr::default()).expect("open eq");
+            ep.bind_eq(&eq).expect("bind eq");
+            (None, Some(eq))
+        }
+        _ => {
+            let av = domain.av(AvAttr::default()).expect("open av");
+            ep.bind_av(&av).expect("bind av");
+            (Some(av), None)
+        }
+    };
+    setup(&domain, &ep);
+    ep.enable().expect("enable");
+    Side { ep, cq, av, eq, cntr, domain }
+}
+
+impl Pair {
+    /// A pair of the given type (default [`Opts`]) whose `b` gets `setup_b(&domain,
+    /// &ep)` before it is enabled; `None` (skipped) when the provider offers no such
+    /// endpoint with `caps`.
+    pub fn with_setup(prov: &str, ep_type: EpType, caps: Caps, setup_b: &dyn Fn(&Domain, &Endpoint)) -> Option<Pair> {
+        let info = find_info(prov, ep_type, caps)?;
+        let ep_type = info.ep_attr.ep_type;
+        match ep_type {
+            EpType::Rdm => {
+                let a = rdm_side("a", &info, Opts::default());
+                let b = side_with_setup("b", None, &info, setup_b);
+                let insert = |s: &Side| {
+                    let names = [a.ep.name().expect("endpoint name"), b.ep.name().expect("endpoint name")];
+                    let v = s.av.as_ref().expect("rdm side has an av").insert(&names).expect("av insert");
+                    assert_eq!(v.len(), 2, "one handle per address");
+                    v
+                };
+                let (in_a, in_b) = (insert(&a), insert(&b));
+                Some(Pair { a_to_b: in_a[1], b_to_a: in_b[0], a, b, info, ep_type, listener: None })
+            }
+            EpType::Msg => {
+                let l = listen(&info);
+                let addr = l.pep.name().expect("listener name");
+                let a = msg_side("a", None, &info, Opts::default());
+                a.ep.connect(&addr, b"").expect("connect");
+                let (req, _) = expect_connreq(&l, &a.drivers());
+                let b = side_with_setup("b", Some(&l.fabric), &req, setup_b);
+                b.ep.accept(b"").expect("accept");
+                let mut d = a.drivers();
+                d.extend(b.drivers());
+                d.push(&l.eq);
+                expect_connected(a.eq.as_ref().expect("msg side has an eq"), &d, a.ep.id());
+                expect_connected(b.eq.as_ref().expect("msg side has an eq"), &d, b.ep.id());
+                Some(Pair {
+                    a,
+                    b,
+                    a_to_b: FiAddr::UNSPEC,
+                    b_to_a: FiAddr::UNSPEC,
+                    info,
+                    ep_type: EpType::Msg,
+                    listener: Some(l),
+                })
+            }
+            t => panic!("no pair of type {t}"),
+        }
+    }
+}
