@@ -189,15 +189,11 @@ macro_rules! conformance_suite {
                     msg_inject_write,
                     rdm_remote_counters,
                     msg_remote_counters,
-                    #[ignore = "bug: tcp counts a remote write or read once per 4 MiB request (a 9 MiB write counts 3), not once per operation"]
                     rdm_remote_counters_large,
-                    #[ignore = "bug: tcp counts a remote write or read once per 4 MiB request (a 9 MiB write counts 3), not once per operation"]
                     msg_remote_counters_large,
                     rdm_access_errors,
                     msg_access_errors,
-                    #[ignore = "bug: tcp checks each 4 MiB request of a write alone: a refused write larger than 4 MiB still writes the parts in range"]
                     rdm_access_errors_large,
-                    #[ignore = "bug: tcp checks each 4 MiB request of a write alone: a refused write larger than 4 MiB still writes the parts in range"]
                     msg_access_errors_large,
                 ],
                 atomic: [

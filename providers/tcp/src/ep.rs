@@ -195,6 +195,9 @@ struct Inner {
     rma_pending: Vec<RmaPending>,
     /// Next request id of a one-sided operation.
     next_rma: u64,
+    /// Operations sent to us as several requests, in progress: (connection,
+    /// request id, refused so far).
+    rma_ops: Vec<(ConnId, u64, bool)>,
     min_multi_recv: usize,
     /// Recycled inject buffers.
     inject_pool: Vec<Vec<u8>>,
@@ -251,6 +254,7 @@ impl TcpEp {
             rndv_rx: RndvRecv::new(),
             rma_pending: Vec::new(),
             next_rma: 1,
+            rma_ops: Vec::new(),
             min_multi_recv: 0,
             inject_pool: Vec::new(),
             unexp_pool: Vec::new(),
@@ -406,6 +410,7 @@ impl TcpEp {
             self.fail_target(g, target, &hdr, src, err);
         }
         self.fail_rma(g, id, err);
+        g.rma_ops.retain(|t| t.0 != id);
         // Rendezvous receives waiting on this connection fail.
         for w in g.rndv_rx.drain_peer(id) {
             self.fail_target(g, w.target, &w.hdr, w.src, err);
@@ -1142,7 +1147,7 @@ impl TcpEp {
                 RxDest::RmaReq { buf }
             }
             OpCode::ReadReq => {
-                self.on_read_req(g, id, hdr);
+                self.on_read_req(g, id, hdr)?;
                 return Ok(());
             }
             OpCode::RmaResp => match self.on_rma_resp(g, id, hdr)? {

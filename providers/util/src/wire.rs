@@ -53,10 +53,14 @@ pub enum OpCode {
     /// nothing, cancel): `id` the sender's rendezvous id. The sender completes.
     Nack = 9,
     /// RMA write: payload is an [`RmaDesc`] then up to [`RMA_CHUNK`] bytes; `id`
-    /// the request id; `data` remote CQ data with `CQ_DATA`.
+    /// the operation's request id (the same for all its requests); `tag` the whole
+    /// operation's length (so its first request lets the target check the whole
+    /// range before any byte lands); `data` remote CQ data with `CQ_DATA`; the
+    /// operation's last request has `LAST`.
     WriteReq = 10,
     /// RMA read of `len` bytes (at most [`RMA_CHUNK`]) at `tag` (address) in region
-    /// `data` (key); `id` the request id; no payload.
+    /// `data` (key); `id` the operation's request id; `LAST` on its last request;
+    /// no payload.
     ReadReq = 11,
     /// Atomic: payload is an [`RmaDesc`], an [`AtomicHdr`], the operand and the
     /// compare operand; `id` the request id.
@@ -167,8 +171,10 @@ impl HdrFlags {
     pub const TAGGED: u32 = 1;
     /// `data` carries remote CQ data.
     pub const CQ_DATA: u32 = 2;
+    /// The last request of an RMA operation sent as several.
+    pub const LAST: u32 = 4;
     /// Every defined bit.
-    pub const ALL: u32 = 3;
+    pub const ALL: u32 = 7;
 
     /// Whether a bit is set.
     pub fn has(self, bit: u32) -> bool {

@@ -60,6 +60,10 @@ fn sub_iov(iov: &[IoVec], off: usize, len: usize) -> ([IoVec; IOV_LIMIT], usize)
     (out, n)
 }
 
+/// Operations sent as several requests that a target tracks at once, per endpoint;
+/// a peer starting more is disconnected.
+const RMA_OPS_MAX: usize = 4096;
+
 fn proto(e: impl std::fmt::Display) -> (Error, String) {
     (Error::Io, format!("protocol error: {e}"))
 }
@@ -110,9 +114,11 @@ impl TcpEp {
             let off = c * RMA_CHUNK;
             let n = (len - off).min(RMA_CHUNK);
             let last = c + 1 == chunks;
+            let last_flag = if last { HdrFlags::LAST } else { 0 };
             let txop = if read {
                 let h = Header {
                     len: n as u64,
+                    flags: HdrFlags(last_flag),
                     tag: rma.addr.wrapping_add(off as u64),
                     data: rma.key,
                     id,
@@ -123,7 +129,8 @@ impl TcpEp {
                 let cq_data = last && flags.contains(OpFlags::REMOTE_CQ_DATA);
                 let h = Header {
                     len: (RmaDesc::LEN + n) as u64,
-                    flags: HdrFlags(if cq_data { HdrFlags::CQ_DATA } else { 0 }),
+                    flags: HdrFlags(last_flag | if cq_data { HdrFlags::CQ_DATA } else { 0 }),
+                    tag: len as u64,
                     data: if cq_data { op.data } else { 0 },
                     id,
                     ..Header::new(OpCode::WriteReq)
@@ -190,7 +197,12 @@ impl TcpEp {
         prefix[RmaDesc::LEN..].copy_from_slice(&ah.encode());
         let pieces =
             [IoVec { base: a.operand.base, len: operand_len }, IoVec { base: a.compare.base, len: compare_len }];
-        let h = Header { len: (prefix.len() + operand_len + compare_len) as u64, id, ..Header::new(OpCode::AtomicReq) };
+        let h = Header {
+            len: (prefix.len() + operand_len + compare_len) as u64,
+            flags: HdrFlags(HdrFlags::LAST),
+            id,
+            ..Header::new(OpCode::AtomicReq)
+        };
         let txop = TxOp::user_prefixed(h.encode(), &prefix, &pieces, true, TxKind::Rts);
         if let Some(c) = Self::conn_mut(&mut g, conn) {
             c.txq.push_back(txop);
@@ -201,26 +213,83 @@ impl TcpEp {
 
     // ----- target side -----
 
+    /// The start of one request of an operation at the target; whether it may
+    /// proceed. An operation sent as several requests is tracked from its first
+    /// (which, for a write, carries the whole length, so the whole range is checked
+    /// before any byte lands) to its `LAST`; once one request is refused, the rest
+    /// of the operation is too.
+    fn rma_begin(
+        &self,
+        g: &mut Inner,
+        conn: ConnId,
+        h: &Header,
+        whole: Option<(RmaDesc, u64)>,
+        need: MrAccess,
+    ) -> std::result::Result<bool, (Error, String)> {
+        if let Some(t) = g.rma_ops.iter().find(|t| t.0 == conn && t.1 == h.id) {
+            return Ok(!t.2);
+        }
+        // The first request of the operation: check its whole range once.
+        let ok = match whole {
+            Some((d, total)) => usize::try_from(total)
+                .is_ok_and(|n| self.domain.mrs().with_region(d.key, d.addr, n, need, |_| ()).is_ok()),
+            None => true,
+        };
+        if !h.flags.has(HdrFlags::LAST) {
+            if g.rma_ops.len() >= RMA_OPS_MAX {
+                return Err(proto("too many RMA operations in progress"));
+            }
+            g.rma_ops.push((conn, h.id, !ok));
+        }
+        Ok(ok)
+    }
+
+    /// The end of one request (`ok`: it succeeded). On the operation's last
+    /// request, whether the operation as a whole succeeded.
+    fn rma_end(g: &mut Inner, conn: ConnId, h: &Header, ok: bool) -> Option<bool> {
+        let pos = g.rma_ops.iter().position(|t| t.0 == conn && t.1 == h.id);
+        if let Some(i) = pos {
+            g.rma_ops[i].2 |= !ok;
+        }
+        if !h.flags.has(HdrFlags::LAST) {
+            return None;
+        }
+        Some(match pos {
+            Some(i) => !g.rma_ops.swap_remove(i).2,
+            None => ok,
+        })
+    }
+
     /// A read request: answer with the bytes, or with the error.
-    pub(super) fn on_read_req(&self, g: &mut Inner, conn: ConnId, h: Header) {
+    pub(super) fn on_read_req(
+        &self,
+        g: &mut Inner,
+        conn: ConnId,
+        h: Header,
+    ) -> std::result::Result<(), (Error, String)> {
+        let go = self.rma_begin(g, conn, &h, None, MrAccess::REMOTE_READ)?;
         let mut buf = g.unexp_pool.pop().unwrap_or_default();
         buf.clear();
         buf.resize(h.len as usize, 0);
-        let status = match self.domain.mrs().copy_out(h.data, h.tag, &mut buf, MrAccess::REMOTE_READ) {
-            Ok(()) => {
-                if let Some(c) = &g.b.rma_read_cntr {
-                    c.inc();
-                }
-                0
-            }
-            Err(e) => {
-                fi_log!(Level::Info, NAME, "ep_data", "refused a remote read of {} bytes: {e}", h.len);
-                buf.clear();
-                e.errno()
-            }
+        let r = if go {
+            self.domain.mrs().copy_out(h.data, h.tag, &mut buf, MrAccess::REMOTE_READ)
+        } else {
+            Err(Error::Access)
         };
+        if let Err(e) = r {
+            fi_log!(Level::Info, NAME, "ep_data", "refused a remote read of {} bytes: {e}", h.len);
+            buf.clear();
+        }
+        // Counted once per operation, when its last request went well.
+        if Self::rma_end(g, conn, &h, r.is_ok()) == Some(true) {
+            if let Some(c) = &g.b.rma_read_cntr {
+                c.inc();
+            }
+        }
+        let status = r.err().map_or(0, |e| e.errno());
         let r = Header { len: buf.len() as u64, data: status as u64, id: h.id, ..Header::new(OpCode::RmaResp) };
         let _ = self.queue(g, conn, TxOp::owned(r.encode(), buf, false));
+        Ok(())
     }
 
     /// A write or atomic request's payload is in.
@@ -234,21 +303,25 @@ impl TcpEp {
         let desc = RmaDesc::decode(&buf).ok_or_else(|| proto("request without its target"))?;
         let (status, result) = if h.op == OpCode::WriteReq {
             let data = &buf[RmaDesc::LEN..];
-            let st = match self.domain.mrs().copy_in(desc.key, desc.addr, data, MrAccess::REMOTE_WRITE) {
-                Ok(()) => {
-                    if let Some(c) = &g.b.rma_write_cntr {
-                        c.inc();
-                    }
-                    if h.flags.has(HdrFlags::CQ_DATA) {
-                        self.remote_cq_data(g, conn, h.data);
-                    }
-                    0
-                }
-                Err(e) => {
-                    fi_log!(Level::Info, NAME, "ep_data", "refused a remote write of {} bytes: {e}", data.len());
-                    e.errno()
-                }
+            let go = self.rma_begin(g, conn, &h, Some((desc, h.tag)), MrAccess::REMOTE_WRITE)?;
+            let r = if go {
+                self.domain.mrs().copy_in(desc.key, desc.addr, data, MrAccess::REMOTE_WRITE)
+            } else {
+                Err(Error::Access)
             };
+            if let Err(e) = r {
+                fi_log!(Level::Info, NAME, "ep_data", "refused a remote write of {} bytes: {e}", data.len());
+            }
+            // Counted, and its data delivered, once per operation that went well.
+            if Self::rma_end(g, conn, &h, r.is_ok()) == Some(true) {
+                if let Some(c) = &g.b.rma_write_cntr {
+                    c.inc();
+                }
+                if h.flags.has(HdrFlags::CQ_DATA) {
+                    self.remote_cq_data(g, conn, h.data);
+                }
+            }
+            let st = r.err().map_or(0, |e| e.errno());
             (st, Vec::new())
         } else {
             self.apply_atomic(g, desc, &buf[RmaDesc::LEN..])?
@@ -284,6 +357,13 @@ impl TcpEp {
             return Err(proto("atomic operands do not match their count"));
         }
         let (operand, compare) = args.split_at(operand_len);
+        // The count comes from the peer (an atomic read carries no operand to bound
+        // it): check it against the limit before allocating by it.
+        match fabric_util::atomic::valid(op, dt, kind) {
+            Ok(max) if count <= max => {}
+            Ok(_) => return Ok((Error::Inval.errno(), Vec::new())),
+            Err(e) => return Ok((e.errno(), Vec::new())),
+        }
         let mut result = vec![0u8; if kind == AtomicKind::Plain { 0 } else { bytes }];
         let need = match (kind, op) {
             (AtomicKind::Plain, _) => MrAccess::REMOTE_WRITE,
