@@ -135,32 +135,8 @@ impl CqInner {
     /// `FI_ECANCELED`), which leaves the buffer posted.
     fn convert_err(&self, e: &CqErrEntry) -> Option<CompletionError> {
         let key = e.entry.op_context;
-        if key == fabric_core::prov::NO_CONTEXT {
-            // An error about the queue itself (overrun): no operation, no buffers.
-            return Some(CompletionError {
-                context: 0,
-                flags: e.entry.flags,
-                len: e.entry.len,
-                olen: e.olen,
-                err: e.err,
-                prov_errno: e.prov_errno,
-                data: e.entry.data,
-                tag: e.entry.tag,
-                src: e.entry.src,
-                buffers: OpBuffers::None,
-            });
-        }
-        let mut t = self.table();
-        let (context, multi) = match t.get(key) {
-            None => {
-                drop(t);
-                self.unknown(key, "error completion");
-                return None;
-            }
-            Some(r) => (r.user_context, matches!(r.bufs, RecBufs::Multi(_))),
-        };
         let mut ce = CompletionError {
-            context,
+            context: 0,
             flags: e.entry.flags,
             len: e.entry.len,
             olen: e.olen,
@@ -170,6 +146,22 @@ impl CqInner {
             tag: e.entry.tag,
             src: e.entry.src,
             buffers: OpBuffers::None,
+        };
+        if key == fabric_core::prov::NO_CONTEXT {
+            // An error about the queue itself (overrun): no operation, no buffers.
+            return Some(ce);
+        }
+        let mut t = self.table();
+        let multi = match t.get(key) {
+            None => {
+                drop(t);
+                self.unknown(key, "error completion");
+                return None;
+            }
+            Some(r) => {
+                ce.context = r.user_context;
+                matches!(r.bufs, RecBufs::Multi(_))
+            }
         };
         if multi && !(e.entry.flags.contains(Caps::MULTI_RECV) || e.err == Error::Canceled) {
             return Some(ce);

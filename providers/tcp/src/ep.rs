@@ -380,6 +380,23 @@ impl TcpEp {
         }
     }
 
+    /// Fail user frames that will never be sent, and the large messages announced
+    /// on connection `conn` (their request frames are among `ops` or were sent).
+    fn fail_sends(g: &mut Inner, ops: impl IntoIterator<Item = TxOp>, conn: ConnId, err: Error) {
+        for op in ops {
+            if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
+                let mut e = CqEntry::new(context, flags);
+                e.len = len;
+                Self::tx_err(g, e, err);
+            }
+        }
+        for m in g.rndv_tx.drain_peer(conn) {
+            let mut e = CqEntry::new(m.context, m.flags);
+            e.len = m.len;
+            Self::tx_err(g, e, err);
+        }
+    }
+
     /// Fail every operation that depends on a connection, then forget it.
     fn fail_conn(&self, g: &mut Inner, id: ConnId, err: Error, why: &str) {
         let Some(slot) = g.slots.get_mut(id.idx as usize) else { return };
@@ -392,19 +409,7 @@ impl TcpEp {
         fi_log!(Level::Info, NAME, "ep_data", "connection {dir} {:?} closed: {why}", conn.peer);
         self.poll.del_fd(conn.fd());
         let _ = conn.sock.shutdown(std::net::Shutdown::Both);
-        for op in conn.txq.drain(..) {
-            if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
-                let mut e = CqEntry::new(context, flags);
-                e.len = len;
-                Self::tx_err(g, e, err);
-            }
-        }
-        // Large messages announced on it (their request frames were dropped above).
-        for m in g.rndv_tx.drain_peer(id) {
-            let mut e = CqEntry::new(m.context, m.flags);
-            e.len = m.len;
-            Self::tx_err(g, e, err);
-        }
+        Self::fail_sends(g, conn.txq.drain(..), id, err);
         // A payload being read into a receive: that receive fails.
         if let RxState::Payload { dest: RxDest::Recv { target, src }, hdr, .. } = rx {
             self.fail_target(g, target, &hdr, src, err);
@@ -1284,18 +1289,7 @@ impl TcpEp {
                     let ops: Vec<TxOp> = c.txq.drain(..).collect();
                     self.poll.del_fd(c.fd());
                     g.slots[id.idx as usize].conn = None;
-                    for op in ops {
-                        if let TxKind::Send { context, flags, len } = op.kind {
-                            let mut e = CqEntry::new(context, flags);
-                            e.len = len;
-                            Self::tx_err(g, e, Error::ConnRefused);
-                        }
-                    }
-                    for m in g.rndv_tx.drain_peer(id) {
-                        let mut e = CqEntry::new(m.context, m.flags);
-                        e.len = m.len;
-                        Self::tx_err(g, e, Error::ConnRefused);
-                    }
+                    Self::fail_sends(g, ops, id, Error::ConnRefused);
                     return Ok(());
                 }
                 // RDM: we lost a simultaneous connect. Our queued operations move to
@@ -1406,20 +1400,7 @@ impl TcpEp {
                     w.txq.push_back(op);
                 }
             }
-            None => {
-                for op in ops {
-                    if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
-                        let mut e = CqEntry::new(context, flags);
-                        e.len = len;
-                        Self::tx_err(g, e, Error::ConnReset);
-                    }
-                }
-                for m in g.rndv_tx.drain_peer(to) {
-                    let mut e = CqEntry::new(m.context, m.flags);
-                    e.len = m.len;
-                    Self::tx_err(g, e, Error::ConnReset);
-                }
-            }
+            None => Self::fail_sends(g, ops, to, Error::ConnReset),
         }
     }
 
