@@ -1,9 +1,11 @@
 //! fabric's command-line tools, with libfabric's options and output formats so that
-//! scripts and habits carry over: `fi_info`, `fi_pingpong`, `fi_strerror`.
+//! scripts and habits carry over: `fi_info`, `fi_pingpong`, `fi_strerror`, and `fi_perf`
+//! (perftest's tests over any provider).
 //!
 //! The binaries are thin; what they print and parse lives here, unit-tested against
 //! what libfabric 1.17's own tools print.
 
+pub mod fiperf;
 pub mod getopt;
 pub mod infocmd;
 pub mod oob;

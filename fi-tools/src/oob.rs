@@ -167,6 +167,23 @@ impl Ctrl {
         Ok(())
     }
 
+    /// A message, if a whole one has arrived, without waiting: `Ok(None)` when none
+    /// has yet; the end of the connection is an error. For a side that drives
+    /// progress while it waits for its peer's word.
+    pub fn try_recv(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let state = self.peer_state();
+        let p = &self.pending;
+        if p.len() >= 4 && p.len() >= 4 + u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize {
+            return self.recv().map(Some);
+        }
+        match state {
+            PeerState::Gone => {
+                Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the control connection"))
+            }
+            PeerState::Alive | PeerState::Failed(_) => Ok(None),
+        }
+    }
+
     /// Whether the peer has closed the connection, or sent an `ERR` message, without
     /// waiting and without losing anything: bytes that arrived are kept for
     /// [`Ctrl::recv`]. For watchdogs in the data path's poll loops.
@@ -289,6 +306,37 @@ mod tests {
         assert_eq!(c.recv().unwrap(), b"ERR it broke");
         tx.send(()).unwrap();
         t.join().unwrap();
+    }
+
+    #[test]
+    fn messages_are_taken_without_waiting() {
+        let l = listen(0, false).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let (mut c, _) = Ctrl::accept(&l, Duration::from_secs(5)).unwrap();
+            rx.recv().unwrap();
+            c.send(b"DONE").unwrap();
+            rx.recv().unwrap();
+        });
+        let addrs = resolve("127.0.0.1", port, false).unwrap();
+        let mut c = Ctrl::connect(&addrs, None, Duration::from_secs(5), Duration::from_secs(5)).unwrap();
+        assert_eq!(c.try_recv().unwrap(), None);
+        tx.send(()).unwrap();
+        let start = Instant::now();
+        let m = loop {
+            if let Some(m) = c.try_recv().unwrap() {
+                break m;
+            }
+            assert!(start.elapsed() < Duration::from_secs(5));
+        };
+        assert_eq!(m, b"DONE");
+        tx.send(()).unwrap();
+        t.join().unwrap();
+        while c.try_recv().is_ok() {
+            assert!(start.elapsed() < Duration::from_secs(5));
+        }
+        assert_eq!(c.try_recv().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]

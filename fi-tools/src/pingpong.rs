@@ -170,7 +170,7 @@ pub(crate) struct Objects {
     pub(crate) eq: Option<EventQueue>,
     pub(crate) av: Option<AddressVector>,
     _pep: Option<PassiveEndpoint>,
-    pub(crate) domain: Domain,
+    _domain: Domain,
     _fabric: Fabric,
     pub(crate) info: Info,
 }
@@ -196,7 +196,7 @@ pub(crate) fn open_connless_with(info: Info, cq_attr: CqAttr) -> Res<Objects> {
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
     ep.bind_av(&av).map_err(|e| Failure::fabric("fi_ep_bind(av)", e))?;
     ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
-    Ok(Objects { ep, cq, eq: None, av: Some(av), _pep: None, domain, _fabric: fabric, info })
+    Ok(Objects { ep, cq, eq: None, av: Some(av), _pep: None, _domain: domain, _fabric: fabric, info })
 }
 
 /// Open domain, queues and endpoint for an MSG entry (the client's, or the one of a
@@ -220,7 +220,7 @@ pub(crate) fn open_msg_with(
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
     ep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_ep_bind(eq)", e))?;
     ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
-    Ok(Objects { ep, cq, eq: Some(eq), av: None, _pep: pep, domain, _fabric: fabric, info })
+    Ok(Objects { ep, cq, eq: Some(eq), av: None, _pep: pep, _domain: domain, _fabric: fabric, info })
 }
 
 /// Wait for one event on `eq`, up to `timeout`, watching the control connection.

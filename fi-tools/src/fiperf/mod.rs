@@ -13,12 +13,25 @@
 //!   (perftest's inline sends). A sample is one round trip, reported halved; the
 //!   client times from its send to the answer, the server between two arrivals.
 //! - `send bw`: the client keeps up to `-t` sends in flight; the server keeps
-//!   `-r` receives posted, re-posts each as it completes and returns credits (a
-//!   16-byte message: the size's number and the receives re-posted so far) every
-//!   quarter of its depth, so the client never sends to a receive not yet posted.
-//!   The client times its send completions, the server its receive completions.
-//!   The average is bytes over the timed run; the peak the best window of
-//!   [`report::Windows`]; the message rate messages per second.
+//!   `-r` receives posted, re-posts each as it completes and returns credits (the
+//!   size's number, the receives re-posted so far and the server's clock) every
+//!   quarter of its depth, at the end of the warm-up and at the end, so the client
+//!   never sends to a receive not yet posted. Both time delivered data, as a send
+//!   completion may only mean the provider took the bytes: the client from the
+//!   credit that says the warm-up arrived to the one that says all did, the server
+//!   from sending the former to the last arrival. The average is bytes over that
+//!   time; the peak the best window of [`report::Windows`] (the client's windows
+//!   end at credits, on the server's clock); the message rate messages per
+//!   second.
+//!
+//! - `write`, `read`, `atomic` (`bw` and `lat`): the server registers a region
+//!   for remote reads and writes (the largest size, at least one `u64`) and sends
+//!   its address (or offset 0, as the domain's `mr_mode` says) and key with
+//!   READY; then it only drives progress until the client is done. The client
+//!   writes, reads or adds one to the region's first `u64` with a fetching
+//!   `FI_SUM` on `FI_UINT64` (8 bytes): `lat` one operation at a time, each
+//!   sample from its post to its completion; `bw` up to `-t` in flight, timed
+//!   from the warm-up's last completion to the last one.
 //!
 //! Every size has an untimed warm-up (`--warmup`: the transmit depth for bw, 16
 //! for lat; at least one, which also gives the server its first timestamp).
@@ -33,7 +46,7 @@
 //! S: OK prov=tcp max_msg=N name=<server's address>      (or ERR <why>)
 //! C: PLAN iters=N warmup=N depth=N sizes=64,256,... name=<client's address or ->
 //!    (MSG: the client connects; the server accepts)
-//! S: READY
+//! S: READY                           (write, read, atomic: READY addr=0x.. key=0x..)
 //! per size:  C: SYNC <n> <size>   S: GO credits=<receives posted>
 //!            (the test)           C: DONE   S: ACK
 //! C: BYE     S: BYE
@@ -47,13 +60,14 @@ use self::report::{BwStats, LatStats, RunInfo, Windows};
 use crate::oob::{self, Ctrl};
 use crate::perf;
 use crate::pingpong::{
-    connect_addr, ctrl_recv, ctrl_send, ep_name, eq_wait, field, open_connless_with, open_msg_with, peer_hint,
-    Failure, Objects, Res, Watch,
+    connect_addr, ctrl_recv, ctrl_send, ep_name, eq_wait, field, open_connless_with, open_msg_with, peer_hint, Failure,
+    Objects, Res, Watch,
 };
 use crate::tostr;
 use fabric::{
-    Address, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Endpoint, EpType, EqAttr, EqEvent, Error,
-    EventQueue, Fabric, FiAddr, Hints, Info, Mode, PassiveEndpoint,
+    Address, AtomicKind, AtomicOp, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Datatype, Endpoint,
+    EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, MemoryRegion, Mode, MrAccess, MrMode,
+    PassiveEndpoint, Remote,
 };
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -69,15 +83,24 @@ const CREDIT_RX_CTX: u64 = 3;
 /// Context of credit sends posted with a buffer (server, send bw, when the
 /// provider cannot inject them).
 const CREDIT_TX_CTX: u64 = 4;
-/// Bytes of a credit message: the size's number and the receives re-posted, both
-/// little-endian u64.
-const CREDIT_LEN: usize = 16;
+/// Context of fetching atomics (their operand and result come back together).
+const ATOMIC_CTX: u64 = 5;
+/// Bytes of a credit message: the size's number, the receives re-posted and the
+/// server's clock (nanoseconds), little-endian u64s.
+const CREDIT_LEN: usize = 24;
 /// Credit receives the client keeps posted.
 const CREDIT_RECVS: usize = 8;
 /// Credit send buffers of a server that cannot inject.
 const CREDIT_SENDS: usize = 4;
 /// The most bytes of data buffers one side allocates for a size.
 const BUF_BUDGET: usize = 256 << 20;
+/// The key the server asks for when the domain does not choose keys.
+const TARGET_KEY: u64 = 0xF1_9E4F;
+/// The most sizes a plan may list (`-S all` lists 46).
+const MAX_PLAN_SIZES: usize = 64;
+/// How many empty polls a passive side makes between looks at the control
+/// connection.
+const SPINS_PER_CTRL_CHECK: u32 = 1024;
 
 /// Run `fi_perf` with these arguments (without the program name); the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
@@ -93,26 +116,13 @@ pub fn main_with_args(args: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let r = match unavailable(o.test.verb) {
-        Some(msg) => Err(Failure { msg, status: Error::NoSys.errno() }),
-        None if o.dst_addr.is_some() => client(&o),
-        None => server(&o),
-    };
+    let r = if o.dst_addr.is_some() { client(&o) } else { server(&o) };
     match r {
         Ok(()) => 0,
         Err(f) => {
             eprintln!("[error] fi_perf: {}", f.msg);
             f.status
         }
-    }
-}
-
-/// Why a test's operation cannot run in this build, if it cannot.
-pub fn unavailable(verb: Verb) -> Option<String> {
-    match verb {
-        Verb::Send => None,
-        Verb::Write | Verb::Read => Some(format!("fi_perf {}: RMA is not available in this build yet", verb.name())),
-        Verb::Atomic => Some("fi_perf atomic: atomics are not available in this build yet".to_string()),
     }
 }
 
@@ -144,7 +154,12 @@ fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
 }
 
 fn base_hints(o: &PerfOpts) -> Hints {
-    let mut h = Hints::new().ep_type(o.ep_type).caps(Caps::MSG);
+    let caps = match o.test.verb {
+        Verb::Send => Caps::MSG,
+        Verb::Write | Verb::Read => Caps::RMA,
+        Verb::Atomic => Caps::ATOMIC,
+    };
+    let mut h = Hints::new().ep_type(o.ep_type).caps(caps);
     h.prov_name = o.provider.clone();
     h.domain_name = o.domain.clone();
     h.mode = Some(Mode::CONTEXT | Mode::CONTEXT2);
@@ -156,7 +171,18 @@ fn base_hints(o: &PerfOpts) -> Hints {
 
 fn getinfo(o: &PerfOpts, h: &Hints) -> Res<Info> {
     debug!(o, "getinfo: {h:?}");
-    let mut v = fabric::getinfo(h).map_err(|e| Failure::fabric("fi_getinfo", e))?;
+    let mut v = fabric::getinfo(h).map_err(|e| {
+        let mut f = Failure::fabric("fi_getinfo", e);
+        if e == Error::NoData {
+            let what = match o.test.verb {
+                Verb::Send => "messages",
+                Verb::Write | Verb::Read => "RMA",
+                Verb::Atomic => "atomics",
+            };
+            f.msg.push_str(&format!(": no provider offers {what} on {} endpoints here", ep_name(o.ep_type)));
+        }
+        f
+    })?;
     let info = v.remove(0);
     if o.verbose {
         eprintln!("[debug] fi_perf: Running {} test with fi_info:\n{}", o.test, tostr::info_str(&info));
@@ -192,12 +218,20 @@ impl Plan {
         )
     }
 
+    /// The plan and the client's fabric address in a PLAN message; `None` if it is
+    /// malformed or asks for more than the options allow (nothing a peer sends may
+    /// make this side allocate without bound).
     fn decode(msg: &str) -> Option<(Plan, Option<String>)> {
-        let iterations = field(msg, "iters")?.parse().ok().filter(|&n| n >= 1)?;
-        let warmup = field(msg, "warmup")?.parse().ok().filter(|&n| n >= 1)?;
-        let depth = field(msg, "depth")?.parse().ok().filter(|&n| n >= 1)?;
+        let count = |k: &str, max: u64| field(msg, k)?.parse::<u64>().ok().filter(|&n| (1..=max).contains(&n));
+        let iterations = count("iters", opts::MAX_ITERS)?;
+        let warmup = count("warmup", opts::MAX_ITERS)?;
+        let depth = count("depth", opts::MAX_DEPTH as u64)? as usize;
         let s = field(msg, "sizes")?;
-        let sizes: Vec<usize> = s.split(',').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        if s.split(',').count() > MAX_PLAN_SIZES {
+            return None;
+        }
+        let sizes: Vec<usize> =
+            s.split(',').map(|x| x.parse().ok().filter(|&n| n <= opts::MAX_SIZE)).collect::<Option<_>>()?;
         let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
         Some((Plan { iterations, warmup, depth, sizes }, name))
     }
@@ -239,8 +273,8 @@ impl Printer {
         ];
         if t.measure == Measure::Bw {
             banner.push(("TX depth", plan.depth.to_string()));
-            if t.verb == Verb::Send {
-                banner.push(("RX depth", if side == "server" { o.rx_depth.to_string() } else { "server's".into() }));
+            if t.verb == Verb::Send && side == "server" {
+                banner.push(("RX depth", o.rx_depth.to_string()));
             }
         }
         banner.push(("Side", side.to_string()));
@@ -289,6 +323,17 @@ impl Printer {
             report::lat_row(size, iterations, s)
         };
         let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    /// The server of a one-sided test measures nothing: say so under the banner.
+    fn passive(&self) {
+        if self.json {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", report::banner(&self.title, &self.banner));
+        let _ = writeln!(out, " This side is the target of the client's operations: the client reports the results.");
         let _ = out.flush();
     }
 
@@ -371,6 +416,9 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     if plan.sizes.iter().any(|&s| s > max_msg) {
         return Err(Failure::new(format!("the client's sizes exceed the server's maximum message size {max_msg}")));
     }
+    if o.test.measure == Measure::Lat && plan.iterations > opts::MAX_ITERS_LAT {
+        return Err(Failure::new(format!("the client asks for {} latency samples", plan.iterations)));
+    }
     if plan.iterations != o.iterations {
         eprintln!("fi_perf: note: following the client's plan: -I {} (server: {})", plan.iterations, o.iterations);
     }
@@ -403,13 +451,27 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         }
     };
 
-    let mut dp = DataPath::new(&objs, peer, o.timeout);
+    let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
     let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
-    if o.test.measure == Measure::Lat {
-        dp.post_data_recv(Buf::new(max_size.max(1)))?;
+    // The target of one-sided operations: registered for the client, who learns
+    // where it is and its key.
+    let mut _target = None;
+    if o.test.verb == Verb::Send {
+        if o.test.measure == Measure::Lat {
+            dp.post_data_recv(Buf::new(max_size.max(1)))?;
+        }
+        ctrl_send(ctrl, "READY")?;
+    } else {
+        check_atomics(&objs, o.test.verb)?;
+        let (mr, at) = register_target(&objs, max_size)?;
+        debug!(o, "SERVER: registered {} bytes at {:#x}, key {:#x}", mr.len(), at.addr, at.key);
+        _target = Some(mr);
+        ctrl_send(ctrl, &format!("READY addr={:#x} key={:#x}", at.addr, at.key))?;
     }
-    ctrl_send(ctrl, "READY")?;
     let mut printer = Printer::new(o, "server", &prov, &plan);
+    if o.test.verb != Verb::Send {
+        printer.passive();
+    }
     let mut scratch = Vec::new();
     for (idx, &size) in plan.sizes.iter().enumerate() {
         let sync = ctrl_expect(ctrl, "SYNC")?;
@@ -417,6 +479,13 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
             return Err(Failure::new(format!("out of step with the client: it syncs {sync:?}, expected {idx} {size}")));
         }
         dp.begin_size(idx as u64, size);
+        if o.test.verb != Verb::Send {
+            // The client's operations need no help but progress here.
+            ctrl_send(ctrl, "GO credits=1")?;
+            dp.serve(ctrl)?;
+            ctrl_send(ctrl, "ACK")?;
+            continue;
+        }
         match o.test.measure {
             Measure::Lat => {
                 ctrl_send(ctrl, "GO credits=1")?;
@@ -433,7 +502,7 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                     debug!(o, "SERVER: size {size}: {posted} receives posted (-r {})", o.rx_depth);
                 }
                 ctrl_send(ctrl, &format!("GO credits={posted}"))?;
-                let (elapsed, best) = dp.bw_server(ctrl, plan.warmup, plan.iterations, posted)?;
+                let (elapsed, best) = dp.bw_server(ctrl, plan.warmup, plan.iterations, posted, plan.depth)?;
                 finish_size(ctrl, false)?;
                 printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
             }
@@ -530,17 +599,26 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         (ob, peer)
     };
 
-    let mut dp = DataPath::new(&objs, peer, o.timeout);
+    let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
     let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
-    match o.test.measure {
-        Measure::Lat => dp.post_data_recv(Buf::new(max_size.max(1)))?,
-        Measure::Bw => {
+    match (o.test.verb, o.test.measure) {
+        (Verb::Send, Measure::Lat) => dp.post_data_recv(Buf::new(max_size.max(1)))?,
+        (Verb::Send, Measure::Bw) => {
             for _ in 0..CREDIT_RECVS {
                 dp.post_credit_recv(Buf::new(CREDIT_LEN))?;
             }
         }
+        _ => check_atomics(&objs, o.test.verb)?,
     }
-    ctrl_expect(ctrl, "READY")?;
+    let ready = ctrl_expect(ctrl, "READY")?;
+    if o.test.verb != Verb::Send {
+        let num = |k: &str| field(&ready, k).and_then(parse_u64);
+        let (Some(addr), Some(key)) = (num("addr"), num("key")) else {
+            return Err(Failure::new(format!("malformed READY from the server: {ready:?}")));
+        };
+        dp.remote = Remote { addr, key };
+        debug!(o, "CLIENT: the server's region is at {addr:#x}, key {key:#x}");
+    }
     let mut printer = Printer::new(o, "client", &prov, &plan);
     let mut scratch = Vec::new();
     for (idx, &size) in plan.sizes.iter().enumerate() {
@@ -551,6 +629,29 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
             .and_then(|c| c.parse().ok())
             .filter(|&c| c >= 1)
             .ok_or_else(|| Failure::new(format!("malformed GO from the server: {go:?}")))?;
+        if o.test.verb != Verb::Send {
+            match o.test.measure {
+                Measure::Lat => {
+                    dp.prepare_sends(size, 1);
+                    let mut samples = Vec::with_capacity(plan.iterations as usize);
+                    dp.rma_lat(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                    finish_size(ctrl, true)?;
+                    if let Some(st) = LatStats::from_nanos(&samples, 1.0, &mut scratch) {
+                        printer.lat(size, plan.iterations, &st);
+                    }
+                }
+                Measure::Bw => {
+                    let n = dp.prepare_sends(size, plan.depth);
+                    if n < plan.depth {
+                        debug!(o, "CLIENT: size {size}: {n} operations in flight at most (-t {})", plan.depth);
+                    }
+                    let (elapsed, best) = dp.rma_bw(ctrl, plan.warmup, plan.iterations, plan.depth)?;
+                    finish_size(ctrl, true)?;
+                    printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
+                }
+            }
+            continue;
+        }
         match o.test.measure {
             Measure::Lat => {
                 let mut samples = Vec::with_capacity(plan.iterations as usize);
@@ -577,10 +678,65 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     Ok(())
 }
 
+/// A number as the control messages write it: decimal or `0x` hexadecimal.
+fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Refuse an atomic test on a provider without fetching `FI_SUM` on `FI_UINT64`.
+fn check_atomics(ob: &Objects, verb: Verb) -> Res<()> {
+    if verb != Verb::Atomic {
+        return Ok(());
+    }
+    match ob.ep.domain().atomic_valid(AtomicOp::Sum, Datatype::Uint64, AtomicKind::Fetch) {
+        Ok(n) if n >= 1 => Ok(()),
+        Ok(_) | Err(Error::OpNotSupp) => Err(Failure {
+            msg: format!(
+                "provider {} does not support fetching FI_SUM atomics on FI_UINT64",
+                ob.info.fabric_attr.prov_name
+            ),
+            status: Error::OpNotSupp.errno(),
+        }),
+        Err(e) => Err(Failure::fabric("fi_fetch_atomicvalid", e)),
+    }
+}
+
+/// Register the server's region (`size` bytes, at least one `u64`) for remote
+/// reads and writes; where the client reaches it: its address, or offset 0 where
+/// the domain addresses regions by offset, and its key.
+fn register_target(ob: &Objects, size: usize) -> Res<(MemoryRegion, Remote)> {
+    let domain = ob.ep.domain();
+    let access = MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE;
+    let buf = Buf::new(size.max(opts::ATOMIC_SIZE));
+    let mr_mode = ob.info.domain_attr.mr_mode;
+    let mr = if mr_mode.contains(MrMode::PROV_KEY) {
+        domain.register(buf, access)
+    } else {
+        domain.register_with_key(buf, access, TARGET_KEY)
+    }
+    .map_err(|e| Failure::fabric("fi_mr_reg", e))?;
+    let addr = if mr_mode.contains(MrMode::VIRT_ADDR) {
+        // SAFETY: only the address is taken, to tell the client; the region's
+        // bytes are never accessed through it.
+        (unsafe { mr.as_ptr() }) as u64
+    } else {
+        0
+    };
+    let key = mr.key();
+    Ok((mr, Remote { addr, key }))
+}
+
 // ---------------------------------------------------------------- data path
 
 /// The operations of one side, and the buffers that are not in flight.
 struct DataPath<'a> {
+    /// The operation of the test.
+    verb: Verb,
+    /// Where one-sided operations go (the server's region).
+    remote: Remote,
     ep: &'a Endpoint,
     cq: &'a CompletionQueue,
     eq: Option<&'a EventQueue>,
@@ -596,6 +752,8 @@ struct DataPath<'a> {
     tx_free: Vec<Buf>,
     /// Send buffers allocated (in flight or free).
     tx_total: usize,
+    /// The bytes injected (latency tests below the inject size).
+    inject_buf: Vec<u8>,
     /// Send completions of this size.
     tx_done: u64,
     /// Completed data receives, not yet re-posted.
@@ -606,15 +764,26 @@ struct DataPath<'a> {
     rx_count: u64,
     /// Completed credit receives, not yet re-posted (client).
     credit_rx_done: Vec<Buf>,
-    /// The receives the server has re-posted during this size, as last reported.
+    /// The receives the server has re-posted during this size, as last reported,
+    /// and the server's clock then.
     credited: u64,
+    credited_ns: u64,
+    /// The origin of the clock in credits (server).
+    epoch: Instant,
     /// Credit send buffers not in flight (server, without inject).
     credit_tx_free: Vec<Buf>,
+    /// Credit send buffers allocated.
+    credit_tx_total: usize,
+    /// Result buffers of fetching atomics not in flight (the operands are in
+    /// `tx_free`).
+    atomic_results: Vec<Buf>,
 }
 
 impl<'a> DataPath<'a> {
-    fn new(ob: &'a Objects, peer: FiAddr, timeout: Duration) -> DataPath<'a> {
+    fn new(ob: &'a Objects, peer: FiAddr, timeout: Duration, verb: Verb) -> DataPath<'a> {
         DataPath {
+            verb,
+            remote: Remote { addr: 0, key: 0 },
             ep: &ob.ep,
             cq: &ob.cq,
             eq: ob.eq.as_ref(),
@@ -627,13 +796,18 @@ impl<'a> DataPath<'a> {
             size: 0,
             tx_free: Vec::new(),
             tx_total: 0,
+            inject_buf: Vec::new(),
             tx_done: 0,
             rx_done: Vec::new(),
             rx_posted: 0,
             rx_count: 0,
             credit_rx_done: Vec::new(),
             credited: 0,
+            credited_ns: 0,
+            epoch: Instant::now(),
             credit_tx_free: Vec::new(),
+            credit_tx_total: 0,
+            atomic_results: Vec::new(),
         }
     }
 
@@ -644,6 +818,9 @@ impl<'a> DataPath<'a> {
         self.tx_done = 0;
         self.rx_count = 0;
         self.credited = 0;
+        if size < self.inject_size {
+            self.inject_buf.resize(size, 0);
+        }
     }
 
     // ---- posting
@@ -660,7 +837,11 @@ impl<'a> DataPath<'a> {
                 }
                 Err(pe) if pe.error == Error::Again => {
                     buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
-                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(None, self.eq, "posting a receive")?;
+                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(
+                        None,
+                        self.eq,
+                        "posting a receive",
+                    )?;
                     self.drain()?;
                 }
                 Err(pe) => return Err(Failure::fabric("fi_recv", pe.error)),
@@ -677,7 +858,11 @@ impl<'a> DataPath<'a> {
                 Ok(()) => return Ok(()),
                 Err(pe) if pe.error == Error::Again => {
                     buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
-                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(None, self.eq, "posting a receive")?;
+                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(
+                        None,
+                        self.eq,
+                        "posting a receive",
+                    )?;
                     self.drain()?;
                 }
                 Err(pe) => return Err(Failure::fabric("fi_recv", pe.error)),
@@ -716,6 +901,16 @@ impl<'a> DataPath<'a> {
     }
 
     fn complete(&mut self, c: Completion) -> Res<()> {
+        if c.context == ATOMIC_CTX {
+            let mut bufs = c.buffers.into_vec().into_iter();
+            let (Some(operand), Some(result)) = (bufs.next(), bufs.next()) else {
+                return Err(Failure::new("internal: an atomic's completion without its buffers"));
+            };
+            self.tx_free.push(operand);
+            self.atomic_results.push(result);
+            self.tx_done += 1;
+            return Ok(());
+        }
         let buf = c.buffers.into_buf().ok_or_else(|| Failure::new("internal: a completion without its buffer"))?;
         match c.context {
             TX_CTX => {
@@ -723,7 +918,7 @@ impl<'a> DataPath<'a> {
                 self.tx_done += 1;
             }
             RX_CTX => {
-                self.rx_posted -= 1;
+                self.rx_posted = self.rx_posted.saturating_sub(1);
                 if c.len != self.size {
                     return Err(Failure::new(format!("received {} bytes, expected {}", c.len, self.size)));
                 }
@@ -734,10 +929,11 @@ impl<'a> DataPath<'a> {
                 if buf.len() != CREDIT_LEN {
                     return Err(Failure::new(format!("a credit message of {} bytes from the server", buf.len())));
                 }
-                let idx = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
-                let n = u64::from_le_bytes(buf[8..].try_into().expect("8 bytes"));
-                if idx == self.idx {
-                    self.credited = self.credited.max(n);
+                let word = |i: usize| u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                let (idx, n, ns) = (word(0), word(1), word(2));
+                if idx == self.idx && n > self.credited {
+                    self.credited = n;
+                    self.credited_ns = ns;
                 }
                 self.credit_rx_done.push(buf);
             }
@@ -755,7 +951,9 @@ impl<'a> DataPath<'a> {
             Ok(ce) => {
                 let op = match ce.context {
                     RX_CTX | CREDIT_RX_CTX => "receive",
-                    TX_CTX | CREDIT_TX_CTX => "send",
+                    TX_CTX => self.verb.name(),
+                    CREDIT_TX_CTX => "send",
+                    ATOMIC_CTX => "atomic",
                     _ => "operation",
                 };
                 Failure {
@@ -773,13 +971,8 @@ impl<'a> DataPath<'a> {
     /// posted from the send buffer (waiting for it to come back first).
     fn send_one(&mut self, ctrl: &mut Ctrl, w: &mut Watch) -> Res<()> {
         if self.size < self.inject_size {
-            if self.tx_free.is_empty() {
-                self.tx_free.push(Buf::new(self.size));
-                self.tx_total += 1;
-            }
             loop {
-                let tx = self.tx_free.last().expect("a send buffer");
-                match self.ep.inject(&tx[..self.size.min(tx.len())], self.peer) {
+                match self.ep.inject(&self.inject_buf, self.peer) {
                     Ok(()) => return Ok(()),
                     Err(Error::Again) => {
                         w.tick_checked(Some(&mut *ctrl), self.eq, "injecting a message")?;
@@ -789,11 +982,16 @@ impl<'a> DataPath<'a> {
                 }
             }
         }
+        if self.tx_total == 0 {
+            self.tx_free.push(Buf::new(self.size));
+            self.tx_total = 1;
+        }
         while self.tx_free.is_empty() {
             self.poll(ctrl, w, "the previous send's completion")?;
         }
         let mut tx = self.tx_free.pop().expect("a send buffer");
         if tx.capacity() < self.size {
+            // The first send of a larger size (a warm-up one): a buffer that fits.
             tx = Buf::new(self.size);
         }
         tx.set_len(self.size).map_err(|e| Failure::fabric("set_len", e))?;
@@ -879,6 +1077,13 @@ impl<'a> DataPath<'a> {
         for b in &mut self.tx_free {
             // Cannot fail: every buffer holds at least `size` bytes.
             let _ = b.set_len(size);
+            if self.verb == Verb::Atomic {
+                // The operand of FI_SUM: add one.
+                let _ = b.copy_from(&1u64.to_le_bytes());
+            }
+        }
+        if self.verb == Verb::Atomic {
+            self.atomic_results.resize_with(n, || Buf::new(opts::ATOMIC_SIZE));
         }
         self.tx_total = n;
         n
@@ -907,7 +1112,7 @@ impl<'a> DataPath<'a> {
                             return Err(Failure::new(format!("receive failed: {} ({})", ce, -ce.err.errno())));
                         }
                         w.progress();
-                        self.rx_posted -= 1;
+                        self.rx_posted = self.rx_posted.saturating_sub(1);
                         if let Some(b) = ce.buffers.into_buf() {
                             self.rx_done.push(b);
                         }
@@ -931,7 +1136,10 @@ impl<'a> DataPath<'a> {
 
     /// The client's stream: up to the send buffers in flight, never more than the
     /// receives the server has posted (`credits` at the start, plus those it
-    /// re-posted since). The timed part's duration and its best window's rate.
+    /// re-posted since). Timed from the credit that says the warm-up arrived to the
+    /// one that says everything did (send completions may only mean the provider
+    /// took the data): the duration and the best window's rate, the windows ending
+    /// at credits.
     fn bw_client(
         &mut self,
         ctrl: &mut Ctrl,
@@ -943,12 +1151,12 @@ impl<'a> DataPath<'a> {
         let total = warmup + iters;
         let mut w = Watch::new(self.timeout);
         let mut sent = 0u64;
-        let mut windows = Windows::new(Windows::size_for(iters, depth), Instant::now());
-        let mut start = Instant::now();
-        while self.tx_done < total {
-            // The timed part starts with the warm-up's sends all complete.
-            let limit = if self.tx_done < warmup { warmup } else { total };
-            while sent < limit && sent < credits + self.credited {
+        let mut timed: Option<(Instant, Windows)> = None;
+        let mut elapsed = None;
+        while elapsed.is_none() || self.tx_done < total {
+            // The timed part starts once the warm-up has arrived.
+            let limit = if timed.is_some() { total } else { warmup };
+            while sent < limit && sent < credits.saturating_add(self.credited) {
                 let Some(buf) = self.tx_free.pop() else { break };
                 match self.ep.send(buf, self.peer, TX_CTX) {
                     Ok(()) => sent += 1,
@@ -963,49 +1171,214 @@ impl<'a> DataPath<'a> {
             while let Some(b) = self.credit_rx_done.pop() {
                 self.post_credit_recv(b)?;
             }
-            if self.poll(ctrl, &mut w, "send completions and credits")? == Some(TX_CTX) {
-                if self.tx_done == warmup {
-                    start = Instant::now();
-                    windows = Windows::new(windows_size(iters, depth), start);
-                } else if self.tx_done > warmup {
-                    windows.tick();
+            if self.poll(ctrl, &mut w, "send completions and credits")? != Some(CREDIT_RX_CTX) {
+                continue;
+            }
+            match &mut timed {
+                None if self.credited >= warmup => {
+                    let w = Windows::size_for(iters, depth);
+                    timed = Some((Instant::now(), Windows::at(w, self.credited_ns)));
+                }
+                None => {}
+                Some((start, windows)) => {
+                    windows.advance_to(self.credited.min(total) - warmup, self.credited_ns);
+                    if elapsed.is_none() && self.credited >= total {
+                        elapsed = Some(start.elapsed());
+                    }
                 }
             }
         }
-        let elapsed = start.elapsed();
-        Ok((elapsed, windows.best()))
+        let best = timed.map_or(0.0, |(_, windows)| windows.best());
+        Ok((elapsed.unwrap_or_default(), best))
     }
 
     /// The server's side of the stream: re-post each receive as it completes and
-    /// tell the client every quarter of `posted` re-posted receives. The timed
-    /// part's duration (from the last warm-up message) and its best window's rate.
-    fn bw_server(&mut self, ctrl: &mut Ctrl, warmup: u64, iters: u64, posted: usize) -> Res<(Duration, f64)> {
+    /// tell the client every quarter of `posted` re-posted receives, at the end of
+    /// the warm-up and at the end. Timed from the credit that lets the client start
+    /// the timed part to the last message: the duration and the best window's rate.
+    fn bw_server(
+        &mut self,
+        ctrl: &mut Ctrl,
+        warmup: u64,
+        iters: u64,
+        posted: usize,
+        depth: usize,
+    ) -> Res<(Duration, f64)> {
         let total = warmup + iters;
         let batch = (posted as u64 / 4).max(1);
         let mut w = Watch::new(self.timeout);
         let mut reposted = 0u64;
         let mut reported = 0u64;
-        let mut windows = Windows::new(Windows::size_for(iters, posted), Instant::now());
-        let mut start = Instant::now();
-        while self.rx_count < total {
-            if self.poll(ctrl, &mut w, "messages from the client")? == Some(RX_CTX) {
-                if self.rx_count == warmup {
-                    start = Instant::now();
-                    windows = Windows::new(windows_size(iters, posted), start);
-                } else if self.rx_count > warmup {
+        let mut timed: Option<(Instant, Windows)> = None;
+        let mut elapsed = None;
+        while reported < total {
+            if self.rx_count < total && self.poll(ctrl, &mut w, "messages from the client")? == Some(RX_CTX) {
+                if let Some((start, windows)) = &mut timed {
                     windows.tick();
+                    if self.rx_count == total {
+                        elapsed = Some(start.elapsed());
+                    }
                 }
             }
             while let Some(b) = self.rx_done.pop() {
                 self.post_data_recv(b)?;
                 reposted += 1;
             }
-            if reposted - reported >= batch && self.rx_count < total && self.send_credit(reposted)? {
-                reported = reposted;
+            let due = reposted - reported >= batch || reposted == warmup || reposted == total;
+            if reposted > reported && due {
+                if self.send_credit(reposted)? {
+                    reported = reposted;
+                    if timed.is_none() && reported >= warmup {
+                        timed = Some((Instant::now(), Windows::new(Windows::size_for(iters, depth))));
+                    }
+                } else {
+                    w.tick_checked(Some(&mut *ctrl), self.eq, "sending credits")?;
+                    self.drain()?;
+                }
             }
         }
-        let elapsed = start.elapsed();
-        Ok((elapsed, windows.best()))
+        let best = timed.map_or(0.0, |(_, windows)| windows.best());
+        Ok((elapsed.unwrap_or_default(), best))
+    }
+
+    // ---- one-sided operations
+
+    /// Post the test's one-sided operation on `buf` (written out, read into, or
+    /// the operand of a fetching atomic) to the server's region. `false` when the
+    /// provider pushes back (the buffers are kept for later).
+    fn post_one_sided(&mut self, buf: Buf) -> Res<bool> {
+        let (peer, at) = (self.peer, self.remote);
+        let r = match self.verb {
+            Verb::Write => self.ep.write(buf, peer, at, TX_CTX),
+            Verb::Read => self.ep.read(buf, peer, at, TX_CTX),
+            Verb::Atomic => {
+                let result = self.atomic_results.pop().unwrap_or_else(|| Buf::new(opts::ATOMIC_SIZE));
+                self.ep.fetch_atomic(buf, result, AtomicOp::Sum, Datatype::Uint64, peer, at, ATOMIC_CTX)
+            }
+            Verb::Send => unreachable!("messages are not one-sided"),
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(pe) if pe.error == Error::Again => {
+                let mut bufs = pe.buffers.into_vec().into_iter();
+                let buf = bufs.next().ok_or_else(|| Failure::new("internal: operation buffer lost"))?;
+                self.tx_free.push(buf);
+                self.atomic_results.extend(bufs);
+                Ok(false)
+            }
+            Err(pe) => {
+                let call = match self.verb {
+                    Verb::Write => "fi_write",
+                    Verb::Read => "fi_read",
+                    _ => "fi_fetch_atomic",
+                };
+                Err(Failure::fabric(call, pe.error))
+            }
+        }
+    }
+
+    /// One-sided operations one at a time: `warmup` untimed, then one sample
+    /// (nanoseconds) per operation, from its post to its completion.
+    fn rma_lat(&mut self, ctrl: &mut Ctrl, warmup: u64, iters: u64, samples: &mut Vec<u64>) -> Res<()> {
+        let mut w = Watch::new(self.timeout);
+        for i in 0..warmup + iters {
+            let start = Instant::now();
+            let buf = self.tx_free.pop().ok_or_else(|| Failure::new("internal: no operation buffer"))?;
+            let mut buf = Some(buf);
+            while let Some(b) = buf.take() {
+                if !self.post_one_sided(b)? {
+                    w.tick_checked(Some(&mut *ctrl), self.eq, "posting an operation")?;
+                    self.drain()?;
+                    buf = self.tx_free.pop();
+                }
+            }
+            while self.tx_done <= i {
+                self.poll(ctrl, &mut w, "the operation's completion")?;
+            }
+            if i >= warmup {
+                samples.push(nanos(start.elapsed()));
+            }
+        }
+        Ok(())
+    }
+
+    /// One-sided operations, up to the buffers prepared in flight: `warmup`
+    /// untimed (all complete before the timed part starts), then `iters` timed from
+    /// the warm-up's last completion to the last one. The duration and the best
+    /// window's rate.
+    fn rma_bw(&mut self, ctrl: &mut Ctrl, warmup: u64, iters: u64, depth: usize) -> Res<(Duration, f64)> {
+        let total = warmup + iters;
+        let mut w = Watch::new(self.timeout);
+        let mut posted = 0u64;
+        let mut timed: Option<(Instant, Windows)> = None;
+        let mut elapsed = Duration::ZERO;
+        while self.tx_done < total {
+            let limit = if self.tx_done < warmup { warmup } else { total };
+            while posted < limit {
+                let Some(buf) = self.tx_free.pop() else { break };
+                if !self.post_one_sided(buf)? {
+                    break;
+                }
+                posted += 1;
+            }
+            if !matches!(self.poll(ctrl, &mut w, "completions")?, Some(TX_CTX | ATOMIC_CTX)) {
+                continue;
+            }
+            match &mut timed {
+                None if self.tx_done == warmup => {
+                    timed = Some((Instant::now(), Windows::new(Windows::size_for(iters, depth))));
+                }
+                None => {}
+                Some((start, windows)) => {
+                    windows.tick();
+                    if self.tx_done == total {
+                        elapsed = start.elapsed();
+                    }
+                }
+            }
+        }
+        Ok((elapsed, timed.map_or(0.0, |(_, windows)| windows.best())))
+    }
+
+    /// The passive side of one-sided operations: drive progress (the provider may
+    /// serve the client's operations only when its queue is read) until the client
+    /// says DONE on the control connection. No completion is expected here; an
+    /// error completion, a shutdown or the end of the control connection ends the
+    /// wait.
+    fn serve(&mut self, ctrl: &mut Ctrl) -> Res<()> {
+        let mut spins = 0u32;
+        loop {
+            match self.cq.read_one() {
+                Ok(c) => return Err(Failure::new(format!("unexpected completion with context {}", c.context))),
+                Err(Error::Again) => {}
+                Err(e) => return Err(self.cq_failure(e)),
+            }
+            spins += 1;
+            if spins < SPINS_PER_CTRL_CHECK {
+                continue;
+            }
+            spins = 0;
+            if let Some(eq) = self.eq {
+                match eq.read() {
+                    Ok(EqEvent::Shutdown { .. }) => {
+                        return Err(Failure::new("the client shut the connection down during the test"))
+                    }
+                    Ok(ev) => return Err(Failure::new(format!("unexpected event {} during the test", ev.name()))),
+                    Err(Error::Again) => {}
+                    Err(e) => return Err(Failure::fabric("fi_eq_read", e)),
+                }
+            }
+            let msg = ctrl.try_recv().map_err(|e| Failure::new(format!("control connection: {e}")))?;
+            let Some(msg) = msg else { continue };
+            let msg = String::from_utf8_lossy(&msg);
+            if msg == "DONE" {
+                return Ok(());
+            }
+            if let Some(why) = msg.strip_prefix("ERR ") {
+                return Err(Failure::new(format!("the peer failed: {why}")));
+            }
+            return Err(Failure::new(format!("control connection: expected DONE, got {msg:?}")));
+        }
     }
 
     /// Tell the client that `reposted` receives of this size were re-posted:
@@ -1014,7 +1387,8 @@ impl<'a> DataPath<'a> {
     fn send_credit(&mut self, reposted: u64) -> Res<bool> {
         let mut msg = [0u8; CREDIT_LEN];
         msg[..8].copy_from_slice(&self.idx.to_le_bytes());
-        msg[8..].copy_from_slice(&reposted.to_le_bytes());
+        msg[8..16].copy_from_slice(&reposted.to_le_bytes());
+        msg[16..].copy_from_slice(&nanos(self.epoch.elapsed()).to_le_bytes());
         if self.inject_size >= CREDIT_LEN {
             return match self.ep.inject(&msg, self.peer) {
                 Ok(()) => Ok(true),
@@ -1022,9 +1396,9 @@ impl<'a> DataPath<'a> {
                 Err(e) => Err(Failure::fabric("fi_inject", e)),
             };
         }
-        if self.credit_tx_free.is_empty() && self.tx_total < CREDIT_SENDS {
+        if self.credit_tx_free.is_empty() && self.credit_tx_total < CREDIT_SENDS {
             self.credit_tx_free.push(Buf::new(CREDIT_LEN));
-            self.tx_total += 1;
+            self.credit_tx_total += 1;
         }
         let Some(mut b) = self.credit_tx_free.pop() else { return Ok(false) };
         b.copy_from(&msg).map_err(|e| Failure::fabric("copy", e))?;
@@ -1038,10 +1412,6 @@ impl<'a> DataPath<'a> {
             Err(pe) => Err(Failure::fabric("fi_send", pe.error)),
         }
     }
-}
-
-fn windows_size(iters: u64, depth: usize) -> u64 {
-    Windows::size_for(iters, depth)
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -1064,6 +1434,12 @@ mod tests {
         assert!(Plan::decode("PLAN iters=x").is_none());
         assert!(Plan::decode("PLAN iters=1 warmup=0 depth=1 sizes=2 name=-").is_none());
         assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes= name=-").is_none());
+        // Nothing unbounded from the peer.
+        assert!(Plan::decode("PLAN iters=1000000000000 warmup=1 depth=1 sizes=2 name=-").is_none());
+        assert!(Plan::decode("PLAN iters=1 warmup=1 depth=100000 sizes=2 name=-").is_none());
+        assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes=1099511627776 name=-").is_none());
+        let many = vec!["1"; 65].join(",");
+        assert!(Plan::decode(&format!("PLAN iters=1 warmup=1 depth=1 sizes={many} name=-")).is_none());
     }
 
     #[test]
@@ -1074,13 +1450,5 @@ mod tests {
         assert_eq!(buffers_for(64, 512, 256), 256);
         assert_eq!(buffers_for(64, 512, 0), 512);
         assert_eq!(buffers_for(1 << 30, 128, 1024), 1);
-    }
-
-    #[test]
-    fn rma_and_atomics_say_they_are_absent() {
-        assert_eq!(unavailable(Verb::Send), None);
-        assert_eq!(unavailable(Verb::Write).unwrap(), "fi_perf write: RMA is not available in this build yet");
-        assert_eq!(unavailable(Verb::Read).unwrap(), "fi_perf read: RMA is not available in this build yet");
-        assert!(unavailable(Verb::Atomic).unwrap().contains("atomics are not available"));
     }
 }

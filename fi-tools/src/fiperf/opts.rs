@@ -37,9 +37,11 @@ fabric additions:
  --warmup <number>         untimed iterations before each size (bw: tx depth, lat: 16)
 
 -S all tests 0, 1, 2, 3, 4, 6, 8, 12, ... up to 6m (within the endpoint's maximum
-message size), as fi_pingpong. Bandwidth is in MB/sec of 2^20 bytes, as perftest's;
-latency in microseconds, one way (half a round trip) for send and write, a whole
-operation for read and atomic. A client given -B but not -P connects to that port.
+message size), as fi_pingpong. Bandwidth is in MB/sec of 2^20 bytes, as perftest's.
+Latency is in microseconds: one way (half a round trip) for send; from post to
+completion of each operation for write, read and atomic (FI_SUM on one FI_UINT64,
+fetched). The server of write, read and atomic tests is their passive target: the
+client reports. A client given -B but not -P connects to that port.
 ";
 
 /// The data-transfer operation measured.
@@ -195,6 +197,8 @@ pub const MAX_ITERS: u64 = 100_000_000;
 pub const MAX_ITERS_LAT: u64 = 10_000_000;
 /// The deepest queue `-t` and `-r` accept (perftest's limits).
 pub const MAX_DEPTH: usize = 16384;
+/// The largest transfer size `-S` accepts (perftest's is 8 MiB).
+pub const MAX_SIZE: usize = 1 << 32;
 
 impl PerfOpts {
     fn new(test: Test) -> PerfOpts {
@@ -319,12 +323,15 @@ where
     });
     let verb = match operands.next() {
         None => return Err("fi_perf: give the test: send, write, read or atomic, then bw or lat".into()),
-        Some(v) => Verb::parse(v)
-            .ok_or_else(|| format!("fi_perf: unknown operation '{v}': send, write, read or atomic"))?,
+        Some(v) => {
+            Verb::parse(v).ok_or_else(|| format!("fi_perf: unknown operation '{v}': send, write, read or atomic"))?
+        }
     };
     let measure = match operands.next() {
         None => return Err(format!("fi_perf {}: give the measure: bw or lat", verb.name())),
-        Some(m) => Measure::parse(m).ok_or_else(|| format!("fi_perf {}: unknown measure '{m}': bw or lat", verb.name()))?,
+        Some(m) => {
+            Measure::parse(m).ok_or_else(|| format!("fi_perf {}: unknown measure '{m}': bw or lat", verb.name()))?
+        }
     };
     let mut o = PerfOpts::new(Test { verb, measure });
     o.dst_addr = operands.next().map(str::to_string);
@@ -356,7 +363,8 @@ where
                     SizeSel::All
                 } else {
                     match fabric_core::param::parse_size(&val) {
-                        Some(n) => SizeSel::One(n),
+                        Some(n) if n <= MAX_SIZE => SizeSel::One(n),
+                        Some(_) => return Err(format!("Error parsing \"{val}\": at most {MAX_SIZE} bytes (4g)")),
                         None => return Err(format!("Error parsing \"{val}\": not a size")),
                     }
                 })
@@ -424,7 +432,8 @@ mod tests {
 
     #[test]
     fn options_in_any_spelling_and_order() {
-        let o = run(&["-ptcp", "send", "-e", "msg", "bw", "-I100", "-S", "4k", "127.0.0.1", "-t", "8", "--json", "-v6"]);
+        let o =
+            run(&["-ptcp", "send", "-e", "msg", "bw", "-I100", "-S", "4k", "127.0.0.1", "-t", "8", "--json", "-v6"]);
         assert_eq!(o.provider.as_deref(), Some("tcp"));
         assert_eq!(o.ep_type, EpType::Msg);
         assert_eq!(o.iterations, 100);
@@ -434,7 +443,8 @@ mod tests {
         assert!(o.json && o.verbose && o.ipv6);
         assert_eq!(run(&["send", "lat", "-S", "all"]).size_sel(), SizeSel::All);
         assert_eq!(run(&["send", "lat", "-S", "0"]).size_sel(), SizeSel::One(0));
-        let o = run(&["write", "lat", "--timeout", "2.5", "--connect-timeout=1", "--warmup", "3", "-d", "lo", "-r", "64"]);
+        let o =
+            run(&["write", "lat", "--timeout", "2.5", "--connect-timeout=1", "--warmup", "3", "-d", "lo", "-r", "64"]);
         assert_eq!(o.test, Test { verb: Verb::Write, measure: Measure::Lat });
         assert_eq!(o.timeout, Duration::from_millis(2500));
         assert_eq!(o.connect_timeout, Duration::from_secs(1));
@@ -466,6 +476,7 @@ mod tests {
             &["send", "bw", "-I", "0"],
             &["send", "bw", "-I", "x"],
             &["send", "bw", "-S", "x"],
+            &["send", "bw", "-S", "5g"],
             &["send", "bw", "-t", "0"],
             &["send", "bw", "-t", "100000"],
             &["send", "bw", "-r", "0"],

@@ -6,8 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// perftest's rule line.
-pub const RESULT_LINE: &str =
-    "---------------------------------------------------------------------------------------";
+pub const RESULT_LINE: &str = "---------------------------------------------------------------------------------------";
 
 /// perftest's header of bandwidth results (`RESULT_FMT`).
 pub const HEADER_BW: &str = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
@@ -105,46 +104,71 @@ impl BwStats {
 }
 
 /// The peak rate over windows of a fixed number of completions: the run is cut
-/// into consecutive windows of `w` operations and the best window's rate is the
-/// peak (perftest takes the best interval between any post and any later
-/// completion; fixed windows smooth out batches of completions). The clock is
-/// read only at window boundaries.
+/// into consecutive windows of at least `w` operations and the best window's rate
+/// is the peak. (perftest takes the best interval between any post and any later
+/// completion; providers that complete operations in batches, as one socket read
+/// delivers many messages, make short intervals meaningless, so the windows here
+/// are long: see [`Windows::size_for`].)
+/// Times are nanoseconds on one clock: this process's ([`Windows::tick`], which
+/// reads the clock only at window boundaries) or the peer's, as it reports them
+/// ([`Windows::advance_to`]).
 #[derive(Debug, Clone)]
 pub struct Windows {
     w: u64,
     count: u64,
-    start: Instant,
+    start_count: u64,
+    start_ns: u64,
+    epoch: Instant,
     best: f64,
 }
 
 impl Windows {
-    /// The window for a run of `iterations` operations with `depth` in flight: at
-    /// least the depth (a full pipe), and at most about a hundred windows per run.
+    /// The window for a run of `iterations` operations with `depth` in flight: a
+    /// tenth of the run, and at least two full pipes (at most the whole run).
     pub fn size_for(iterations: u64, depth: usize) -> u64 {
-        (depth as u64).max(iterations.div_ceil(100)).clamp(1, iterations.max(1))
+        (2 * depth as u64).max(iterations.div_ceil(10)).clamp(1, iterations.max(1))
     }
 
-    /// Start counting at `start`.
-    pub fn new(w: u64, start: Instant) -> Windows {
-        Windows { w: w.max(1), count: 0, start, best: 0.0 }
+    /// Windows of `w` operations on this process's clock, starting now.
+    pub fn new(w: u64) -> Windows {
+        Windows::at(w, 0)
     }
 
-    /// One operation completed.
+    /// Windows of `w` operations on a clock that reads `start_ns` now.
+    pub fn at(w: u64, start_ns: u64) -> Windows {
+        Windows { w: w.max(1), count: 0, start_count: 0, start_ns, epoch: Instant::now(), best: 0.0 }
+    }
+
+    /// One operation completed, now (on this process's clock).
     #[inline]
     pub fn tick(&mut self) {
         self.count += 1;
-        if self.count % self.w == 0 {
-            self.boundary(Instant::now());
+        if self.count - self.start_count >= self.w {
+            let now = self.epoch.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.boundary(now);
+        }
+    }
+
+    /// `count` operations had completed since the start at `at_ns` (reports that
+    /// come in batches, such as credits): a window ends once it holds at least `w`.
+    #[inline]
+    pub fn advance_to(&mut self, count: u64, at_ns: u64) {
+        if count > self.count {
+            self.count = count;
+            if self.count - self.start_count >= self.w {
+                self.boundary(at_ns);
+            }
         }
     }
 
     #[cold]
-    fn boundary(&mut self, now: Instant) {
-        let dt = now.duration_since(self.start).as_secs_f64();
+    fn boundary(&mut self, now_ns: u64) {
+        let dt = now_ns.saturating_sub(self.start_ns) as f64 / 1e9;
         if dt > 0.0 {
-            self.best = self.best.max(self.w as f64 / dt);
+            self.best = self.best.max((self.count - self.start_count) as f64 / dt);
         }
-        self.start = now;
+        self.start_count = self.count;
+        self.start_ns = now_ns;
     }
 
     /// The best window's rate in operations per second (0 if no window ended).
@@ -168,7 +192,10 @@ pub struct RunInfo<'a> {
 
 /// A bandwidth row, as perftest's `REPORT_FMT`.
 pub fn bw_row(size: usize, iterations: u64, s: &BwStats) -> String {
-    format!(" {size:<7}    {iterations:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}", s.peak_mb, s.avg_mb, s.mpps)
+    format!(
+        " {size:<7}    {iterations:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
+        s.peak_mb, s.avg_mb, s.mpps
+    )
 }
 
 /// A latency row, as perftest's `REPORT_FMT_LAT`.
@@ -322,28 +349,40 @@ mod tests {
         assert!(close(s.peak_mb, s.avg_mb));
         let s = BwStats::new(0, 1_000_000, Duration::from_millis(500), 0.0);
         assert!(close(s.avg_mb, 0.0) && close(s.mpps, 2.0));
-        assert_eq!(Windows::size_for(1000, 128), 128);
-        assert_eq!(Windows::size_for(100_000, 128), 1000);
+        assert_eq!(Windows::size_for(1000, 128), 256);
+        assert_eq!(Windows::size_for(100_000, 128), 10_000);
         assert_eq!(Windows::size_for(10, 128), 10);
+        assert_eq!(Windows::size_for(1001, 1), 101);
         assert_eq!(Windows::size_for(0, 1), 1);
-        let start = Instant::now();
-        let mut w = Windows::new(2, start);
+        let mut w = Windows::new(2);
         w.tick();
         assert_eq!(w.best(), 0.0);
         std::thread::sleep(Duration::from_millis(2));
         w.tick();
         assert!(w.best() > 0.0 && w.best() <= 1000.0, "{}", w.best());
+        // Batches on the peer's clock: a window ends once it holds at least w.
+        let mut w = Windows::at(10, 5_000);
+        w.advance_to(4, 6_000);
+        assert_eq!(w.best(), 0.0);
+        w.advance_to(12, 1_005_000);
+        assert!(close(w.best(), 12_000.0), "{}", w.best());
+        w.advance_to(3, 2_000_000);
+        w.advance_to(22, 3_005_000);
+        assert!(close(w.best(), 12_000.0), "{}", w.best());
+        w.advance_to(40, 3_006_000);
+        assert!(close(w.best(), 18_000_000.0), "{}", w.best());
     }
 
     #[test]
     fn rows_as_perftest_prints_them() {
         assert_eq!(HEADER_BW.find("#iterations"), Some(12));
-        assert_eq!(HEADER_BW.find("MsgRate[Mpps]"), Some(73));
+        assert_eq!(HEADER_BW.find("MsgRate[Mpps]"), Some(67));
         assert!(HEADER_LAT.contains("t_typical[usec]") && HEADER_LAT.contains("99.9% percentile[usec]"));
         let s = BwStats { peak_mb: 11034.01, avg_mb: 11033.27, mpps: 0.176532 };
         // perftest: " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf"
         assert_eq!(bw_row(65536, 1000, &s), " 65536      1000             11034.01            11033.27\t\t   0.176532");
-        let st = LatStats { count: 1000, min: 1.01, max: 5.5, typical: 1.2, avg: 1.25, stdev: 0.1, p99: 2.0, p99_9: 5.0 };
+        let st =
+            LatStats { count: 1000, min: 1.01, max: 5.5, typical: 1.2, avg: 1.25, stdev: 0.1, p99: 2.0, p99_9: 5.0 };
         assert_eq!(
             lat_row(2, 1000, &st),
             " 2       1000          1.01           5.50         1.20     \t       1.25        \t0.10   \t\t2.00    \t\t5.00   "
