@@ -28,7 +28,6 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -124,8 +123,6 @@ pub struct UtilCq {
     size: usize,
     wait_obj: WaitObj,
     queue: Mutex<Queue>,
-    /// Set by `signal`, consumed by the `sread` it ends.
-    signaled: AtomicBool,
     waiter: Waiter,
 }
 
@@ -144,7 +141,6 @@ impl UtilCq {
             size,
             wait_obj: attr.wait_obj,
             queue: Mutex::new(Queue { succ, errs, pushed: 0, popped: 0, overrun: false }),
-            signaled: AtomicBool::new(false),
             waiter: Waiter::new()?,
         }))
     }
@@ -255,12 +251,7 @@ impl CqOps for UtilCq {
     fn sread(&self, out: &mut [CqEntry], timeout: Option<Duration>) -> Result<usize> {
         self.blocking_allowed()?;
         // `Waiter::wait` drives progress before each call, without the lock.
-        self.waiter
-            .wait(timeout, || match self.lock().copy_out(out) {
-                Err(Error::Again) => self.signaled.swap(false, Ordering::AcqRel).then_some(Err(Error::Again)),
-                r => Some(r),
-            })
-            .and_then(|r| r)
+        self.waiter.wait_take(timeout, || self.lock().copy_out(out))
     }
 
     /// The waiter's epoll descriptor: readable when the queue may have entries.
@@ -274,15 +265,14 @@ impl CqOps for UtilCq {
     /// completions arrived. As with `fi_cq_signal`, a signal with no one waiting
     /// ends the next `sread` that finds the queue empty.
     fn signal(&self) {
-        self.signaled.store(true, Ordering::Release);
-        self.waiter.signal();
+        self.waiter.interrupt();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
     fn cq(size: usize) -> Arc<UtilCq> {

@@ -17,7 +17,6 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -41,8 +40,6 @@ pub struct UtilEq {
     fid: u64,
     wait_obj: WaitObj,
     queue: Mutex<VecDeque<Slot>>,
-    /// Set by `signal`, consumed by the `sread` it ends.
-    signaled: AtomicBool,
     waiter: Waiter,
 }
 
@@ -58,7 +55,6 @@ impl UtilEq {
             fid: next_fid(),
             wait_obj: attr.wait_obj,
             queue: Mutex::new(queue),
-            signaled: AtomicBool::new(false),
             waiter: Waiter::new()?,
         }))
     }
@@ -180,12 +176,7 @@ impl EqOps for UtilEq {
     fn sread(&self, timeout: Option<Duration>) -> Result<EqEvent> {
         self.blocking_allowed()?;
         // `Waiter::wait` drives progress before each call, without the lock.
-        self.waiter
-            .wait(timeout, || match self.pop_event() {
-                Err(Error::Again) => self.signaled.swap(false, Ordering::AcqRel).then_some(Err(Error::Again)),
-                r => Some(r),
-            })
-            .and_then(|r| r)
+        self.waiter.wait_take(timeout, || self.pop_event())
     }
 
     /// The waiter's epoll descriptor: readable when the queue may have events.
@@ -199,15 +190,14 @@ impl EqOps for UtilEq {
     /// event arrived. A signal with no one waiting ends the next `sread` that
     /// finds the queue empty.
     fn signal(&self) {
-        self.signaled.store(true, Ordering::Release);
-        self.waiter.signal();
+        self.waiter.interrupt();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
     fn eq() -> Arc<UtilEq> {

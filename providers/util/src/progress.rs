@@ -11,7 +11,7 @@
 
 use fabric_core::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,8 @@ pub struct Waiter {
     bound: Mutex<Vec<Weak<dyn Progress>>>,
     /// Threads inside `wait`; `notify` writes the eventfd only when non-zero.
     sleepers: AtomicUsize,
+    /// Set by `interrupt`, cleared by the `wait_take` it ends.
+    interrupted: AtomicBool,
     /// How long to busy-poll before sleeping.
     spin: Duration,
 }
@@ -59,8 +61,14 @@ impl Waiter {
                 return Err(std::io::Error::last_os_error().into());
             }
             let evfd = OwnedFd::from_raw_fd(ev);
-            let w =
-                Waiter { epfd, evfd, bound: Mutex::new(Vec::new()), sleepers: AtomicUsize::new(0), spin: DEFAULT_SPIN };
+            let w = Waiter {
+                epfd,
+                evfd,
+                bound: Mutex::new(Vec::new()),
+                sleepers: AtomicUsize::new(0),
+                interrupted: AtomicBool::new(false),
+                spin: DEFAULT_SPIN,
+            };
             w.add_fd(ev)?;
             Ok(w)
         }
@@ -172,6 +180,24 @@ impl Waiter {
         unsafe {
             libc::write(self.evfd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8);
         }
+    }
+
+    /// End a `wait_take` in progress (or the next one that finds nothing), as
+    /// `fi_cq_signal` / `fi_eq_signal` do.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::Release);
+        self.signal();
+    }
+
+    /// A queue's blocking read: wait up to `timeout` until `take` gives something
+    /// other than `Err(Again)`. `Err(Again)` on time-out, or when an `interrupt`
+    /// is found with nothing to take (the interrupt is then consumed).
+    pub fn wait_take<T>(&self, timeout: Option<Duration>, mut take: impl FnMut() -> Result<T>) -> Result<T> {
+        self.wait(timeout, || match take() {
+            Err(Error::Again) => self.interrupted.swap(false, Ordering::AcqRel).then_some(Err(Error::Again)),
+            r => Some(r),
+        })
+        .and_then(|r| r)
     }
 
     /// The epoll descriptor: readable when a wait would wake.
