@@ -5,6 +5,7 @@
 //! The binaries are thin; what they print and parse lives here, unit-tested against
 //! what libfabric 1.17's own tools print.
 
+pub mod common;
 pub mod fiperf;
 pub mod getopt;
 pub mod infocmd;

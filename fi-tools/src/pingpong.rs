@@ -28,14 +28,14 @@
 //! C: BYE     S: BYE
 //! ```
 
-use crate::oob::{self, Ctrl, PeerState};
+use crate::common::{self, debug};
+use crate::oob::{Ctrl, PeerState};
 use crate::pattern::Pattern;
 use crate::perf::{self, SizeSel};
-use crate::ppopts::{self, PpCmd, PpOpts};
-use crate::tostr;
+use crate::ppopts::{self, PpOpts};
 use fabric::{
     Address, AddressVector, AvAttr, BindFlags, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Domain,
-    Endpoint, EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, Mode, PassiveEndpoint,
+    Endpoint, EpType, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, PassiveEndpoint,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -75,34 +75,7 @@ pub(crate) type Res<T> = std::result::Result<T, Failure>;
 /// Run `fi_pingpong` with these arguments (without the program name); the exit
 /// status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
-    let opts = match ppopts::parse_args(args) {
-        Ok(PpCmd::Help) => {
-            print!("{}", ppopts::USAGE);
-            return 0;
-        }
-        Ok(PpCmd::Run(o)) => o,
-        Err(msg) => {
-            eprintln!("{msg}");
-            eprint!("{}", ppopts::USAGE);
-            return 1;
-        }
-    };
-    let r = if opts.dst_addr.is_some() { client(&opts) } else { server(&opts) };
-    match r {
-        Ok(()) => 0,
-        Err(f) => {
-            eprintln!("[error] fi_pingpong: {}", f.msg);
-            f.status
-        }
-    }
-}
-
-macro_rules! debug {
-    ($o:expr, $($arg:tt)*) => {
-        if $o.verbose {
-            eprintln!("[debug] fi_pingpong: {}", format_args!($($arg)*));
-        }
-    };
+    common::main_with(ppopts::USAGE, ppopts::parse_args(args), client, server)
 }
 
 pub(crate) fn ctrl_send(ctrl: &mut Ctrl, msg: &str) -> Res<()> {
@@ -117,15 +90,7 @@ pub(crate) fn ctrl_recv(ctrl: &mut Ctrl) -> Res<String> {
 /// Receive a message that must start with `word`; an `ERR` from the peer becomes
 /// the failure.
 fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
-    let m = ctrl_recv(ctrl)?;
-    let (w, rest) = m.split_once(' ').unwrap_or((m.as_str(), ""));
-    if w == word {
-        return Ok(rest.to_string());
-    }
-    if w == "ERR" {
-        return Err(Failure::new(format!("the peer failed: {rest}")));
-    }
-    Err(Failure::new(format!("control connection: expected {word}, got {m:?} (is the peer a fabric fi_pingpong?)")))
+    common::ctrl_expect(ctrl, word, "fi_pingpong")
 }
 
 /// The value of `key=` in a space-separated message.
@@ -143,24 +108,11 @@ pub(crate) fn ep_name(t: EpType) -> &'static str {
 }
 
 fn base_hints(o: &PpOpts) -> Hints {
-    let mut h = Hints::new().ep_type(o.ep_type).caps(if o.tagged { Caps::TAGGED } else { Caps::MSG });
-    h.prov_name = o.provider.clone();
-    h.domain_name = o.domain.clone();
-    h.mode = Some(Mode::CONTEXT | Mode::CONTEXT2);
-    if o.ipv6 {
-        h.addr_format = fabric::AddrFormat::SockaddrIn6;
-    }
-    h
+    common::base_hints(o, if o.tagged { Caps::TAGGED } else { Caps::MSG })
 }
 
 fn getinfo(o: &PpOpts, h: &Hints) -> Res<Info> {
-    debug!(o, "getinfo: {h:?}");
-    let mut v = fabric::getinfo(h).map_err(|e| Failure::fabric("fi_getinfo", e))?;
-    let info = v.remove(0);
-    if o.verbose {
-        eprintln!("[debug] fi_pingpong: Running pingpong test with fi_info:\n{}", tostr::info_str(&info));
-    }
-    Ok(info)
+    common::getinfo(o, h, &"pingpong", &|_| {})
 }
 
 /// The fabric objects of one side.
@@ -180,13 +132,8 @@ fn cq_attr(info: &Info) -> CqAttr {
     CqAttr { size, format: CqFormat::Tagged, ..Default::default() }
 }
 
-/// Open fabric, domain, queue, address vector and endpoint for an RDM or DGRAM entry.
-fn open_connless(info: Info) -> Res<Objects> {
-    let attr = cq_attr(&info);
-    open_connless_with(info, attr)
-}
-
-/// [`open_connless`] with a completion queue of these attributes.
+/// Open fabric, domain, queue, address vector and endpoint for an RDM or DGRAM
+/// entry, with a completion queue of these attributes.
 pub(crate) fn open_connless_with(info: Info, cq_attr: CqAttr) -> Res<Objects> {
     let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
     let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
@@ -200,13 +147,8 @@ pub(crate) fn open_connless_with(info: Info, cq_attr: CqAttr) -> Res<Objects> {
 }
 
 /// Open domain, queues and endpoint for an MSG entry (the client's, or the one of a
-/// connection request), bound to `eq`.
-fn open_msg(fabric: Fabric, eq: EventQueue, info: Info, pep: Option<PassiveEndpoint>) -> Res<Objects> {
-    let attr = cq_attr(&info);
-    open_msg_with(fabric, eq, info, pep, attr)
-}
-
-/// [`open_msg`] with a completion queue of these attributes.
+/// connection request), bound to `eq`, with a completion queue of these
+/// attributes.
 pub(crate) fn open_msg_with(
     fabric: Fabric,
     eq: EventQueue,
@@ -286,27 +228,11 @@ impl Plan {
 // ---------------------------------------------------------------- server
 
 fn server(o: &PpOpts) -> Res<()> {
-    let port = o.server_port();
-    let listener =
-        oob::listen(port, o.ipv6).map_err(|e| Failure::new(format!("control port {port}: cannot listen: {e}")))?;
-    debug!(o, "SERVER: waiting for connection on port {port}");
-    let (mut ctrl, peer) =
-        Ctrl::accept(&listener, o.timeout).map_err(|e| Failure::new(format!("control port {port}: accept: {e}")))?;
-    drop(listener);
-    debug!(o, "SERVER: connected to {peer}");
-    let r = server_run(o, &mut ctrl);
-    if let Err(f) = &r {
-        // Tell the client why, if it still listens.
-        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
-    }
-    r
+    common::serve_control(o, |ctrl| server_run(o, ctrl))
 }
 
 fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
-    let hello = ctrl_expect(ctrl, "HELLO")?;
-    if !hello.starts_with(PROTO) {
-        return Err(Failure::new(format!("the client speaks {hello:?}, not {PROTO}")));
-    }
+    let hello = common::expect_hello(ctrl, PROTO, "fi_pingpong")?;
     let (c_ep, c_mode) = (field(&hello, "ep").unwrap_or(""), field(&hello, "mode").unwrap_or(""));
     let my_mode = if o.tagged { "tagged" } else { "msg" };
     if c_ep != ep_name(o.ep_type) || c_mode != my_mode {
@@ -316,33 +242,11 @@ fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
         )));
     }
 
-    // The fabric address on the interface the client reached us on.
-    let local = ctrl.local_addr().map_err(|e| Failure::new(format!("control connection: {e}")))?;
-    let mut hints = base_hints(o);
-    hints.node = Some(local.ip().to_string());
-    hints.source = true;
-    let info = getinfo(o, &hints)?;
+    let info = getinfo(o, &common::server_hints(ctrl, base_hints(o))?)?;
     let max_msg = info.ep_attr.max_msg_size;
     let prov = info.fabric_attr.prov_name.clone();
 
-    let mut pending_msg: Option<(Fabric, EventQueue, PassiveEndpoint)> = None;
-    let mut objs = None;
-    let name = if o.ep_type == EpType::Msg {
-        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
-        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
-        let pep = fabric.passive_ep(&info).map_err(|e| Failure::fabric("fi_passive_ep", e))?;
-        pep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_pep_bind", e))?;
-        pep.listen().map_err(|e| Failure::fabric("fi_listen", e))?;
-        let name = pep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
-        pending_msg = Some((fabric, eq, pep));
-        name
-    } else {
-        let ob = open_connless(info)?;
-        let name = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
-        objs = Some(ob);
-        name
-    };
-    debug!(o, "SERVER: fabric address {name}");
+    let (listening, name) = common::server_listen(o, info, &cq_attr)?;
     ctrl_send(ctrl, &format!("OK prov={prov} max_msg={max_msg} name={}", name.to_uri()))?;
 
     let plan_msg = ctrl_expect(ctrl, "PLAN")?;
@@ -350,33 +254,7 @@ fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
         Plan::decode(&plan_msg).ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
     warn_plan_differs(o, &plan, max_msg);
 
-    let (objs, peer) = match pending_msg {
-        Some((fabric, eq, pep)) => {
-            let ev = eq_wait(&eq, ctrl, o.timeout, "waiting for the connection request")?;
-            let EqEvent::ConnReq { info, .. } = ev else {
-                return Err(Failure::new(format!("expected a connection request, got {}", ev.name())));
-            };
-            let ob = open_msg(fabric, eq, *info, Some(pep))?;
-            ob.ep.accept(&[]).map_err(|e| Failure::fabric("fi_accept", e))?;
-            let eq = ob.eq.as_ref().expect("msg objects have an event queue");
-            match eq_wait(eq, ctrl, o.timeout, "accepting the connection")? {
-                EqEvent::Connected { .. } => {}
-                ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
-            }
-            debug!(o, "SERVER: connected");
-            (ob, FiAddr::UNSPEC)
-        }
-        None => {
-            let ob = objs.expect("connectionless objects are open");
-            let peer_name = peer_name.ok_or_else(|| Failure::new("the client sent no fabric address"))?;
-            let addr = Address::parse(&peer_name)
-                .map_err(|_| Failure::new(format!("the client's fabric address {peer_name:?} is malformed")))?;
-            let av = ob.av.as_ref().expect("connectionless objects have an address vector");
-            let peer = av.insert_one(&addr).map_err(|e| Failure::fabric("fi_av_insert", e))?;
-            debug!(o, "SERVER: inserted the client's address {addr}");
-            (ob, peer)
-        }
-    };
+    let (objs, peer) = common::server_accept(o, ctrl, listening, peer_name, &cq_attr)?;
 
     let mut dp = DataPath::new(&objs, peer, o, &plan)?;
     ctrl_send(ctrl, "READY")?;
@@ -437,74 +315,20 @@ fn print_row(header: &mut bool, size: usize, sent: u64, acked: u64, elapsed: Dur
 // ---------------------------------------------------------------- client
 
 fn client(o: &PpOpts) -> Res<()> {
-    let host = o.dst_addr.as_deref().expect("a client has a server address");
-    let (port, src_port) = o.client_ports();
-    let addrs = oob::resolve(host, port, o.ipv6).map_err(Failure::new)?;
-    debug!(o, "CLIENT: connecting to {host} port {port}");
-    let mut ctrl = Ctrl::connect(&addrs, src_port, o.connect_timeout, o.timeout).map_err(Failure::new)?;
-    debug!(o, "CLIENT: connected");
-    let r = client_run(o, &mut ctrl);
-    if let Err(f) = &r {
-        // Tell the server why, if it still listens.
-        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
-    }
-    r
+    common::connect_control(o, |ctrl| client_run(o, ctrl))
 }
 
 fn client_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
     let mode = if o.tagged { "tagged" } else { "msg" };
     ctrl_send(ctrl, &format!("HELLO {PROTO} ep={} mode={mode}", ep_name(o.ep_type)))?;
     let ok = ctrl_expect(ctrl, "OK")?;
-    let srv_max: usize = field(&ok, "max_msg")
-        .and_then(|m| m.parse().ok())
-        .ok_or_else(|| Failure::new(format!("malformed reply from the server: {ok:?}")))?;
-    let srv_name = field(&ok, "name").unwrap_or("");
-    let srv_addr = Address::parse(srv_name)
-        .map_err(|_| Failure::new(format!("the server's fabric address {srv_name:?} is malformed")))?;
-    debug!(o, "CLIENT: server's fabric address {srv_addr}");
-
-    let mut hints = base_hints(o);
-    if hints.prov_name.is_none() {
-        hints.prov_name = field(&ok, "prov").map(str::to_string);
-    }
-    match srv_addr.sockaddr() {
-        Some(sa) => {
-            // A server listening on every address is reached at the host we reached.
-            let ip =
-                if sa.ip().is_unspecified() { ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip()) } else { sa.ip() };
-            hints.node = Some(ip.to_string());
-            hints.service = Some(sa.port().to_string());
-        }
-        None => hints.dest_addr = Some(srv_addr.clone()),
-    }
+    let (hints, srv_max, srv_addr) = common::client_hints(o, ctrl, &ok, base_hints(o))?;
     let info = getinfo(o, &hints)?;
     let max_msg = info.ep_attr.max_msg_size.min(srv_max);
     let sizes = perf::test_sizes(o.sizes, max_msg).map_err(Failure::new)?;
     let plan = Plan { iterations: o.iterations, warmup: o.warmup, check: o.check, sizes };
 
-    let (objs, peer) = if o.ep_type == EpType::Msg {
-        ctrl_send(ctrl, &plan.encode(None))?;
-        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
-        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
-        let ob = open_msg(fabric, eq, info, None)?;
-        let target = connect_addr(&srv_addr, ctrl);
-        ob.ep.connect(&target, &[]).map_err(|e| Failure::fabric("fi_connect", e))?;
-        let eq = ob.eq.as_ref().expect("msg objects have an event queue");
-        match eq_wait(eq, ctrl, o.timeout, "connecting to the server")? {
-            EqEvent::Connected { .. } => {}
-            ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
-        }
-        debug!(o, "CLIENT: connected to {target}");
-        (ob, FiAddr::UNSPEC)
-    } else {
-        let ob = open_connless(info)?;
-        let me = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
-        let av = ob.av.as_ref().expect("connectionless objects have an address vector");
-        let target = connect_addr(&srv_addr, ctrl);
-        let peer = av.insert_one(&target).map_err(|e| Failure::fabric("fi_av_insert", e))?;
-        ctrl_send(ctrl, &plan.encode(Some(&me)))?;
-        (ob, peer)
-    };
+    let (objs, peer) = common::client_connect(o, ctrl, info, &srv_addr, &cq_attr, &|me| plan.encode(me))?;
 
     let mut dp = DataPath::new(&objs, peer, o, &plan)?;
     ctrl_expect(ctrl, "READY")?;
@@ -739,23 +563,26 @@ impl<'a> DataPath<'a> {
     }
 
     fn cq_failure(&self, e: Error) -> Failure {
-        if e != Error::Avail {
-            return Failure::fabric("fi_cq_read", e);
-        }
-        match self.cq.readerr() {
-            Ok(ce) => {
-                let op = match ce.context {
-                    RX_CTX => "receive",
-                    TX_CTX => "send",
-                    _ => "operation",
-                };
-                Failure {
-                    msg: format!("{op} failed: {} ({}){}", ce, -ce.err.errno(), peer_hint(ce.err)),
-                    status: ce.err.errno().clamp(1, 255),
-                }
-            }
-            Err(e) => Failure::fabric("fi_cq_readerr", e),
-        }
+        cq_failure(self.cq, e, |ctx| match ctx {
+            RX_CTX => "receive",
+            TX_CTX => "send",
+            _ => "operation",
+        })
+    }
+}
+
+/// The failure of a completion-queue read that returned `e`: with the error
+/// completion's operation (`op` of its context) when there is one.
+pub(crate) fn cq_failure(cq: &CompletionQueue, e: Error, op: impl Fn(u64) -> &'static str) -> Failure {
+    if e != Error::Avail {
+        return Failure::fabric("fi_cq_read", e);
+    }
+    match cq.readerr() {
+        Ok(ce) => Failure {
+            msg: format!("{} failed: {} ({}){}", op(ce.context), ce, -ce.err.errno(), peer_hint(ce.err)),
+            status: ce.err.errno().clamp(1, 255),
+        },
+        Err(e) => Failure::fabric("fi_cq_readerr", e),
     }
 }
 

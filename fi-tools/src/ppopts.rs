@@ -1,8 +1,11 @@
 //! `fi_pingpong`'s command line: libfabric's options, plus a few long ones of our own.
 
+use crate::common::{opts_with, parse_count, parse_size_sel, Cmd, CommonOpts};
 use crate::getopt::{getopt, Item, Opt};
 use crate::perf::SizeSel;
 use fabric_core::EpType;
+use std::ops::{Deref, DerefMut};
+#[cfg(test)]
 use std::time::Duration;
 
 /// The usage text (libfabric's, with our additions at the end).
@@ -37,45 +40,20 @@ A client given -B but not -P connects to that port.
 ";
 
 /// What the command line asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PpCmd {
-    /// Print the usage and exit successfully.
-    Help,
-    /// Run a test.
-    Run(PpOpts),
-}
+pub type PpCmd = Cmd<PpOpts>;
 
-/// `fi_pingpong`'s options.
+/// `fi_pingpong`'s options: the common ones (dgram endpoints and 10 iterations
+/// by default, as libfabric), and its own.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PpOpts {
-    /// `-B`: the server's control port; the client's local control port.
-    pub src_port: Option<u16>,
-    /// `-P`: the port the client connects to.
-    pub dst_port: Option<u16>,
-    /// `-d`: domain name.
-    pub domain: Option<String>,
-    /// `-p`: provider name.
-    pub provider: Option<String>,
-    /// `-e`: endpoint type (dgram by default, as libfabric).
-    pub ep_type: EpType,
-    /// `-I`: iterations per size.
-    pub iterations: u64,
+    /// `-B -P -d -p -e -I -v -6 --timeout --connect-timeout` and the server's address.
+    pub common: CommonOpts,
     /// `-S`: sizes.
     pub sizes: SizeSel,
     /// `-c`: check every received byte.
     pub check: bool,
     /// `-m tagged`: tagged messages instead of untagged ones.
     pub tagged: bool,
-    /// `-v`: debugging output on standard error.
-    pub verbose: bool,
-    /// `-6`: IPv6.
-    pub ipv6: bool,
-    /// The server's address: given, this process is the client.
-    pub dst_addr: Option<String>,
-    /// `--timeout`: longest wait without progress.
-    pub timeout: Duration,
-    /// `--connect-timeout`: how long the client retries the control connection.
-    pub connect_timeout: Duration,
     /// `--warmup`: untimed iterations before each size.
     pub warmup: u64,
 }
@@ -83,81 +61,29 @@ pub struct PpOpts {
 impl Default for PpOpts {
     fn default() -> PpOpts {
         PpOpts {
-            src_port: None,
-            dst_port: None,
-            domain: None,
-            provider: None,
-            ep_type: EpType::Dgram,
-            iterations: 10,
+            common: CommonOpts::new("fi_pingpong", EpType::Dgram, 10),
             sizes: SizeSel::Default,
             check: false,
             tagged: false,
-            verbose: false,
-            ipv6: false,
-            dst_addr: None,
-            timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(5),
             warmup: 0,
         }
     }
 }
 
-impl PpOpts {
-    /// The control port the server listens on.
-    pub fn server_port(&self) -> u16 {
-        self.src_port.unwrap_or(crate::oob::DEFAULT_PORT)
-    }
-
-    /// The client's control connection: the port to connect to and the local port
-    /// to bind, if any. libfabric's meaning (`-P` the server's port, `-B` the local
-    /// one), except that a client given only `-B` connects to that port, which is
-    /// what one writes when giving both processes the same options.
-    pub fn client_ports(&self) -> (u16, Option<u16>) {
-        match (self.dst_port, self.src_port) {
-            (Some(p), Some(b)) if p != b => (p, Some(b)),
-            (Some(p), _) => (p, None),
-            (None, Some(b)) => (b, None),
-            (None, None) => (crate::oob::DEFAULT_PORT, None),
-        }
+impl Deref for PpOpts {
+    type Target = CommonOpts;
+    fn deref(&self) -> &CommonOpts {
+        &self.common
     }
 }
 
-const OPTS: &[Opt] = &[
-    Opt::short("B", 'B', true),
-    Opt::short("P", 'P', true),
-    Opt::short("d", 'd', true),
-    Opt::short("p", 'p', true),
-    Opt::short("e", 'e', true),
-    Opt::short("I", 'I', true),
-    Opt::short("S", 'S', true),
-    Opt::short("c", 'c', false),
-    Opt::short("m", 'm', true),
-    Opt::both("h", 'h', "help", false),
-    Opt::short("v", 'v', false),
-    Opt::short("6", '6', false),
-    Opt::long("timeout", "timeout", true),
-    Opt::long("connect-timeout", "connect-timeout", true),
-    Opt::long("warmup", "warmup", true),
-];
-
-fn parse_port(v: &str) -> Result<u16, String> {
-    v.trim().parse::<u16>().map_err(|_| format!("Error parsing \"{v}\": not a port number (0-65535)"))
-}
-
-fn parse_count(v: &str, min: u64) -> Result<u64, String> {
-    match v.trim().parse::<u64>() {
-        Ok(n) if n >= min => Ok(n),
-        Ok(_) => Err(format!("Error parsing \"{v}\": must be at least {min}")),
-        Err(_) => Err(format!("Error parsing \"{v}\": not a number")),
+impl DerefMut for PpOpts {
+    fn deref_mut(&mut self) -> &mut CommonOpts {
+        &mut self.common
     }
 }
 
-fn parse_secs(v: &str) -> Result<Duration, String> {
-    match v.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!("Error parsing \"{v}\": not a positive number of seconds")),
-    }
-}
+const OWN_OPTS: &[Opt] = &[Opt::short("c", 'c', false), Opt::short("m", 'm', true)];
 
 /// Parse the arguments (without the program name). `Err` carries the message to
 /// print before the usage.
@@ -166,7 +92,7 @@ where
     I: IntoIterator<Item = S>,
     S: Into<String>,
 {
-    let items = getopt("fi_pingpong", args, OPTS).map_err(|e| e.0)?;
+    let items = getopt("fi_pingpong", args, &opts_with(OWN_OPTS)).map_err(|e| e.0)?;
     let mut o = PpOpts::default();
     for item in items {
         let (name, val) = match item {
@@ -180,29 +106,8 @@ where
             Item::Opt(name, val) => (name, val.unwrap_or_default()),
         };
         match name {
-            "B" => o.src_port = Some(parse_port(&val)?),
-            "P" => o.dst_port = Some(parse_port(&val)?),
-            "d" => o.domain = Some(val),
-            "p" => o.provider = Some(val),
-            "e" => {
-                o.ep_type = match val.as_str() {
-                    "msg" => EpType::Msg,
-                    "rdm" => EpType::Rdm,
-                    "dgram" => EpType::Dgram,
-                    _ => return Err(format!("Unknown endpoint : {val}")),
-                }
-            }
-            "I" => o.iterations = parse_count(&val, 1)?,
-            "S" => {
-                o.sizes = if val.eq_ignore_ascii_case("all") {
-                    SizeSel::All
-                } else {
-                    match fabric_core::param::parse_size(&val) {
-                        Some(n) => SizeSel::One(n),
-                        None => return Err(format!("Error parsing \"{val}\": not a size")),
-                    }
-                }
-            }
+            "I" => o.iterations = parse_count(&val, 1, u64::MAX)?,
+            "S" => o.sizes = parse_size_sel(&val)?,
             "c" => o.check = true,
             "m" => {
                 o.tagged = match val.as_str() {
@@ -212,12 +117,12 @@ where
                 }
             }
             "h" => return Ok(PpCmd::Help),
-            "v" => o.verbose = true,
-            "6" => o.ipv6 = true,
-            "timeout" => o.timeout = parse_secs(&val)?,
-            "connect-timeout" => o.connect_timeout = parse_secs(&val)?,
-            "warmup" => o.warmup = parse_count(&val, 0)?,
-            _ => unreachable!("option {name} declared but not handled"),
+            "warmup" => o.warmup = parse_count(&val, 0, u64::MAX)?,
+            _ => {
+                if !o.common.apply(name, &val)? {
+                    unreachable!("option {name} declared but not handled")
+                }
+            }
         }
     }
     Ok(PpCmd::Run(o))

@@ -55,19 +55,15 @@
 pub mod opts;
 pub mod report;
 
-use self::opts::{Measure, PerfCmd, PerfOpts, Test, Verb};
+use self::opts::{Measure, PerfOpts, Test, Verb};
 use self::report::{BwStats, LatStats, RunInfo, Windows};
-use crate::oob::{self, Ctrl};
+use crate::common::{self, debug};
+use crate::oob::Ctrl;
 use crate::perf;
-use crate::pingpong::{
-    connect_addr, ctrl_recv, ctrl_send, ep_name, eq_wait, field, open_connless_with, open_msg_with, peer_hint, Failure,
-    Objects, Res, Watch,
-};
-use crate::tostr;
+use crate::pingpong::{cq_failure, ctrl_send, ep_name, field, Failure, Objects, Res, Watch};
 use fabric::{
     Address, AtomicKind, AtomicOp, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Datatype, Endpoint,
-    EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, MemoryRegion, Mode, MrAccess, MrMode,
-    PassiveEndpoint, Remote,
+    EqEvent, Error, EventQueue, FiAddr, Hints, Info, MemoryRegion, MrAccess, MrMode, Remote,
 };
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -104,34 +100,7 @@ const SPINS_PER_CTRL_CHECK: u32 = 1024;
 
 /// Run `fi_perf` with these arguments (without the program name); the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
-    let o = match opts::parse_args(args) {
-        Ok(PerfCmd::Help) => {
-            print!("{}", opts::USAGE);
-            return 0;
-        }
-        Ok(PerfCmd::Run(o)) => o,
-        Err(msg) => {
-            eprintln!("{msg}");
-            eprint!("{}", opts::USAGE);
-            return 1;
-        }
-    };
-    let r = if o.dst_addr.is_some() { client(&o) } else { server(&o) };
-    match r {
-        Ok(()) => 0,
-        Err(f) => {
-            eprintln!("[error] fi_perf: {}", f.msg);
-            f.status
-        }
-    }
-}
-
-macro_rules! debug {
-    ($o:expr, $($arg:tt)*) => {
-        if $o.verbose {
-            eprintln!("[debug] fi_perf: {}", format_args!($($arg)*));
-        }
-    };
+    common::main_with(opts::USAGE, opts::parse_args(args), client, server)
 }
 
 /// The test's name in `HELLO` and in JSON output (`send_bw`).
@@ -142,15 +111,7 @@ fn test_id(t: Test) -> String {
 /// Receive a message that must start with `word`; an `ERR` from the peer becomes
 /// the failure.
 fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
-    let m = ctrl_recv(ctrl)?;
-    let (w, rest) = m.split_once(' ').unwrap_or((m.as_str(), ""));
-    if w == word {
-        return Ok(rest.to_string());
-    }
-    if w == "ERR" {
-        return Err(Failure::new(format!("the peer failed: {rest}")));
-    }
-    Err(Failure::new(format!("control connection: expected {word}, got {m:?} (is the peer a fabric fi_perf?)")))
+    common::ctrl_expect(ctrl, word, "fi_perf")
 }
 
 fn base_hints(o: &PerfOpts) -> Hints {
@@ -159,35 +120,18 @@ fn base_hints(o: &PerfOpts) -> Hints {
         Verb::Write | Verb::Read => Caps::RMA,
         Verb::Atomic => Caps::ATOMIC,
     };
-    let mut h = Hints::new().ep_type(o.ep_type).caps(caps);
-    h.prov_name = o.provider.clone();
-    h.domain_name = o.domain.clone();
-    h.mode = Some(Mode::CONTEXT | Mode::CONTEXT2);
-    if o.ipv6 {
-        h.addr_format = fabric::AddrFormat::SockaddrIn6;
-    }
-    h
+    common::base_hints(o, caps)
 }
 
 fn getinfo(o: &PerfOpts, h: &Hints) -> Res<Info> {
-    debug!(o, "getinfo: {h:?}");
-    let mut v = fabric::getinfo(h).map_err(|e| {
-        let mut f = Failure::fabric("fi_getinfo", e);
-        if e == Error::NoData {
-            let what = match o.test.verb {
-                Verb::Send => "messages",
-                Verb::Write | Verb::Read => "RMA",
-                Verb::Atomic => "atomics",
-            };
-            f.msg.push_str(&format!(": no provider offers {what} on {} endpoints here", ep_name(o.ep_type)));
-        }
-        f
-    })?;
-    let info = v.remove(0);
-    if o.verbose {
-        eprintln!("[debug] fi_perf: Running {} test with fi_info:\n{}", o.test, tostr::info_str(&info));
-    }
-    Ok(info)
+    common::getinfo(o, h, &o.test, &|f| {
+        let what = match o.test.verb {
+            Verb::Send => "messages",
+            Verb::Write | Verb::Read => "RMA",
+            Verb::Atomic => "atomics",
+        };
+        f.msg.push_str(&format!(": no provider offers {what} on {} endpoints here", ep_name(o.ep_type)));
+    })
 }
 
 /// A completion queue deep enough for everything one side has in flight.
@@ -349,27 +293,11 @@ impl Printer {
 // ---------------------------------------------------------------- server
 
 fn server(o: &PerfOpts) -> Res<()> {
-    let port = o.server_port();
-    let listener =
-        oob::listen(port, o.ipv6).map_err(|e| Failure::new(format!("control port {port}: cannot listen: {e}")))?;
-    debug!(o, "SERVER: waiting for connection on port {port}");
-    let (mut ctrl, peer) =
-        Ctrl::accept(&listener, o.timeout).map_err(|e| Failure::new(format!("control port {port}: accept: {e}")))?;
-    drop(listener);
-    debug!(o, "SERVER: connected to {peer}");
-    let r = server_run(o, &mut ctrl);
-    if let Err(f) = &r {
-        // Tell the client why, if it still listens.
-        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
-    }
-    r
+    common::serve_control(o, |ctrl| server_run(o, ctrl))
 }
 
 fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
-    let hello = ctrl_expect(ctrl, "HELLO")?;
-    if !hello.starts_with(PROTO) {
-        return Err(Failure::new(format!("the client speaks {hello:?}, not {PROTO}")));
-    }
+    let hello = common::expect_hello(ctrl, PROTO, "fi_perf")?;
     let (c_test, c_ep) = (field(&hello, "test").unwrap_or(""), field(&hello, "ep").unwrap_or(""));
     let my_test = test_id(o.test);
     if c_test != my_test || c_ep != ep_name(o.ep_type) {
@@ -381,33 +309,12 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         )));
     }
 
-    // The fabric address on the interface the client reached us on.
-    let local = ctrl.local_addr().map_err(|e| Failure::new(format!("control connection: {e}")))?;
-    let mut hints = base_hints(o);
-    hints.node = Some(local.ip().to_string());
-    hints.source = true;
-    let info = getinfo(o, &hints)?;
+    let info = getinfo(o, &common::server_hints(ctrl, base_hints(o))?)?;
     let max_msg = info.ep_attr.max_msg_size;
     let prov = info.fabric_attr.prov_name.clone();
 
-    let mut pending_msg: Option<(Fabric, EventQueue, PassiveEndpoint)> = None;
-    let mut objs = None;
-    let name = if o.ep_type == EpType::Msg {
-        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
-        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
-        let pep = fabric.passive_ep(&info).map_err(|e| Failure::fabric("fi_passive_ep", e))?;
-        pep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_pep_bind", e))?;
-        pep.listen().map_err(|e| Failure::fabric("fi_listen", e))?;
-        let name = pep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
-        pending_msg = Some((fabric, eq, pep));
-        name
-    } else {
-        let ob = open_connless_with(info, cq_attr(o))?;
-        let name = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
-        objs = Some(ob);
-        name
-    };
-    debug!(o, "SERVER: fabric address {name}");
+    let cq_attr = |_: &Info| cq_attr(o);
+    let (listening, name) = common::server_listen(o, info, &cq_attr)?;
     ctrl_send(ctrl, &format!("OK prov={prov} max_msg={max_msg} name={}", name.to_uri()))?;
 
     let plan_msg = ctrl_expect(ctrl, "PLAN")?;
@@ -423,33 +330,7 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         eprintln!("fi_perf: note: following the client's plan: -I {} (server: {})", plan.iterations, o.iterations);
     }
 
-    let (objs, peer) = match pending_msg {
-        Some((fabric, eq, pep)) => {
-            let ev = eq_wait(&eq, ctrl, o.timeout, "waiting for the connection request")?;
-            let EqEvent::ConnReq { info, .. } = ev else {
-                return Err(Failure::new(format!("expected a connection request, got {}", ev.name())));
-            };
-            let ob = open_msg_with(fabric, eq, *info, Some(pep), cq_attr(o))?;
-            ob.ep.accept(&[]).map_err(|e| Failure::fabric("fi_accept", e))?;
-            let eq = ob.eq.as_ref().expect("msg objects have an event queue");
-            match eq_wait(eq, ctrl, o.timeout, "accepting the connection")? {
-                EqEvent::Connected { .. } => {}
-                ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
-            }
-            debug!(o, "SERVER: connected");
-            (ob, FiAddr::UNSPEC)
-        }
-        None => {
-            let ob = objs.expect("connectionless objects are open");
-            let peer_name = peer_name.ok_or_else(|| Failure::new("the client sent no fabric address"))?;
-            let addr = Address::parse(&peer_name)
-                .map_err(|_| Failure::new(format!("the client's fabric address {peer_name:?} is malformed")))?;
-            let av = ob.av.as_ref().expect("connectionless objects have an address vector");
-            let peer = av.insert_one(&addr).map_err(|e| Failure::fabric("fi_av_insert", e))?;
-            debug!(o, "SERVER: inserted the client's address {addr}");
-            (ob, peer)
-        }
-    };
+    let (objs, peer) = common::server_accept(o, ctrl, listening, peer_name, &cq_attr)?;
 
     let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
     let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
@@ -530,74 +411,21 @@ fn finish_size(ctrl: &mut Ctrl, client: bool) -> Res<()> {
 // ---------------------------------------------------------------- client
 
 fn client(o: &PerfOpts) -> Res<()> {
-    let host = o.dst_addr.as_deref().expect("a client has a server address");
-    let (port, src_port) = o.client_ports();
-    let addrs = oob::resolve(host, port, o.ipv6).map_err(Failure::new)?;
-    debug!(o, "CLIENT: connecting to {host} port {port}");
-    let mut ctrl = Ctrl::connect(&addrs, src_port, o.connect_timeout, o.timeout).map_err(Failure::new)?;
-    debug!(o, "CLIENT: connected");
-    let r = client_run(o, &mut ctrl);
-    if let Err(f) = &r {
-        // Tell the server why, if it still listens.
-        let _ = ctrl.send(format!("ERR {}", f.msg).as_bytes());
-    }
-    r
+    common::connect_control(o, |ctrl| client_run(o, ctrl))
 }
 
 fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     ctrl_send(ctrl, &format!("HELLO {PROTO} test={} ep={}", test_id(o.test), ep_name(o.ep_type)))?;
     let ok = ctrl_expect(ctrl, "OK")?;
-    let srv_max: usize = field(&ok, "max_msg")
-        .and_then(|m| m.parse().ok())
-        .ok_or_else(|| Failure::new(format!("malformed reply from the server: {ok:?}")))?;
-    let srv_name = field(&ok, "name").unwrap_or("");
-    let srv_addr = Address::parse(srv_name)
-        .map_err(|_| Failure::new(format!("the server's fabric address {srv_name:?} is malformed")))?;
-    debug!(o, "CLIENT: server's fabric address {srv_addr}");
-
-    let mut hints = base_hints(o);
-    if hints.prov_name.is_none() {
-        hints.prov_name = field(&ok, "prov").map(str::to_string);
-    }
-    match srv_addr.sockaddr() {
-        Some(sa) => {
-            // A server listening on every address is reached at the host we reached.
-            let ip =
-                if sa.ip().is_unspecified() { ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip()) } else { sa.ip() };
-            hints.node = Some(ip.to_string());
-            hints.service = Some(sa.port().to_string());
-        }
-        None => hints.dest_addr = Some(srv_addr.clone()),
-    }
+    let (hints, srv_max, srv_addr) = common::client_hints(o, ctrl, &ok, base_hints(o))?;
     let info = getinfo(o, &hints)?;
     let prov = info.fabric_attr.prov_name.clone();
     let max_msg = info.ep_attr.max_msg_size.min(srv_max);
     let sizes = perf::test_sizes(o.size_sel(), max_msg).map_err(Failure::new)?;
     let plan = Plan { iterations: o.iterations, warmup: o.warmup_iters(), depth: o.depth(), sizes };
 
-    let (objs, peer) = if o.ep_type == EpType::Msg {
-        ctrl_send(ctrl, &plan.encode(None))?;
-        let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
-        let eq = fabric.eq(EqAttr::default()).map_err(|e| Failure::fabric("fi_eq_open", e))?;
-        let ob = open_msg_with(fabric, eq, info, None, cq_attr(o))?;
-        let target = connect_addr(&srv_addr, ctrl);
-        ob.ep.connect(&target, &[]).map_err(|e| Failure::fabric("fi_connect", e))?;
-        let eq = ob.eq.as_ref().expect("msg objects have an event queue");
-        match eq_wait(eq, ctrl, o.timeout, "connecting to the server")? {
-            EqEvent::Connected { .. } => {}
-            ev => return Err(Failure::new(format!("expected FI_CONNECTED, got {}", ev.name()))),
-        }
-        debug!(o, "CLIENT: connected to {target}");
-        (ob, FiAddr::UNSPEC)
-    } else {
-        let ob = open_connless_with(info, cq_attr(o))?;
-        let me = ob.ep.name().map_err(|e| Failure::fabric("fi_getname", e))?;
-        let av = ob.av.as_ref().expect("connectionless objects have an address vector");
-        let target = connect_addr(&srv_addr, ctrl);
-        let peer = av.insert_one(&target).map_err(|e| Failure::fabric("fi_av_insert", e))?;
-        ctrl_send(ctrl, &plan.encode(Some(&me)))?;
-        (ob, peer)
-    };
+    let cq_attr = |_: &Info| cq_attr(o);
+    let (objs, peer) = common::client_connect(o, ctrl, info, &srv_addr, &cq_attr, &|me| plan.encode(me))?;
 
     let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
     let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
@@ -629,44 +457,35 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
             .and_then(|c| c.parse().ok())
             .filter(|&c| c >= 1)
             .ok_or_else(|| Failure::new(format!("malformed GO from the server: {go:?}")))?;
-        if o.test.verb != Verb::Send {
-            match o.test.measure {
-                Measure::Lat => {
-                    dp.prepare_sends(size, 1);
-                    let mut samples = Vec::with_capacity(plan.iterations as usize);
-                    dp.rma_lat(ctrl, plan.warmup, plan.iterations, &mut samples)?;
-                    finish_size(ctrl, true)?;
-                    if let Some(st) = LatStats::from_nanos(&samples, 1.0, &mut scratch) {
-                        printer.lat(size, plan.iterations, &st);
-                    }
-                }
-                Measure::Bw => {
-                    let n = dp.prepare_sends(size, plan.depth);
-                    if n < plan.depth {
-                        debug!(o, "CLIENT: size {size}: {n} operations in flight at most (-t {})", plan.depth);
-                    }
-                    let (elapsed, best) = dp.rma_bw(ctrl, plan.warmup, plan.iterations, plan.depth)?;
-                    finish_size(ctrl, true)?;
-                    printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
-                }
-            }
-            continue;
-        }
+        let send = o.test.verb == Verb::Send;
         match o.test.measure {
             Measure::Lat => {
                 let mut samples = Vec::with_capacity(plan.iterations as usize);
-                dp.lat_client(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                // A send sample is a round trip, reported halved.
+                let divisor = if send {
+                    dp.lat_client(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                    2.0
+                } else {
+                    dp.prepare_sends(size, 1);
+                    dp.rma_lat(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                    1.0
+                };
                 finish_size(ctrl, true)?;
-                if let Some(st) = LatStats::from_nanos(&samples, 2.0, &mut scratch) {
+                if let Some(st) = LatStats::from_nanos(&samples, divisor, &mut scratch) {
                     printer.lat(size, plan.iterations, &st);
                 }
             }
             Measure::Bw => {
                 let n = dp.prepare_sends(size, plan.depth);
                 if n < plan.depth {
-                    debug!(o, "CLIENT: size {size}: {n} sends in flight at most (-t {})", plan.depth);
+                    let what = if send { "sends" } else { "operations" };
+                    debug!(o, "CLIENT: size {size}: {n} {what} in flight at most (-t {})", plan.depth);
                 }
-                let (elapsed, best) = dp.bw_client(ctrl, plan.warmup, plan.iterations, credits, plan.depth)?;
+                let (elapsed, best) = if send {
+                    dp.bw_client(ctrl, plan.warmup, plan.iterations, credits, plan.depth)?
+                } else {
+                    dp.rma_bw(ctrl, plan.warmup, plan.iterations, plan.depth)?
+                };
                 finish_size(ctrl, true)?;
                 printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
             }
@@ -827,34 +646,22 @@ impl<'a> DataPath<'a> {
 
     /// Post a data receive, retrying while the provider pushes back.
     fn post_data_recv(&mut self, buf: Buf) -> Res<()> {
-        let mut buf = buf;
-        let mut w: Option<Watch> = None;
-        loop {
-            match self.ep.recv(buf, FiAddr::UNSPEC, RX_CTX) {
-                Ok(()) => {
-                    self.rx_posted += 1;
-                    return Ok(());
-                }
-                Err(pe) if pe.error == Error::Again => {
-                    buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
-                    w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(
-                        None,
-                        self.eq,
-                        "posting a receive",
-                    )?;
-                    self.drain()?;
-                }
-                Err(pe) => return Err(Failure::fabric("fi_recv", pe.error)),
-            }
-        }
+        self.post_recv(buf, RX_CTX)?;
+        self.rx_posted += 1;
+        Ok(())
     }
 
     /// Post a credit receive (client), retrying while the provider pushes back.
     fn post_credit_recv(&mut self, buf: Buf) -> Res<()> {
+        self.post_recv(buf, CREDIT_RX_CTX)
+    }
+
+    /// Post a receive with context `ctx`, retrying while the provider pushes back.
+    fn post_recv(&mut self, buf: Buf, ctx: u64) -> Res<()> {
         let mut buf = buf;
         let mut w: Option<Watch> = None;
         loop {
-            match self.ep.recv(buf, FiAddr::UNSPEC, CREDIT_RX_CTX) {
+            match self.ep.recv(buf, FiAddr::UNSPEC, ctx) {
                 Ok(()) => return Ok(()),
                 Err(pe) if pe.error == Error::Again => {
                     buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
@@ -944,25 +751,14 @@ impl<'a> DataPath<'a> {
     }
 
     fn cq_failure(&self, e: Error) -> Failure {
-        if e != Error::Avail {
-            return Failure::fabric("fi_cq_read", e);
-        }
-        match self.cq.readerr() {
-            Ok(ce) => {
-                let op = match ce.context {
-                    RX_CTX | CREDIT_RX_CTX => "receive",
-                    TX_CTX => self.verb.name(),
-                    CREDIT_TX_CTX => "send",
-                    ATOMIC_CTX => "atomic",
-                    _ => "operation",
-                };
-                Failure {
-                    msg: format!("{op} failed: {} ({}){}", ce, -ce.err.errno(), peer_hint(ce.err)),
-                    status: ce.err.errno().clamp(1, 255),
-                }
-            }
-            Err(e) => Failure::fabric("fi_cq_readerr", e),
-        }
+        let verb = self.verb.name();
+        cq_failure(self.cq, e, |ctx| match ctx {
+            RX_CTX | CREDIT_RX_CTX => "receive",
+            TX_CTX => verb,
+            CREDIT_TX_CTX => "send",
+            ATOMIC_CTX => "atomic",
+            _ => "operation",
+        })
     }
 
     // ---- latency

@@ -1,10 +1,13 @@
 //! `fi_perf`'s command line: the operation and the measure (`send bw`), then
 //! `fi_pingpong`'s options, perftest's transmit and receive depths, and `--json`.
 
+use crate::common::{opts_with, parse_count, parse_ep, parse_size_sel, Cmd, CommonOpts};
 use crate::getopt::{getopt, Item, Opt};
 use crate::perf::SizeSel;
 use fabric_core::EpType;
 use std::fmt;
+use std::ops::{Deref, DerefMut};
+#[cfg(test)]
 use std::time::Duration;
 
 /// The usage text.
@@ -132,51 +135,39 @@ impl fmt::Display for Test {
 }
 
 /// What the command line asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PerfCmd {
-    /// Print the usage and exit successfully.
-    Help,
-    /// Run a test.
-    Run(PerfOpts),
-}
+pub type PerfCmd = Cmd<PerfOpts>;
 
-/// `fi_perf`'s options.
+/// `fi_perf`'s options: the common ones (RDM endpoints and 1000 iterations by
+/// default: the tests need reliable endpoints), and its own.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerfOpts {
     /// The test.
     pub test: Test,
-    /// `-B`: the server's control port; the client's local control port.
-    pub src_port: Option<u16>,
-    /// `-P`: the port the client connects to.
-    pub dst_port: Option<u16>,
-    /// `-d`: domain name.
-    pub domain: Option<String>,
-    /// `-p`: provider name.
-    pub provider: Option<String>,
-    /// `-e`: endpoint type (RDM by default: the tests need reliable endpoints).
-    pub ep_type: EpType,
-    /// `-I`: timed iterations per size.
-    pub iterations: u64,
+    /// `-B -P -d -p -e -I -v -6 --timeout --connect-timeout` and the server's address.
+    pub common: CommonOpts,
     /// `-S`: sizes; `None` for the test's default size.
     pub sizes: Option<SizeSel>,
     /// `-t`: operations in flight (bw tests).
     pub tx_depth: usize,
     /// `-r`: receives the server keeps posted (send bw).
     pub rx_depth: usize,
-    /// `-v`: debugging output on standard error.
-    pub verbose: bool,
-    /// `-6`: IPv6.
-    pub ipv6: bool,
     /// `--json`: one JSON object per size instead of the table.
     pub json: bool,
-    /// The server's address: given, this process is the client.
-    pub dst_addr: Option<String>,
-    /// `--timeout`: longest wait without progress.
-    pub timeout: Duration,
-    /// `--connect-timeout`: how long the client retries the control connection.
-    pub connect_timeout: Duration,
     /// `--warmup`: untimed iterations before each size; `None` for the default.
     pub warmup: Option<u64>,
+}
+
+impl Deref for PerfOpts {
+    type Target = CommonOpts;
+    fn deref(&self) -> &CommonOpts {
+        &self.common
+    }
+}
+
+impl DerefMut for PerfOpts {
+    fn deref_mut(&mut self) -> &mut CommonOpts {
+        &mut self.common
+    }
 }
 
 /// perftest's default size of bandwidth tests.
@@ -204,38 +195,12 @@ impl PerfOpts {
     fn new(test: Test) -> PerfOpts {
         PerfOpts {
             test,
-            src_port: None,
-            dst_port: None,
-            domain: None,
-            provider: None,
-            ep_type: EpType::Rdm,
-            iterations: 1000,
+            common: CommonOpts::new("fi_perf", EpType::Rdm, 1000),
             sizes: None,
             tx_depth: DEFAULT_TX_DEPTH,
             rx_depth: DEFAULT_RX_DEPTH,
-            verbose: false,
-            ipv6: false,
             json: false,
-            dst_addr: None,
-            timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(5),
             warmup: None,
-        }
-    }
-
-    /// The control port the server listens on.
-    pub fn server_port(&self) -> u16 {
-        self.src_port.unwrap_or(crate::oob::DEFAULT_PORT)
-    }
-
-    /// The client's control connection: the port to connect to and the local port
-    /// to bind, if any (as `fi_pingpong`'s).
-    pub fn client_ports(&self) -> (u16, Option<u16>) {
-        match (self.dst_port, self.src_port) {
-            (Some(p), Some(b)) if p != b => (p, Some(b)),
-            (Some(p), _) => (p, None),
-            (None, Some(b)) => (b, None),
-            (None, None) => (crate::oob::DEFAULT_PORT, None),
         }
     }
 
@@ -268,43 +233,7 @@ impl PerfOpts {
     }
 }
 
-const OPTS: &[Opt] = &[
-    Opt::short("B", 'B', true),
-    Opt::short("P", 'P', true),
-    Opt::short("d", 'd', true),
-    Opt::short("p", 'p', true),
-    Opt::short("e", 'e', true),
-    Opt::short("I", 'I', true),
-    Opt::short("S", 'S', true),
-    Opt::short("t", 't', true),
-    Opt::short("r", 'r', true),
-    Opt::both("h", 'h', "help", false),
-    Opt::short("v", 'v', false),
-    Opt::short("6", '6', false),
-    Opt::long("json", "json", false),
-    Opt::long("timeout", "timeout", true),
-    Opt::long("connect-timeout", "connect-timeout", true),
-    Opt::long("warmup", "warmup", true),
-];
-
-fn parse_port(v: &str) -> Result<u16, String> {
-    v.trim().parse::<u16>().map_err(|_| format!("Error parsing \"{v}\": not a port number (0-65535)"))
-}
-
-fn parse_count(v: &str, min: u64, max: u64) -> Result<u64, String> {
-    match v.trim().parse::<u64>() {
-        Ok(n) if n >= min && n <= max => Ok(n),
-        Ok(_) => Err(format!("Error parsing \"{v}\": must be between {min} and {max}")),
-        Err(_) => Err(format!("Error parsing \"{v}\": not a number")),
-    }
-}
-
-fn parse_secs(v: &str) -> Result<Duration, String> {
-    match v.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!("Error parsing \"{v}\": not a positive number of seconds")),
-    }
-}
+const OWN_OPTS: &[Opt] = &[Opt::short("t", 't', true), Opt::short("r", 'r', true), Opt::long("json", "json", false)];
 
 /// Parse the arguments (without the program name). `Err` carries the message to
 /// print before the usage.
@@ -313,7 +242,7 @@ where
     I: IntoIterator<Item = S>,
     S: Into<String>,
 {
-    let items = getopt("fi_perf", args, OPTS).map_err(|e| e.0)?;
+    let items = getopt("fi_perf", args, &opts_with(OWN_OPTS)).map_err(|e| e.0)?;
     if items.iter().any(|i| matches!(i, Item::Opt("h", _))) {
         return Ok(PerfCmd::Help);
     }
@@ -343,30 +272,21 @@ where
         let Item::Opt(name, val) = item else { continue };
         let val = val.unwrap_or_default();
         match name {
-            "B" => o.src_port = Some(parse_port(&val)?),
-            "P" => o.dst_port = Some(parse_port(&val)?),
-            "d" => o.domain = Some(val),
-            "p" => o.provider = Some(val),
             "e" => {
-                o.ep_type = match val.as_str() {
-                    "msg" => EpType::Msg,
-                    "rdm" => EpType::Rdm,
-                    "dgram" => {
+                o.ep_type = match parse_ep(&val)? {
+                    EpType::Dgram => {
                         return Err("fi_perf: dgram endpoints are unreliable: the tests need -e msg or -e rdm".into())
                     }
-                    _ => return Err(format!("Unknown endpoint : {val}")),
+                    ep => ep,
                 }
             }
             "I" => o.iterations = parse_count(&val, 1, MAX_ITERS)?,
             "S" => {
-                o.sizes = Some(if val.eq_ignore_ascii_case("all") {
-                    SizeSel::All
-                } else {
-                    match fabric_core::param::parse_size(&val) {
-                        Some(n) if n <= MAX_SIZE => SizeSel::One(n),
-                        Some(_) => return Err(format!("Error parsing \"{val}\": at most {MAX_SIZE} bytes (4g)")),
-                        None => return Err(format!("Error parsing \"{val}\": not a size")),
+                o.sizes = Some(match parse_size_sel(&val)? {
+                    SizeSel::One(n) if n > MAX_SIZE => {
+                        return Err(format!("Error parsing \"{val}\": at most {MAX_SIZE} bytes (4g)"))
                     }
+                    sel => sel,
                 })
             }
             "t" => {
@@ -374,13 +294,13 @@ where
                 tx_depth_given = true;
             }
             "r" => o.rx_depth = parse_count(&val, 1, MAX_DEPTH as u64)? as usize,
-            "v" => o.verbose = true,
-            "6" => o.ipv6 = true,
             "json" => o.json = true,
-            "timeout" => o.timeout = parse_secs(&val)?,
-            "connect-timeout" => o.connect_timeout = parse_secs(&val)?,
             "warmup" => o.warmup = Some(parse_count(&val, 1, MAX_ITERS)?),
-            _ => unreachable!("option {name} declared but not handled"),
+            _ => {
+                if !o.common.apply(name, &val)? {
+                    unreachable!("option {name} declared but not handled")
+                }
+            }
         }
     }
     if o.test.measure == Measure::Lat {
