@@ -17,6 +17,10 @@
 //! Reproduce a failure with its seed: `HOSTILE_RMA_SEED=<seed> cargo test -p
 //! fabric-tcp --test hostile_rma`.
 
+mod common;
+
+use common::wait;
+
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, MrOps, Op, RmaOp};
 use fabric_core::*;
 use fabric_util::atomic::{apply_slice, lens};
@@ -564,28 +568,8 @@ struct Target {
 
 fn open_rdm(fabric: &Arc<dyn prov::FabricOps>, info: &Info) -> Target {
     let dom = fabric.domain(info).unwrap();
-    let cq = dom.cq_open(&CqAttr::default()).unwrap();
-    let av = dom.av_open(&AvAttr::default()).unwrap();
-    let ep = dom.endpoint(info).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
+    let common::Rdm { cq, av, ep } = common::rdm_endpoint(&dom, info);
     Target { dom, cq, av, ep }
-}
-
-/// Wait for one completion on `cq`, driving `other` too.
-fn wait(cq: &Arc<dyn CqOps>, other: &Arc<dyn CqOps>) -> std::result::Result<CqEntry, CqErrEntry> {
-    let mut out = [CqEntry::new(0, Caps::empty())];
-    let start = Instant::now();
-    loop {
-        let _ = other.read(&mut []);
-        match cq.read(&mut out) {
-            Ok(1) => return Ok(out[0]),
-            Err(Error::Avail) => return Err(cq.readerr().unwrap()),
-            _ => {}
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "no completion");
-    }
 }
 
 fn rdm_info() -> (Arc<dyn prov::FabricOps>, Info) {

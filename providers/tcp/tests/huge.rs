@@ -1,6 +1,8 @@
 //! A message larger than 1 GiB (odd length) over an RDM pair, byte-checked at
 //! every page and at both ends.
 
+mod common;
+
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::*;
 use std::time::{Duration, Instant};
@@ -12,17 +14,8 @@ fn one_gibibyte_and_some() {
     let info = p.getinfo(&Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true)).unwrap()[0].clone();
     let fabric = p.fabric(&info).unwrap();
     let dom = fabric.domain(&info).unwrap();
-    let mk = || {
-        let cq = dom.cq_open(&CqAttr::default()).unwrap();
-        let av = dom.av_open(&AvAttr::default()).unwrap();
-        let ep = dom.endpoint(&info).unwrap();
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (cq, av, ep)
-    };
-    let (c1, a1, e1) = mk();
-    let (c2, _a2, e2) = mk();
+    let common::Rdm { cq: c1, av: a1, ep: e1 } = common::rdm_endpoint(&dom, &info);
+    let common::Rdm { cq: c2, ep: e2, .. } = common::rdm_endpoint(&dom, &info);
     let to2 = a1.insert(&[e2.getname().unwrap()]).unwrap()[0];
     let mut src = vec![0u8; LEN];
     for (i, chunk) in src.chunks_mut(4096).enumerate() {

@@ -1,6 +1,8 @@
 //! `FI_TCP_PORT_LOW_RANGE` / `FI_TCP_PORT_HIGH_RANGE` bound the listening ports.
 //! (Its own test binary: the provider reads its parameters once per process.)
 
+mod common;
+
 use fabric_core::*;
 
 #[test]
@@ -15,15 +17,10 @@ fn listening_ports_stay_in_the_range() {
     let dom = fabric.domain(&info).unwrap();
     let mut eps = Vec::new();
     for _ in 0..3 {
-        let cq = dom.cq_open(&CqAttr::default()).unwrap();
-        let av = dom.av_open(&AvAttr::default()).unwrap();
-        let ep = dom.endpoint(&info).unwrap();
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        let port = ep.getname().unwrap().sockaddr().unwrap().port();
+        let r = common::rdm_endpoint(&dom, &info);
+        let port = r.ep.getname().unwrap().sockaddr().unwrap().port();
         assert!((lo..=lo + 7).contains(&port), "port {port} outside {lo}..={}", lo + 7);
-        eps.push((cq, av, ep));
+        eps.push(r);
     }
     // A passive endpoint too.
     let minfo = p.getinfo(&Hints::new().ep_type(EpType::Msg).node("127.0.0.1").source(true)).unwrap()[0].clone();

@@ -1,6 +1,9 @@
 //! Provider-level smoke tests of tcp, through the raw provider traits (the safe API
 //! and the conformance suite live in the `fabric` crate).
 
+mod common;
+
+use common::wait;
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, Op};
 use fabric_core::*;
 use std::sync::Arc;
@@ -22,13 +25,8 @@ fn rdm_pair() -> (Side, Side) {
     let fabric = p.fabric(&info).unwrap();
     let mk = || {
         let dom = fabric.domain(&info).unwrap();
-        let cq = dom.cq_open(&CqAttr::default()).unwrap();
-        let av = dom.av_open(&AvAttr::default()).unwrap();
-        let ep = dom.endpoint(&info).unwrap();
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (dom, cq, av, ep)
+        let r = common::rdm_endpoint(&dom, &info);
+        (dom, r.cq, r.av, r.ep)
     };
     let (d1, c1, a1, e1) = mk();
     let (d2, c2, a2, e2) = mk();
@@ -42,20 +40,6 @@ fn rdm_pair() -> (Side, Side) {
         Side { _dom: d1, cq: c1, _av: a1, ep: e1, me: me1, peer: p1 },
         Side { _dom: d2, cq: c2, _av: a2, ep: e2, me: me2, peer: p2 },
     )
-}
-
-fn wait(cq: &Arc<dyn CqOps>, other: &Arc<dyn CqOps>) -> std::result::Result<CqEntry, CqErrEntry> {
-    let mut out = [CqEntry::new(0, Caps::empty())];
-    let start = std::time::Instant::now();
-    loop {
-        let _ = other.read(&mut []);
-        match cq.read(&mut out) {
-            Ok(1) => return Ok(out[0]),
-            Err(Error::Avail) => return Err(cq.readerr().unwrap()),
-            _ => {}
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "no completion");
-    }
 }
 
 fn op(iov: &[IoVec], addr: FiAddr, ctx: u64) -> Op<'_> {
@@ -228,17 +212,8 @@ fn auto_progress_completes_without_reads() {
     assert_eq!(info.domain_attr.data_progress, Progress::Auto);
     let fabric = p.fabric(&info).unwrap();
     let dom = fabric.domain(&info).unwrap();
-    let mk = || {
-        let cq = dom.cq_open(&CqAttr::default()).unwrap();
-        let av = dom.av_open(&AvAttr::default()).unwrap();
-        let ep = dom.endpoint(&info).unwrap();
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (cq, av, ep)
-    };
-    let (c1, a1, e1) = mk();
-    let (c2, _a2, e2) = mk();
+    let common::Rdm { cq: c1, av: a1, ep: e1 } = common::rdm_endpoint(&dom, &info);
+    let common::Rdm { cq: c2, ep: e2, .. } = common::rdm_endpoint(&dom, &info);
     let to2 = a1.insert(&[e2.getname().unwrap()]).unwrap()[0];
     let mut src = vec![9u8; 300_000]; // rendezvous: needs several exchanges
     let mut dst = vec![0u8; 300_000];
