@@ -15,12 +15,18 @@ struct Side {
     cq: CompletionQueue,
     peer: FiAddr,
     domain: fabric::Domain,
+    _av: fabric::AddressVector,
 }
 
 fn pair() -> (Side, Side) {
-    let info = fabric::getinfo(&Hints::new().provider("tcp").ep_type(EpType::Rdm).node("127.0.0.1").source(true))
-        .unwrap()
-        .remove(0);
+    pair_with(Hints::new())
+}
+
+/// Two RDM endpoints of tcp on loopback, each in its own domain, with `hints`'
+/// other wishes (such as an mr_mode).
+fn pair_with(hints: Hints) -> (Side, Side) {
+    let hints = Hints { prov_name: Some("tcp".into()), ep_type: EpType::Rdm, ..hints }.node("127.0.0.1").source(true);
+    let info = fabric::getinfo(&hints).unwrap().remove(0);
     let fab = Fabric::open(&info).unwrap();
     let mk = || {
         let domain = fab.domain(&info).unwrap();
@@ -36,8 +42,7 @@ fn pair() -> (Side, Side) {
     let (b, bcq, bav, bd) = mk();
     let pa = aav.insert_one(&b.name().unwrap()).unwrap();
     let pb = bav.insert_one(&a.name().unwrap()).unwrap();
-    std::mem::forget((aav, bav));
-    (Side { ep: a, cq: acq, peer: pa, domain: ad }, Side { ep: b, cq: bcq, peer: pb, domain: bd })
+    (Side { ep: a, cq: acq, peer: pa, domain: ad, _av: aav }, Side { ep: b, cq: bcq, peer: pb, domain: bd, _av: bav })
 }
 
 /// Wait for one completion on `cq` (Ok) or error (Err), driving `other` too.
@@ -226,32 +231,15 @@ fn msg_forms_take_flags() {
 #[test]
 fn offset_addressing_and_chosen_keys() {
     use fabric::MrMode;
-    let hints = Hints {
-        mr_mode: Some(MrMode::empty()),
-        ..Hints::new().provider("tcp").ep_type(EpType::Rdm).node("127.0.0.1").source(true)
-    };
-    let info = fabric::getinfo(&hints).unwrap().remove(0);
-    assert!(info.domain_attr.mr_mode.is_empty());
-    let fab = Fabric::open(&info).unwrap();
-    let mk = || {
-        let domain = fab.domain(&info).unwrap();
-        let cq = domain.cq(CqAttr::default()).unwrap();
-        let av = domain.av(AvAttr::default()).unwrap();
-        let ep = domain.endpoint(&info).unwrap();
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (ep, cq, av, domain)
-    };
-    let (a, acq, aav, _ad) = mk();
-    let (b, bcq, _bav, bd) = mk();
-    let peer = aav.insert_one(&b.name().unwrap()).unwrap();
-    let region = bd.register_with_key(Buf::new(256), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0x1234).unwrap();
+    let (a, b) = pair_with(Hints { mr_mode: Some(MrMode::empty()), ..Hints::new() });
+    assert!(b.domain.info().domain_attr.mr_mode.is_empty());
+    let region =
+        b.domain.register_with_key(Buf::new(256), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0x1234).unwrap();
     assert_eq!(region.key(), 0x1234);
     // Offsets, not addresses.
-    a.write(Buf::from(&[8u8; 16][..]), peer, Remote { addr: 240, key: 0x1234 }, 1).unwrap();
-    wait(&acq, &bcq).unwrap();
-    a.write(Buf::from(&[8u8; 16][..]), peer, Remote { addr: 241, key: 0x1234 }, 2).unwrap();
-    assert_eq!(wait(&acq, &bcq).unwrap_err().err, Error::Access);
+    a.ep.write(Buf::from(&[8u8; 16][..]), a.peer, Remote { addr: 240, key: 0x1234 }, 1).unwrap();
+    wait(&a.cq, &b.cq).unwrap();
+    a.ep.write(Buf::from(&[8u8; 16][..]), a.peer, Remote { addr: 241, key: 0x1234 }, 2).unwrap();
+    assert_eq!(wait(&a.cq, &b.cq).unwrap_err().err, Error::Access);
     assert_eq!(&region.close().unwrap()[240..], &[8u8; 16]);
 }
