@@ -1,6 +1,10 @@
 //! Two-process tests of `fi_perf`: the real binary as a user runs it, server and
 //! client on loopback over tcp, RDM and MSG endpoints.
 
+mod common;
+
+use common::wait_output;
+
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
@@ -26,26 +30,6 @@ fn port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let base = 50000 + (std::process::id() % 500) as u16 * 20;
     base + NEXT.fetch_add(1, Ordering::SeqCst)
-}
-
-/// Wait for a child with a watchdog, killing it on time-out.
-fn wait_output(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn spawn(args: &[&str]) -> Child {

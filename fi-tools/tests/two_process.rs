@@ -1,9 +1,13 @@
 //! Two-process tests: the real `fi_pingpong` and `fi_info` binaries run as a user
 //! runs them, server and client on loopback.
 
+mod common;
+
+use common::wait_output;
+
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PINGPONG: &str = env!("CARGO_BIN_EXE_fi_pingpong");
 const FI_INFO: &str = env!("CARGO_BIN_EXE_fi_info");
@@ -13,26 +17,6 @@ fn port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let base = 30000 + (std::process::id() % 1000) as u16 * 20;
     base + NEXT.fetch_add(1, Ordering::SeqCst)
-}
-
-/// Wait for a child with a watchdog, killing it on time-out.
-fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn run_pair(args: &[&str]) -> (Output, Output) {
