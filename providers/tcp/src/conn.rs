@@ -53,9 +53,10 @@ pub(crate) enum ConnState {
 pub(crate) enum TxKind {
     /// An eager user send: complete on the transmit queue once written.
     Send { context: u64, flags: Caps, len: usize },
-    /// A rendezvous request (header only): the message waits in the endpoint's
-    /// `RndvSend` for the receiver's answer.
-    Rts,
+    /// A request whose outcome arrives later (a rendezvous request, an RMA or
+    /// atomic request): nothing to do once written; the operation waits in the
+    /// endpoint (`RndvSend`, the RMA table) for the peer's answer.
+    Request,
     /// Rendezvous data: complete once written.
     Data { context: u64, flags: Caps, len: usize },
     /// An inject: its own copy of the data, recycled once written.

@@ -369,7 +369,7 @@ impl TcpEp {
                 e.len = len;
                 Self::tx_done(g, e);
             }
-            TxKind::Rts => {}
+            TxKind::Request => {}
             TxKind::Inject(mut v) => {
                 if g.inject_pool.len() < 64 {
                     v.clear();
@@ -619,7 +619,7 @@ impl TcpEp {
             hdr.op = OpCode::Rts;
             let m = RndvMsg { context: op.context, flags: cq_flags, len, hdr, iov, niov: op.iov.len() };
             hdr.id = g.rndv_tx.announce(id, m);
-            TxOp::user(hdr.encode(), &[], false, TxKind::Rts)
+            TxOp::user(hdr.encode(), &[], false, TxKind::Request)
         };
         self.queue(&mut g, id, txop)
     }
@@ -876,7 +876,7 @@ impl TcpEp {
         };
         match u.body {
             UnexpBody::Eager(buf) => {
-                write_target(g, &target, 0, &buf);
+                write_target(&g.multis, &target, 0, &buf);
                 Self::recycle_unexp(g, buf);
                 self.complete_target(g, target, &hdr, m.src, u.rma);
             }
@@ -1197,7 +1197,7 @@ impl TcpEp {
                 let n = (conn.staged() as u64).min(remaining) as usize;
                 let lo = conn.stage_lo;
                 let bytes = &conn.stage[lo..lo + n];
-                write_dest(dest, &mut g.multis, *off, bytes);
+                write_dest(dest, &g.multis, *off, bytes);
                 conn.stage_lo += n;
                 *off += n as u64;
                 continue;
@@ -1444,38 +1444,27 @@ impl TcpEp {
     }
 }
 
-/// Write bytes of a message at offset `off` into its target.
-fn write_target(g: &mut Inner, target: &Target, off: u64, bytes: &[u8]) -> usize {
+/// Write bytes of a message at offset `off` into its target (never past the
+/// receive's capacity, or the slice of a multi-receive buffer it was given).
+fn write_target(multis: &[Option<Multi>], target: &Target, off: u64, bytes: &[u8]) {
     match target {
-        Target::Single(rec) => copy_into(&rec.iov[..rec.niov], rec.cap, off, bytes),
-        Target::Multi { idx, off: base, cap } => match g.multis[*idx].as_ref() {
-            Some(m) => {
+        Target::Single(rec) => {
+            copy_into(&rec.iov[..rec.niov], rec.cap, off, bytes);
+        }
+        Target::Multi { idx, off: base, cap } => {
+            if let Some(m) = multis[*idx].as_ref() {
                 let iov = [IoVec { base: m.base, len: m.cap }];
-                let start = *base as u64 + off;
                 let room = (*cap as u64).saturating_sub(off) as usize;
                 let n = bytes.len().min(room);
-                copy_into(&iov, *base + *cap, start, &bytes[..n])
+                copy_into(&iov, *base + *cap, *base as u64 + off, &bytes[..n]);
             }
-            None => 0,
-        },
+        }
     }
 }
 
-fn write_dest(dest: &mut RxDest, multis: &mut [Option<Multi>], off: u64, bytes: &[u8]) {
+fn write_dest(dest: &mut RxDest, multis: &[Option<Multi>], off: u64, bytes: &[u8]) {
     match dest {
-        RxDest::Recv { target, .. } => match target {
-            Target::Single(rec) => {
-                copy_into(&rec.iov[..rec.niov], rec.cap, off, bytes);
-            }
-            Target::Multi { idx, off: base, cap } => {
-                if let Some(m) = multis[*idx].as_ref() {
-                    let iov = [IoVec { base: m.base, len: m.cap }];
-                    let room = (*cap as u64).saturating_sub(off) as usize;
-                    let n = bytes.len().min(room);
-                    copy_into(&iov, *base + *cap, *base as u64 + off, &bytes[..n]);
-                }
-            }
-        },
+        RxDest::Recv { target, .. } => write_target(multis, target, off, bytes),
         RxDest::Unexpected { buf, .. } | RxDest::Control { buf } | RxDest::RmaReq { buf } => {
             buf.extend_from_slice(bytes)
         }
@@ -1486,13 +1475,12 @@ fn write_dest(dest: &mut RxDest, multis: &mut [Option<Multi>], off: u64, bytes: 
 }
 
 /// Copy `bytes` into the pieces at logical offset `off`, never past `cap`.
-fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) -> usize {
+fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) {
     if off >= cap as u64 {
-        return 0;
+        return;
     }
     let mut pos = off as usize;
     let mut src = &bytes[..bytes.len().min(cap - pos)];
-    let written = src.len();
     let mut start = 0usize;
     for v in iov {
         if src.is_empty() {
@@ -1511,7 +1499,6 @@ fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) -> usize {
         }
         start = end;
     }
-    written
 }
 
 /// The pieces of memory where the next `remaining` bytes at `off` go, for a direct

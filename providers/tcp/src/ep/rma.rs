@@ -140,7 +140,7 @@ impl TcpEp {
                     Some(d) => TxOp::owned_prefixed(h.encode(), &desc, d[off..off + n].to_vec(), false),
                     None => {
                         let (pieces, k) = sub_iov(op.iov, off, n);
-                        TxOp::user_prefixed(h.encode(), &desc, &pieces[..k], true, TxKind::Rts)
+                        TxOp::user_prefixed(h.encode(), &desc, &pieces[..k], true, TxKind::Request)
                     }
                 }
             };
@@ -203,7 +203,7 @@ impl TcpEp {
             id,
             ..Header::new(OpCode::AtomicReq)
         };
-        let txop = TxOp::user_prefixed(h.encode(), &prefix, &pieces, true, TxKind::Rts);
+        let txop = TxOp::user_prefixed(h.encode(), &prefix, &pieces, true, TxKind::Request);
         if let Some(c) = Self::conn_mut(&mut g, conn) {
             c.txq.push_back(txop);
         }
