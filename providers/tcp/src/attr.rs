@@ -10,7 +10,7 @@ use fabric_core::{
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
 /// Most iov entries in one operation.
-pub(crate) const IOV_LIMIT: usize = 8;
+pub(crate) const IOV_LIMIT: usize = fabric_util::rx::IOV_LIMIT;
 /// Queue depths reported (operations are queued in software without a hard limit;
 /// these are the sizes the queues are pre-allocated for).
 pub(crate) const QUEUE_SIZE: usize = 1024;

@@ -10,86 +10,23 @@ use fabric_util::av::UtilAv;
 use fabric_util::cntr::UtilCntr;
 use fabric_util::cq::UtilCq;
 use fabric_util::mr::MrRegistry;
-use fabric_util::progress::{Progress, Waiter};
-use std::sync::atomic::{AtomicBool, Ordering};
+use fabric_util::progress::{AutoProgress, FidRegistry, Progress};
 use std::sync::{Arc, Mutex, Weak};
-use std::thread::JoinHandle;
-
-/// Objects opened on a domain, by fid, held weakly so endpoints can find the
-/// concrete object behind a `dyn` handle.
-struct Registry<T> {
-    items: Mutex<Vec<(u64, Weak<T>)>>,
-}
-
-impl<T> Registry<T> {
-    fn new() -> Self {
-        Registry { items: Mutex::new(Vec::new()) }
-    }
-
-    fn add(&self, fid: u64, obj: &Arc<T>) {
-        let mut g = self.items.lock().unwrap_or_else(|e| e.into_inner());
-        g.retain(|(_, w)| w.strong_count() > 0);
-        g.push((fid, Arc::downgrade(obj)));
-    }
-
-    fn find(&self, fid: u64) -> Option<Arc<T>> {
-        let g = self.items.lock().unwrap_or_else(|e| e.into_inner());
-        g.iter().find(|(f, _)| *f == fid).and_then(|(_, w)| w.upgrade())
-    }
-}
 
 /// A tcp domain.
 pub(crate) struct TcpDomain {
     fid: u64,
     info: Info,
     fabric: Arc<TcpFabric>,
-    cqs: Registry<UtilCq>,
-    cntrs: Registry<UtilCntr>,
-    avs: Registry<UtilAv>,
+    cqs: FidRegistry<UtilCq>,
+    cntrs: FidRegistry<UtilCntr>,
+    avs: FidRegistry<UtilAv>,
     mrs: Arc<MrRegistry>,
     /// With `FI_PROGRESS_AUTO`: the progress thread and what it waits on.
     auto: Option<AutoProgress>,
     /// Serializes the atomics applied to this domain's regions (every endpoint's).
     atomics: Mutex<()>,
     me: Weak<TcpDomain>,
-}
-
-/// The optional progress thread of a domain opened with `FI_PROGRESS_AUTO`: it
-/// drives every endpoint of the domain, sleeping in epoll on their sockets when
-/// there is nothing to do, so operations complete without the application reading
-/// its queues.
-struct AutoProgress {
-    waiter: Arc<Waiter>,
-    stop: Arc<AtomicBool>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl AutoProgress {
-    fn start() -> Result<AutoProgress> {
-        let waiter = Arc::new(Waiter::new()?);
-        let stop = Arc::new(AtomicBool::new(false));
-        let (w, s) = (waiter.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("fabric-tcp-progress".into())
-            .spawn(move || {
-                while !s.load(Ordering::Acquire) {
-                    let _ =
-                        w.wait(Some(std::time::Duration::from_millis(100)), || s.load(Ordering::Acquire).then_some(()));
-                }
-            })
-            .map_err(fabric_core::Error::from)?;
-        Ok(AutoProgress { waiter, stop, thread: Mutex::new(Some(thread)) })
-    }
-}
-
-impl Drop for AutoProgress {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.waiter.signal();
-        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = t.join();
-        }
-    }
 }
 
 fn accept_addr(a: &Address) -> bool {
@@ -99,16 +36,16 @@ fn accept_addr(a: &Address) -> bool {
 impl TcpDomain {
     pub(crate) fn new(fabric: Arc<TcpFabric>, info: &Info) -> Result<Arc<TcpDomain>> {
         let auto = match info.domain_attr.data_progress {
-            ProgressModel::Auto => Some(AutoProgress::start()?),
+            ProgressModel::Auto => Some(AutoProgress::start("fabric-tcp-progress")?),
             _ => None,
         };
         Ok(Arc::new_cyclic(|me| TcpDomain {
             fid: fabric_core::prov::next_fid(),
             info: info.clone(),
             fabric,
-            cqs: Registry::new(),
-            cntrs: Registry::new(),
-            avs: Registry::new(),
+            cqs: FidRegistry::new(),
+            cntrs: FidRegistry::new(),
+            avs: FidRegistry::new(),
             mrs: MrRegistry::new(info.domain_attr.mr_mode),
             auto,
             atomics: Mutex::new(()),
@@ -137,9 +74,9 @@ impl TcpDomain {
         &self.mrs
     }
 
-    /// Held while an atomic is applied to one of the domain's regions.
-    pub(crate) fn atomic_lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.atomics.lock().unwrap_or_else(|e| e.into_inner())
+    /// The lock held while an atomic is applied to one of the domain's regions.
+    pub(crate) fn atomic_lock_mutex(&self) -> &Mutex<()> {
+        &self.atomics
     }
 }
 
@@ -175,7 +112,7 @@ impl DomainOps for TcpDomain {
         let ep = TcpEp::new(me, info)?;
         if let Some(a) = &self.auto {
             let w: Weak<dyn Progress> = Arc::downgrade(&ep) as Weak<dyn Progress>;
-            a.waiter.bind(w)?;
+            a.bind(w)?;
         }
         Ok(ep)
     }

@@ -20,16 +20,13 @@ use crate::{config, NAME};
 use fabric_core::log::Level;
 use fabric_core::prov::{AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op};
 use fabric_core::{
-    fi_log, Address, BindFlags, Caps, CqEntry, CqErrEntry, EpType, EqErrEntry, EqEvent, Error, FiAddr, Info, OpFlags,
-    Result,
+    fi_log, Address, BindFlags, Caps, CqEntry, EpType, EqErrEntry, EqEvent, Error, FiAddr, Info, OpFlags, Result,
 };
-use fabric_util::av::UtilAv;
-use fabric_util::cntr::UtilCntr;
-use fabric_util::cq::UtilCq;
-use fabric_util::eq::UtilEq;
-use fabric_util::matcher::{Matcher, MsgSpec, PostedId, RecvSpec};
+use fabric_util::bind::Bindings;
+use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rndv::{RndvRecv, RndvSend};
+use fabric_util::rx::{PostedRecv, RxAction, RxEngine, Target, Unexp, UnexpBody};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -39,8 +36,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 mod rma;
 use rma::RmaPending;
 
-/// Buffers of unexpected eager messages kept for reuse.
-const UNEXP_POOL: usize = 32;
 /// The largest eager message buffered while unexpected, whatever the local eager
 /// limit (a peer may be configured with a larger one).
 const UNEXP_EAGER_LIMIT: usize = 64 << 20;
@@ -52,61 +47,11 @@ pub(crate) struct ConnId {
     gen: u32,
 }
 
-/// A posted receive.
-#[derive(Debug)]
-pub(crate) struct PostedRecv {
-    context: u64,
-    iov: [IoVec; IOV_LIMIT],
-    niov: usize,
-    cap: usize,
-    tagged: bool,
-    /// Index into `Inner::multis` for a multi-receive buffer.
-    multi: Option<usize>,
-}
-
-/// State of a multi-receive buffer while it is posted.
-#[derive(Debug)]
-struct Multi {
-    context: u64,
-    base: *mut u8,
-    cap: usize,
-    /// Bytes handed out to messages so far.
-    off: usize,
-    /// Messages placed in it whose data is still arriving.
-    inflight: usize,
-    /// No longer matched: released once `inflight` drops to zero.
-    released: bool,
-    /// Its entry on the posted queue, while it is there.
-    pid: Option<PostedId>,
-}
-
-// SAFETY: `base` points into a buffer the application handed over under
-// post_recv's contract; it is only dereferenced under the endpoint's lock.
-unsafe impl Send for Multi {}
-
-/// An unexpected message.
-#[derive(Debug)]
-pub(crate) struct Unexp {
-    body: UnexpBody,
-    len: u64,
-    data: Option<u64>,
-    tag: u64,
-    /// The remote CQ data of an RMA write, not a message.
-    rma: bool,
-}
-
-#[derive(Debug)]
-enum UnexpBody {
-    Eager(Vec<u8>),
-    Rts { conn: ConnId, id: u64 },
-}
-
-/// Where a message's payload goes.
-enum Target {
-    /// A posted receive taken off the queue.
-    Single(PostedRecv),
-    /// A slice of a multi-receive buffer.
-    Multi { idx: usize, off: usize, cap: usize },
+/// Where a rendezvous message waits: its connection and the sender's request id.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rts {
+    conn: ConnId,
+    id: u64,
 }
 
 /// The receive side of a connection. (One per connection and long-lived, so the
@@ -156,21 +101,6 @@ struct Slot {
     gen: u32,
 }
 
-/// What the endpoint is bound to.
-#[derive(Default)]
-struct Bindings {
-    tx_cq: Option<Arc<UtilCq>>,
-    rx_cq: Option<Arc<UtilCq>>,
-    tx_cntr: Option<Arc<UtilCntr>>,
-    rx_cntr: Option<Arc<UtilCntr>>,
-    eq: Option<Arc<UtilEq>>,
-    av: Option<Arc<UtilAv>>,
-    /// Counts remote writes (and atomics) into our regions (`FI_RMA_EVENT`).
-    rma_write_cntr: Option<Arc<UtilCntr>>,
-    /// Counts remote reads of our regions.
-    rma_read_cntr: Option<Arc<UtilCntr>>,
-}
-
 struct Inner {
     enabled: bool,
     closed: bool,
@@ -185,8 +115,8 @@ struct Inner {
     /// RDM: our listening socket and name.
     listener: Option<TcpListener>,
     name: Option<SocketAddr>,
-    matcher: Matcher<PostedRecv, Unexp>,
-    multis: Vec<Option<Multi>>,
+    /// Posted receives, multi-receive buffers and unexpected messages.
+    rx: RxEngine<Rts>,
     /// Large messages we announced, waiting for the receiver's answer.
     rndv_tx: RndvSend<ConnId, RndvMsg>,
     /// Large messages we cleared, waiting for their data.
@@ -198,12 +128,8 @@ struct Inner {
     /// Operations sent to us as several requests, in progress: (connection,
     /// request id, refused so far).
     rma_ops: Vec<(ConnId, u64, bool)>,
-    min_multi_recv: usize,
     /// Recycled inject buffers.
     inject_pool: Vec<Vec<u8>>,
-    /// Recycled buffers of unexpected eager messages (at most `UNEXP_POOL`, each no
-    /// larger than the eager limit), so buffering them allocates nothing once warm.
-    unexp_pool: Vec<Vec<u8>>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
 }
@@ -248,16 +174,13 @@ impl TcpEp {
             cache_version: u64::MAX,
             listener: None,
             name: info.src_addr.as_ref().and_then(|a| a.sockaddr()),
-            matcher: Matcher::with_capacity(256, 256),
-            multis: Vec::new(),
+            rx: RxEngine::new(config().eager_max),
             rndv_tx: RndvSend::new(),
             rndv_rx: RndvRecv::new(),
             rma_pending: Vec::new(),
             next_rma: 1,
             rma_ops: Vec::new(),
-            min_multi_recv: 0,
             inject_pool: Vec::new(),
-            unexp_pool: Vec::new(),
             connect_param: Vec::new(),
         };
         // A passive side's endpoint adopts the pending connection from its handle.
@@ -317,42 +240,6 @@ impl TcpEp {
 
     // ----- completions -----
 
-    fn tx_done(g: &Inner, e: CqEntry) {
-        if let Some(cq) = &g.b.tx_cq {
-            cq.push(e);
-        }
-        if let Some(c) = &g.b.tx_cntr {
-            c.inc();
-        }
-    }
-
-    fn tx_err(g: &Inner, e: CqEntry, err: Error) {
-        if let Some(cq) = &g.b.tx_cq {
-            cq.push_err(CqErrEntry { entry: e, olen: 0, err, prov_errno: 0 });
-        }
-        if let Some(c) = &g.b.tx_cntr {
-            c.inc_err();
-        }
-    }
-
-    fn rx_done(g: &Inner, e: CqEntry) {
-        if let Some(cq) = &g.b.rx_cq {
-            cq.push(e);
-        }
-        if let Some(c) = &g.b.rx_cntr {
-            c.inc();
-        }
-    }
-
-    fn rx_err(g: &Inner, e: CqEntry, olen: usize, err: Error) {
-        if let Some(cq) = &g.b.rx_cq {
-            cq.push_err(CqErrEntry { entry: e, olen, err, prov_errno: 0 });
-        }
-        if let Some(c) = &g.b.rx_cntr {
-            c.inc_err();
-        }
-    }
-
     fn msg_flags(tagged: bool) -> Caps {
         if tagged {
             Caps::TAGGED
@@ -367,7 +254,7 @@ impl TcpEp {
             TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } => {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
-                Self::tx_done(g, e);
+                g.b.tx_done(e);
             }
             TxKind::Request => {}
             TxKind::Inject(mut v) => {
@@ -387,13 +274,13 @@ impl TcpEp {
             if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
-                Self::tx_err(g, e, err);
+                g.b.tx_err(e, err);
             }
         }
         for m in g.rndv_tx.drain_peer(conn) {
             let mut e = CqEntry::new(m.context, m.flags);
             e.len = m.len;
-            Self::tx_err(g, e, err);
+            g.b.tx_err(e, err);
         }
     }
 
@@ -412,13 +299,13 @@ impl TcpEp {
         Self::fail_sends(g, conn.txq.drain(..), id, err);
         // A payload being read into a receive: that receive fails.
         if let RxState::Payload { dest: RxDest::Recv { target, src }, hdr, .. } = rx {
-            self.fail_target(g, target, &hdr, src, err);
+            g.rx.fail(&g.b, target, &hdr, src, err);
         }
         self.fail_rma(g, id, err);
         g.rma_ops.retain(|t| t.0 != id);
         // Rendezvous receives waiting on this connection fail.
         for w in g.rndv_rx.drain_peer(id) {
-            self.fail_target(g, w.target, &w.hdr, w.src, err);
+            g.rx.fail(&g.b, w.target, &w.hdr, w.src, err);
         }
         if let Some(peer) = conn.peer {
             if g.by_name.get(&peer) == Some(&id) {
@@ -429,14 +316,7 @@ impl TcpEp {
         if self.ep_type == EpType::Msg {
             // A MSG endpoint has only this connection: its receives fail too, and
             // the application hears of it on the EQ.
-            for (_, rec) in g.matcher.drain_posted() {
-                if let Some(mi) = rec.multi {
-                    self.release_multi(g, mi, err);
-                    continue;
-                }
-                let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));
-                Self::rx_err(g, e, 0, err);
-            }
+            g.rx.fail_all_posted(&g.b, err);
             if let Some(eq) = &g.b.eq {
                 // A connection that was up ends with FI_SHUTDOWN; one that never came
                 // up (refused, reset during set-up) with an error event.
@@ -445,21 +325,6 @@ impl TcpEp {
                 } else {
                     eq.push_err(EqErrEntry { fid: self.fid, err, prov_errno: 0, data: Vec::new() });
                 }
-            }
-        }
-    }
-
-    fn fail_target(&self, g: &mut Inner, target: Target, hdr: &Header, src: FiAddr, err: Error) {
-        let tagged = hdr.flags.has(HdrFlags::TAGGED);
-        match target {
-            Target::Single(rec) => {
-                let mut e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(tagged));
-                e.tag = hdr.tag;
-                e.src = src;
-                Self::rx_err(g, e, 0, err);
-            }
-            Target::Multi { idx, .. } => {
-                self.multi_finish(g, idx, None, err);
             }
         }
     }
@@ -633,7 +498,6 @@ impl TcpEp {
             return Err(Error::NoCq);
         }
         Self::check_iov(op.iov)?;
-        let tagged = flags.contains(OpFlags::TAGGED);
         let src = if op.addr.is_unspec() {
             FiAddr::UNSPEC
         } else if self.ep_type == EpType::Rdm {
@@ -642,291 +506,31 @@ impl TcpEp {
         } else {
             FiAddr::UNSPEC
         };
-        let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
-        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
-        iov[..op.iov.len()].copy_from_slice(op.iov);
-        let cap = IoVec::total(op.iov);
-
-        if flags.contains(OpFlags::PEEK) || flags.contains(OpFlags::CLAIM) || flags.contains(OpFlags::DISCARD) {
-            if !tagged {
-                return Err(Error::BadFlags);
-            }
-            return self.peek_claim(&mut g, op, flags, spec, iov, cap);
-        }
-        if flags.contains(OpFlags::MULTI_RECV) {
-            if tagged || op.iov.len() != 1 {
-                return Err(Error::Inval);
-            }
-            let idx = match g.multis.iter().position(|m| m.is_none()) {
-                Some(i) => i,
-                None => {
-                    g.multis.push(None);
-                    g.multis.len() - 1
-                }
-            };
-            g.multis[idx] = Some(Multi {
-                context: op.context,
-                base: op.iov[0].base,
-                cap,
-                off: 0,
-                inflight: 0,
-                released: false,
-                pid: None,
-            });
-            let rec = PostedRecv { context: op.context, iov, niov: 1, cap, tagged: false, multi: Some(idx) };
-            // Unexpected messages first, in order, while room remains.
-            let pid = g.matcher.push_posted(spec, rec);
-            g.multis[idx].as_mut().expect("just set").pid = Some(pid);
-            self.drain_unexpected_into_multi(&mut g, idx, spec);
-            return Ok(());
-        }
-        let rec = PostedRecv { context: op.context, iov, niov: op.iov.len(), cap, tagged, multi: None };
-        match g.matcher.match_unexpected(&spec) {
-            Some(uid) => {
-                let (m, u) = g.matcher.remove_unexpected(uid).expect("matched id exists");
-                self.deliver_unexpected(&mut g, Target::Single(rec), m, u);
-            }
-            None => {
-                g.matcher.push_posted(spec, rec);
-            }
-        }
+        let g = &mut *g;
+        g.rx.post(&g.b, op, flags, src)?;
+        self.run_rx_actions(g);
         Ok(())
     }
 
-    fn drain_unexpected_into_multi(&self, g: &mut Inner, idx: usize, spec: RecvSpec) {
-        loop {
-            let Some(m) = g.multis[idx].as_ref() else { return };
-            if m.released {
-                return;
-            }
-            let Some(uid) = g.matcher.match_unexpected(&spec) else { return };
-            let (ms, u) = g.matcher.remove_unexpected(uid).expect("matched id exists");
-            let target = self.reserve_multi(g, idx, u.len);
-            self.deliver_unexpected(g, target, ms, u);
-        }
-    }
-
-    /// Reserve room for a message of `len` in a multi-receive buffer; releases the
-    /// buffer from matching when what is left falls below the minimum.
-    fn reserve_multi(&self, g: &mut Inner, idx: usize, len: u64) -> Target {
-        let min = g.min_multi_recv;
-        let m = g.multis[idx].as_mut().expect("multi exists while posted");
-        let off = m.off;
-        let room = m.cap - m.off;
-        let take = (len.min(room as u64)) as usize;
-        m.off += take;
-        m.inflight += 1;
-        if m.cap - m.off < min.max(1) || take < len as usize {
-            m.released = true;
-        }
-        if m.released {
-            if let Some(pid) = m.pid.take() {
-                g.matcher.remove_posted(pid);
-            }
-        }
-        Target::Multi { idx, off, cap: take }
-    }
-
-    /// A message placed in a multi-receive buffer finished (ok or with `err`).
-    fn multi_finish(&self, g: &mut Inner, idx: usize, done: Option<(CqEntry, usize)>, err: Error) {
-        let Some(m) = g.multis[idx].as_mut() else { return };
-        m.inflight = m.inflight.saturating_sub(1);
-        let last = m.released && m.inflight == 0;
-        let context = m.context;
-        if last {
-            g.multis[idx] = None;
-        }
-        match done {
-            Some((mut e, olen)) => {
-                if last {
-                    e.flags |= Caps::MULTI_RECV;
+    /// Put on the wire what the receive engine asks for: clear a matched
+    /// rendezvous message to send, or tell its sender it was discarded.
+    fn run_rx_actions(&self, g: &mut Inner) {
+        while let Some(a) = g.rx.take_action() {
+            match a {
+                RxAction::Start(m) => {
+                    let Rts { conn, id } = m.rts;
+                    if Self::conn_mut(g, conn).is_none() {
+                        g.rx.fail(&g.b, m.target, &m.hdr, m.src, Error::ConnReset);
+                        continue;
+                    }
+                    let cts = Header { id, ..Header::new(OpCode::Cts) };
+                    g.rndv_rx.clear(conn, id, m.hdr.len, RxWait { hdr: m.hdr, target: m.target, src: m.src });
+                    let _ = self.queue(g, conn, TxOp::owned(cts.encode(), Vec::new(), false));
                 }
-                if olen > 0 {
-                    Self::rx_err(g, e, olen, Error::Trunc);
-                } else {
-                    Self::rx_done(g, e);
+                RxAction::Discard(Rts { conn, id }) => {
+                    let nack = Header { id, ..Header::new(OpCode::Nack) };
+                    let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
                 }
-            }
-            None => {
-                let mut e = CqEntry::new(context, Caps::RECV | Caps::MSG);
-                if last {
-                    e.flags |= Caps::MULTI_RECV;
-                }
-                Self::rx_err(g, e, 0, err);
-            }
-        }
-    }
-
-    /// Take a multi-receive buffer out of service: it completes (with `err`) once
-    /// the messages already placed in it have.
-    fn release_multi(&self, g: &mut Inner, mi: usize, err: Error) {
-        if let Some(m) = g.multis.get_mut(mi).and_then(|m| m.as_mut()) {
-            m.released = true;
-            m.inflight += 1;
-            self.multi_finish(g, mi, None, err);
-        }
-    }
-
-    fn peek_claim(
-        &self,
-        g: &mut Inner,
-        op: &Op<'_>,
-        flags: OpFlags,
-        spec: RecvSpec,
-        iov: [IoVec; IOV_LIMIT],
-        cap: usize,
-    ) -> Result<()> {
-        let peek = flags.contains(OpFlags::PEEK);
-        let claim = flags.contains(OpFlags::CLAIM);
-        let discard = flags.contains(OpFlags::DISCARD);
-        if peek {
-            let Some(uid) = g.matcher.match_unexpected(&spec) else {
-                let e = CqEntry::new(op.context, Caps::RECV | Caps::TAGGED);
-                Self::rx_err(g, e, 0, Error::NoMsg);
-                return Ok(());
-            };
-            let (m, u) = g.matcher.unexpected(uid).expect("matched id exists");
-            let mut e = CqEntry::new(op.context, Caps::RECV | Caps::TAGGED);
-            e.len = u.len as usize;
-            e.tag = m.tag;
-            e.src = m.src;
-            if let Some(d) = u.data {
-                e.data = d;
-                e.flags |= Caps::REMOTE_CQ_DATA;
-            }
-            if discard {
-                let (_, u) = g.matcher.remove_unexpected(uid).expect("exists");
-                self.discard_unexpected(g, u);
-            } else if claim {
-                g.matcher.claim(uid, op.user_context);
-            }
-            Self::rx_done(g, e);
-            return Ok(());
-        }
-        if claim {
-            let uid = g.matcher.find_claimed(op.user_context).ok_or(Error::NoMsg)?;
-            let (m, u) = g.matcher.remove_unexpected(uid).expect("claimed id exists");
-            if discard {
-                let mut e = CqEntry::new(op.context, Caps::RECV | Caps::TAGGED);
-                e.tag = m.tag;
-                e.src = m.src;
-                self.discard_unexpected(g, u);
-                Self::rx_done(g, e);
-                return Ok(());
-            }
-            let rec = PostedRecv { context: op.context, iov, niov: op.iov.len(), cap, tagged: true, multi: None };
-            self.deliver_unexpected(g, Target::Single(rec), m, u);
-            return Ok(());
-        }
-        Err(Error::BadFlags)
-    }
-
-    fn discard_unexpected(&self, g: &mut Inner, u: Unexp) {
-        match u.body {
-            UnexpBody::Rts { conn, id } => {
-                let nack = Header { id, ..Header::new(OpCode::Nack) };
-                let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
-            }
-            UnexpBody::Eager(buf) => Self::recycle_unexp(g, buf),
-        }
-    }
-
-    /// Keep an unexpected message's buffer for the next one.
-    fn recycle_unexp(g: &mut Inner, buf: Vec<u8>) {
-        if g.unexp_pool.len() < UNEXP_POOL && buf.capacity() <= config().eager_max {
-            g.unexp_pool.push(buf);
-        }
-    }
-
-    /// The target a matched posted receive gives a message of `len` bytes: the
-    /// receive itself (taken off the queue), or a slice of a multi-receive buffer.
-    fn take_posted(&self, g: &mut Inner, pid: PostedId, len: u64) -> Target {
-        match g.matcher.posted(pid).and_then(|(_, r)| r.multi) {
-            Some(mi) => self.reserve_multi(g, mi, len),
-            None => Target::Single(g.matcher.remove_posted(pid).expect("matched id exists").1),
-        }
-    }
-
-    /// A complete message (eager payload in, or a rendezvous request) with no
-    /// receive chosen yet: deliver it to the first matching posted receive, or queue
-    /// it as unexpected.
-    fn arrive(&self, g: &mut Inner, m: MsgSpec, u: Unexp) {
-        match g.matcher.match_posted(&m) {
-            Some(pid) => {
-                let target = self.take_posted(g, pid, u.len);
-                self.deliver_unexpected(g, target, m, u);
-            }
-            None => {
-                g.matcher.push_unexpected(m, u);
-            }
-        }
-    }
-
-    /// Deliver a complete unexpected message (or start its rendezvous).
-    fn deliver_unexpected(&self, g: &mut Inner, target: Target, m: MsgSpec, u: Unexp) {
-        let hdr = Header {
-            flags: HdrFlags(
-                if m.tagged { HdrFlags::TAGGED } else { 0 } | if u.data.is_some() { HdrFlags::CQ_DATA } else { 0 },
-            ),
-            len: u.len,
-            tag: u.tag,
-            data: u.data.unwrap_or(0),
-            id: 0,
-            op: OpCode::Msg,
-        };
-        match u.body {
-            UnexpBody::Eager(buf) => {
-                write_target(&g.multis, &target, 0, &buf);
-                Self::recycle_unexp(g, buf);
-                self.complete_target(g, target, &hdr, m.src, u.rma);
-            }
-            UnexpBody::Rts { conn, id } => {
-                if Self::conn_mut(g, conn).is_none() {
-                    self.fail_target(g, target, &hdr, m.src, Error::ConnReset);
-                    return;
-                }
-                let cts = Header { id, ..Header::new(OpCode::Cts) };
-                g.rndv_rx.clear(conn, id, u.len, RxWait { hdr, target, src: m.src });
-                let _ = self.queue(g, conn, TxOp::owned(cts.encode(), Vec::new(), false));
-            }
-        }
-    }
-
-    /// Complete a receive whose payload has been written (all of `hdr.len` seen).
-    fn complete_target(&self, g: &mut Inner, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
-        let tagged = hdr.flags.has(HdrFlags::TAGGED);
-        // The remote CQ data of an RMA write reports the write, not a message.
-        let mut flags = if rma { Caps::RMA | Caps::REMOTE_WRITE } else { Caps::RECV | Self::msg_flags(tagged) };
-        let data = if hdr.flags.has(HdrFlags::CQ_DATA) {
-            flags |= Caps::REMOTE_CQ_DATA;
-            hdr.data
-        } else {
-            0
-        };
-        match target {
-            Target::Single(rec) => {
-                let got = (hdr.len as usize).min(rec.cap);
-                let mut e = CqEntry::new(rec.context, flags);
-                e.len = got;
-                e.data = data;
-                e.tag = hdr.tag;
-                e.src = src;
-                if (hdr.len as usize) > rec.cap || hdr.len > usize::MAX as u64 {
-                    Self::rx_err(g, e, hdr.len as usize - got, Error::Trunc);
-                } else {
-                    Self::rx_done(g, e);
-                }
-            }
-            Target::Multi { idx, off, cap } => {
-                let Some(m) = g.multis[idx].as_ref() else { return };
-                let mut e = CqEntry::new(m.context, flags);
-                e.len = cap;
-                e.data = data;
-                e.tag = hdr.tag;
-                e.src = src;
-                e.buf = m.base as usize + off;
-                let olen = (hdr.len as usize).saturating_sub(cap);
-                self.multi_finish(g, idx, Some((e, olen)), Error::Trunc);
             }
         }
     }
@@ -1076,8 +680,8 @@ impl TcpEp {
             }
             OpCode::Msg => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-                match g.matcher.match_posted(&m) {
-                    Some(pid) => RxDest::Recv { target: self.take_posted(g, pid, hdr.len), src },
+                match g.rx.match_arrival(&m, hdr.len) {
+                    Some(target) => RxDest::Recv { target, src },
                     None => {
                         // Buffered until a receive matches. A well-behaved peer sends
                         // larger messages by rendezvous; one that does not is refused
@@ -1093,10 +697,9 @@ impl TcpEp {
                             ));
                         }
                         let n = hdr.len as usize;
-                        let mut buf = g.unexp_pool.pop().unwrap_or_default();
-                        buf.clear();
-                        buf.try_reserve(n)
-                            .map_err(|_| (Error::NoMem, "no memory for an unexpected message".to_string()))?;
+                        let buf =
+                            g.rx.unexp_buf(n)
+                                .map_err(|_| (Error::NoMem, "no memory for an unexpected message".to_string()))?;
                         RxDest::Unexpected { buf, src }
                     }
                 }
@@ -1105,13 +708,14 @@ impl TcpEp {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
                 let u = Unexp {
-                    body: UnexpBody::Rts { conn: id, id: hdr.id },
+                    body: UnexpBody::Rts(Rts { conn: id, id: hdr.id }),
                     len: hdr.len,
                     data,
                     tag: hdr.tag,
                     rma: false,
                 };
-                self.arrive(g, m, u);
+                g.rx.arrive(&g.b, m, u);
+                self.run_rx_actions(g);
                 return Ok(());
             }
             OpCode::Cts => {
@@ -1131,7 +735,7 @@ impl TcpEp {
                 let m = g.rndv_tx.handle_nack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
                 let mut e = CqEntry::new(m.context, m.flags);
                 e.len = m.len;
-                Self::tx_done(g, e);
+                g.b.tx_done(e);
                 return Ok(());
             }
             OpCode::Data => {
@@ -1145,10 +749,9 @@ impl TcpEp {
                 return Ok(());
             }
             OpCode::WriteReq | OpCode::AtomicReq => {
-                let mut buf = g.unexp_pool.pop().unwrap_or_default();
-                buf.clear();
-                buf.try_reserve(hdr.len as usize)
-                    .map_err(|_| (Error::NoMem, "no memory for an RMA request".to_string()))?;
+                let buf =
+                    g.rx.unexp_buf(hdr.len as usize)
+                        .map_err(|_| (Error::NoMem, "no memory for an RMA request".to_string()))?;
                 RxDest::RmaReq { buf }
             }
             OpCode::ReadReq => {
@@ -1197,14 +800,14 @@ impl TcpEp {
                 let n = (conn.staged() as u64).min(remaining) as usize;
                 let lo = conn.stage_lo;
                 let bytes = &conn.stage[lo..lo + n];
-                write_dest(dest, &g.multis, *off, bytes);
+                write_dest(dest, &g.rx, *off, bytes);
                 conn.stage_lo += n;
                 *off += n as u64;
                 continue;
             }
             // Large remainder into a receive: read straight into the user's memory.
             if remaining as usize >= STAGE / 2 {
-                if let Some(pieces) = direct_pieces(dest, &g.multis, *off, remaining) {
+                if let Some(pieces) = direct_pieces(dest, &g.rx, *off, remaining) {
                     // SAFETY: the pieces lie inside a posted receive's buffer (valid for
                     // writes under post_recv's contract) or an unexpected Vec's spare
                     // capacity that `direct_pieces` bounds by its reserved length.
@@ -1234,13 +837,14 @@ impl TcpEp {
         let rx = std::mem::replace(&mut g.slots[idx].rx, RxState::Header);
         let RxState::Payload { hdr, dest, .. } = rx else { return Ok(true) };
         match dest {
-            RxDest::Recv { target, src } => self.complete_target(g, target, &hdr, src, false),
+            RxDest::Recv { target, src } => g.rx.complete(&g.b, target, &hdr, src, false),
             RxDest::Unexpected { buf, src } => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
                 let u = Unexp { body: UnexpBody::Eager(buf), len: hdr.len, data, tag: hdr.tag, rma: false };
                 // A receive may have been posted while the payload arrived.
-                self.arrive(g, m, u);
+                g.rx.arrive(&g.b, m, u);
+                self.run_rx_actions(g);
             }
             RxDest::Control { buf } => self.on_control(g, id, hdr, buf)?,
             RxDest::RmaReq { buf } => self.on_rma_req(g, id, hdr, buf)?,
@@ -1426,78 +1030,24 @@ impl TcpEp {
             self.fail_conn(g, id, Error::Canceled, "endpoint closed");
         }
         g.b.eq = eq;
-        for (_, rec) in g.matcher.drain_posted() {
-            if let Some(mi) = rec.multi {
-                self.release_multi(g, mi, Error::Canceled);
-                continue;
-            }
-            let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));
-            Self::rx_err(g, e, 0, Error::Canceled);
-        }
+        g.rx.fail_all_posted(&g.b, Error::Canceled);
         let waits: Vec<RxWait> = g.rndv_rx.drain().collect();
         for w in waits {
-            self.fail_target(g, w.target, &w.hdr, w.src, Error::Canceled);
+            g.rx.fail(&g.b, w.target, &w.hdr, w.src, Error::Canceled);
         }
-        g.matcher.drain_unexpected();
+        g.rx.drain_unexpected().for_each(drop);
         g.listener = None;
         g.closed = true;
     }
 }
 
-/// Write bytes of a message at offset `off` into its target (never past the
-/// receive's capacity, or the slice of a multi-receive buffer it was given).
-fn write_target(multis: &[Option<Multi>], target: &Target, off: u64, bytes: &[u8]) {
-    match target {
-        Target::Single(rec) => {
-            copy_into(&rec.iov[..rec.niov], rec.cap, off, bytes);
-        }
-        Target::Multi { idx, off: base, cap } => {
-            if let Some(m) = multis[*idx].as_ref() {
-                let iov = [IoVec { base: m.base, len: m.cap }];
-                let room = (*cap as u64).saturating_sub(off) as usize;
-                let n = bytes.len().min(room);
-                copy_into(&iov, *base + *cap, *base as u64 + off, &bytes[..n]);
-            }
-        }
-    }
-}
-
-fn write_dest(dest: &mut RxDest, multis: &[Option<Multi>], off: u64, bytes: &[u8]) {
+fn write_dest(dest: &mut RxDest, rx: &RxEngine<Rts>, off: u64, bytes: &[u8]) {
     match dest {
-        RxDest::Recv { target, .. } => write_target(multis, target, off, bytes),
+        RxDest::Recv { target, .. } => rx.write(target, off, bytes),
         RxDest::Unexpected { buf, .. } | RxDest::Control { buf } | RxDest::RmaReq { buf } => {
             buf.extend_from_slice(bytes)
         }
-        RxDest::RmaData { rec, .. } => {
-            copy_into(&rec.iov[..rec.niov], rec.cap, off, bytes);
-        }
-    }
-}
-
-/// Copy `bytes` into the pieces at logical offset `off`, never past `cap`.
-fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) {
-    if off >= cap as u64 {
-        return;
-    }
-    let mut pos = off as usize;
-    let mut src = &bytes[..bytes.len().min(cap - pos)];
-    let mut start = 0usize;
-    for v in iov {
-        if src.is_empty() {
-            break;
-        }
-        let end = start + v.len;
-        if pos < end {
-            let in_off = pos - start;
-            let n = src.len().min(v.len - in_off);
-            // SAFETY: `v` is a piece of a posted receive (valid for writes under
-            // post_recv's contract); `in_off + n <= v.len` keeps the copy inside it,
-            // and the source is a distinct buffer of ours.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), v.base.add(in_off), n) };
-            src = &src[n..];
-            pos += n;
-        }
-        start = end;
+        RxDest::RmaData { rec, .. } => rec.write(off, bytes),
     }
 }
 
@@ -1505,47 +1055,15 @@ fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) {
 /// read; `None` when the destination is not plain memory or is truncated there.
 fn direct_pieces(
     dest: &mut RxDest,
-    multis: &[Option<Multi>],
+    rx: &RxEngine<Rts>,
     off: u64,
     remaining: u64,
 ) -> Option<([libc::iovec; IOV_LIMIT], usize)> {
     let mut out = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT];
-    match dest {
-        RxDest::Recv { target: Target::Single(rec), .. } | RxDest::RmaData { rec, .. } => {
-            let cap = rec.cap as u64;
-            if off >= cap {
-                return None;
-            }
-            let mut want = remaining.min(cap - off) as usize;
-            let mut pos = off as usize;
-            let mut start = 0usize;
-            let mut n = 0;
-            for v in &rec.iov[..rec.niov] {
-                let end = start + v.len;
-                if want > 0 && pos < end {
-                    let in_off = pos - start;
-                    let k = want.min(v.len - in_off);
-                    // SAFETY: in_off < v.len, so the pointer stays in the piece.
-                    out[n] = libc::iovec { iov_base: unsafe { v.base.add(in_off) } as *mut libc::c_void, iov_len: k };
-                    n += 1;
-                    want -= k;
-                    pos += k;
-                }
-                start = end;
-            }
-            (n > 0).then_some((out, n))
-        }
-        RxDest::Recv { target: Target::Multi { idx, off: base, cap }, .. } => {
-            let m = multis[*idx].as_ref()?;
-            if off >= *cap as u64 {
-                return None;
-            }
-            let k = remaining.min(*cap as u64 - off) as usize;
-            // SAFETY: base + off + k <= base + cap <= m.cap, inside the buffer.
-            let p = unsafe { m.base.add(*base + off as usize) };
-            out[0] = libc::iovec { iov_base: p as *mut libc::c_void, iov_len: k };
-            Some((out, 1))
-        }
+    let mut pieces = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+    let n = match dest {
+        RxDest::Recv { target, .. } => rx.pieces(target, off, remaining, &mut pieces),
+        RxDest::RmaData { rec, .. } => rec.pieces(off, remaining, &mut pieces),
         RxDest::Unexpected { buf, .. } | RxDest::RmaReq { buf } => {
             let spare = buf.capacity() - buf.len();
             let k = (remaining as usize).min(spare);
@@ -1555,10 +1073,14 @@ fn direct_pieces(
             // SAFETY: the spare capacity is allocated and `k` bytes of it fit.
             let p = unsafe { buf.as_mut_ptr().add(buf.len()) };
             out[0] = libc::iovec { iov_base: p as *mut libc::c_void, iov_len: k };
-            Some((out, 1))
+            return Some((out, 1));
         }
-        _ => None,
+        RxDest::Control { .. } => 0,
+    };
+    for (o, p) in out.iter_mut().zip(&pieces[..n]) {
+        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
     }
+    (n > 0).then_some((out, n))
 }
 
 impl Progress for TcpEp {
@@ -1777,17 +1299,8 @@ impl EndpointOps for TcpEp {
 
     fn cancel(&self, user_context: u64) -> Result<()> {
         let mut g = self.lock();
-        let mut found = false;
-        while let Some((_, rec)) = g.matcher.cancel_posted(user_context) {
-            found = true;
-            if let Some(mi) = rec.multi {
-                self.release_multi(&mut g, mi, Error::Canceled);
-                continue;
-            }
-            let e = CqEntry::new(rec.context, Caps::RECV | Self::msg_flags(rec.tagged));
-            Self::rx_err(&g, e, 0, Error::Canceled);
-        }
-        if found {
+        let g = &mut *g;
+        if g.rx.cancel(&g.b, user_context) {
             Ok(())
         } else {
             Err(Error::NoEnt)
@@ -1795,7 +1308,7 @@ impl EndpointOps for TcpEp {
     }
 
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
-        self.lock().min_multi_recv = bytes;
+        self.lock().rx.set_min_multi_recv(bytes);
         Ok(())
     }
 

@@ -53,7 +53,7 @@
 //! target fabric supports), at any alignment. As in libfabric, peers are assumed to
 //! share the byte order: operands travel as the sender's bytes.
 
-use fabric_core::{AtomicKind, AtomicOp, Datatype, Error};
+use fabric_core::{AtomicKind, AtomicOp, Datatype, Error, MrAccess};
 use std::mem::size_of;
 
 /// The most target bytes one atomic operation may cover: 4096 (one page, and one
@@ -377,6 +377,71 @@ macro_rules! float_elem {
 
 int_elem!(i8, u8, i16, u16, i32, u32, i64, u64);
 float_elem!(f32, f64);
+
+/// Serve a peer's atomic request on this domain's regions: `ah` says what to do,
+/// `args` holds the operand then the compare operand, exactly as many bytes as
+/// `ah.count` elements need. Applies it under `serial` (one lock per domain, so
+/// atomics from every peer are applied one at a time) and fills `result` with the
+/// prior values (fetch and compare kinds).
+///
+/// `Err(reason)` is a malformed request (a protocol error: drop the peer);
+/// `Ok(Err(e))` a refused one (answer the peer with `e`, nothing touched).
+pub fn serve(
+    mrs: &crate::mr::MrRegistry,
+    serial: &std::sync::Mutex<()>,
+    desc: crate::wire::RmaDesc,
+    ah: crate::wire::AtomicHdr,
+    args: &[u8],
+    result: &mut Vec<u8>,
+) -> Result<Result<(), Error>, &'static str> {
+    result.clear();
+    let (Some(op), Some(dt)) = (AtomicOp::from_u8(ah.op), Datatype::from_u8(ah.datatype)) else {
+        return Ok(Err(Error::OpNotSupp));
+    };
+    let kind = match ah.kind {
+        0 => AtomicKind::Plain,
+        1 => AtomicKind::Fetch,
+        2 => AtomicKind::Compare,
+        _ => return Err("unknown atomic kind"),
+    };
+    // Operands that do not match the count are malformed, whatever the count.
+    let count = ah.count as usize;
+    let bytes = count.checked_mul(dt.size()).ok_or("atomic count overflows")?;
+    let operand_len = if op == AtomicOp::Read { 0 } else { bytes };
+    let compare_len = if kind == AtomicKind::Compare { bytes } else { 0 };
+    if Some(args.len()) != operand_len.checked_add(compare_len) {
+        return Err("atomic operands do not match their count");
+    }
+    // The count comes from the peer (an atomic read carries no operand to bound
+    // it): check it against the limit before anything is sized by it.
+    let l = match lens(op, dt, kind, count) {
+        Ok(l) => l,
+        Err(e) => return Ok(Err(e)),
+    };
+    let (operand, compare) = args.split_at(l.operand);
+    result.resize(l.result, 0);
+    let need = match (kind, op) {
+        (AtomicKind::Plain, _) => MrAccess::REMOTE_WRITE,
+        (_, AtomicOp::Read) => MrAccess::REMOTE_READ,
+        _ => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+    };
+    let r = {
+        let _serial = serial.lock().unwrap_or_else(|e| e.into_inner());
+        mrs.with_region(desc.key, desc.addr, l.target, need, |p| {
+            // SAFETY: `p` starts `l.target` checked bytes of an open region, held
+            // open by the access lock for this call; atomics are serialized by
+            // `serial`.
+            unsafe { apply(op, dt, kind, count, p, operand, compare, result) }
+        })
+    };
+    match r {
+        Ok(Ok(())) => Ok(Ok(())),
+        Ok(Err(e)) | Err(e) => {
+            result.clear();
+            Ok(Err(e))
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

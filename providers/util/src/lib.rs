@@ -6,6 +6,7 @@
 
 pub mod atomic;
 pub mod av;
+pub mod bind;
 pub mod cntr;
 pub mod cq;
 pub mod eq;
@@ -13,4 +14,5 @@ pub mod matcher;
 pub mod mr;
 pub mod progress;
 pub mod rndv;
+pub mod rx;
 pub mod wire;

@@ -13,6 +13,7 @@ use fabric_core::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Something that makes progress when a queue it is bound to is read or waited on:
@@ -254,6 +255,82 @@ impl Waiter {
                     libc::read(self.evfd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8);
                 }
             }
+        }
+    }
+}
+
+/// Objects opened on a domain or fabric, by fid, held weakly so endpoints can find
+/// the concrete object behind a `dyn` handle.
+pub struct FidRegistry<T> {
+    items: Mutex<Vec<(u64, Weak<T>)>>,
+}
+
+impl<T> Default for FidRegistry<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> FidRegistry<T> {
+    /// An empty registry.
+    pub fn new() -> Self {
+        FidRegistry { items: Mutex::new(Vec::new()) }
+    }
+
+    /// Record `obj` under `fid` (forgetting dead ones).
+    pub fn add(&self, fid: u64, obj: &Arc<T>) {
+        let mut g = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|(_, w)| w.strong_count() > 0);
+        g.push((fid, Arc::downgrade(obj)));
+    }
+
+    /// The live object with this fid.
+    pub fn find(&self, fid: u64) -> Option<Arc<T>> {
+        let g = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        g.iter().find(|(f, _)| *f == fid).and_then(|(_, w)| w.upgrade())
+    }
+}
+
+/// The optional progress thread of a domain opened with `FI_PROGRESS_AUTO`: it
+/// drives every endpoint bound to it, sleeping in epoll on their sockets when
+/// there is nothing to do, so operations complete without the application reading
+/// its queues.
+pub struct AutoProgress {
+    waiter: Arc<Waiter>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl AutoProgress {
+    /// Drive `obj` from the thread too.
+    pub fn bind(&self, obj: Weak<dyn Progress>) -> Result<()> {
+        self.waiter.bind(obj)
+    }
+
+    /// Start the thread (named `name`).
+    pub fn start(name: &str) -> Result<AutoProgress> {
+        let waiter = Arc::new(Waiter::new()?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (w, s) = (waiter.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                while !s.load(Ordering::Acquire) {
+                    let _ =
+                        w.wait(Some(std::time::Duration::from_millis(100)), || s.load(Ordering::Acquire).then_some(()));
+                }
+            })
+            .map_err(Error::from)?;
+        Ok(AutoProgress { waiter, stop, thread: Mutex::new(Some(thread)) })
+    }
+}
+
+impl Drop for AutoProgress {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.waiter.signal();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
         }
     }
 }

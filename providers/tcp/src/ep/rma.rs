@@ -16,7 +16,7 @@
 //! and the region could be closed in between).
 
 use super::*;
-use fabric_core::atomic::{AtomicKind, AtomicOp, Datatype};
+use fabric_core::atomic::{AtomicKind, AtomicOp};
 use fabric_core::prov::{AtomicDesc, RmaOp};
 use fabric_core::MrAccess;
 use fabric_util::wire::{AtomicHdr, RmaDesc, RMA_CHUNK};
@@ -268,7 +268,7 @@ impl TcpEp {
         h: Header,
     ) -> std::result::Result<(), (Error, String)> {
         let go = self.rma_begin(g, conn, &h, None, MrAccess::REMOTE_READ)?;
-        let mut buf = g.unexp_pool.pop().unwrap_or_default();
+        let mut buf = g.rx.unexp_buf(0).unwrap_or_default();
         buf.clear();
         buf.resize(h.len as usize, 0);
         let r = if go {
@@ -326,7 +326,7 @@ impl TcpEp {
         } else {
             self.apply_atomic(g, desc, &buf[RmaDesc::LEN..])?
         };
-        Self::recycle_unexp(g, buf);
+        g.rx.recycle(buf);
         let r = Header { len: result.len() as u64, data: status as u64, id: h.id, ..Header::new(OpCode::RmaResp) };
         let _ = self.queue(g, conn, TxOp::owned(r.encode(), result, false));
         Ok(())
@@ -339,58 +339,25 @@ impl TcpEp {
         rest: &[u8],
     ) -> std::result::Result<(i32, Vec<u8>), (Error, String)> {
         let ah = AtomicHdr::decode(rest).ok_or_else(|| proto("atomic without its operation"))?;
-        let (Some(op), Some(dt)) = (AtomicOp::from_u8(ah.op), Datatype::from_u8(ah.datatype)) else {
-            return Ok((Error::OpNotSupp.errno(), Vec::new()));
-        };
-        let kind = match ah.kind {
-            0 => AtomicKind::Plain,
-            1 => AtomicKind::Fetch,
-            2 => AtomicKind::Compare,
-            _ => return Err(proto("unknown atomic kind")),
-        };
-        let count = ah.count as usize;
-        let bytes = count * dt.size();
-        let args = &rest[AtomicHdr::LEN..];
-        let operand_len = if op == AtomicOp::Read { 0 } else { bytes };
-        let compare_len = if kind == AtomicKind::Compare { bytes } else { 0 };
-        if args.len() != operand_len + compare_len {
-            return Err(proto("atomic operands do not match their count"));
-        }
-        let (operand, compare) = args.split_at(operand_len);
-        // The count comes from the peer (an atomic read carries no operand to bound
-        // it): check it against the limit before allocating by it.
-        match fabric_util::atomic::valid(op, dt, kind) {
-            Ok(max) if count <= max => {}
-            Ok(_) => return Ok((Error::Inval.errno(), Vec::new())),
-            Err(e) => return Ok((e.errno(), Vec::new())),
-        }
-        let mut result = vec![0u8; if kind == AtomicKind::Plain { 0 } else { bytes }];
-        let need = match (kind, op) {
-            (AtomicKind::Plain, _) => MrAccess::REMOTE_WRITE,
-            (_, AtomicOp::Read) => MrAccess::REMOTE_READ,
-            _ => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
-        };
-        let r = {
-            // One lock per domain: atomics from every peer on any region of the
-            // domain are applied one at a time.
-            let _serial = self.domain.atomic_lock();
-            self.domain.mrs().with_region(desc.key, desc.addr, bytes, need, |p| {
-                // SAFETY: `p` starts `bytes` checked bytes of an open region, held
-                // open by the access lock for this call; atomics are serialized by
-                // the domain's atomic lock.
-                unsafe { fabric_util::atomic::apply(op, dt, kind, count, p, operand, compare, &mut result) }
-            })
-        };
+        let mut result = Vec::new();
+        let r = fabric_util::atomic::serve(
+            self.domain.mrs(),
+            &self.domain.atomic_lock_mutex(),
+            desc,
+            ah,
+            &rest[AtomicHdr::LEN..],
+            &mut result,
+        )
+        .map_err(proto)?;
         let status = match r {
-            Ok(Ok(())) => {
+            Ok(()) => {
                 if let Some(c) = &g.b.rma_write_cntr {
                     c.inc();
                 }
                 0
             }
-            Ok(Err(e)) | Err(e) => {
+            Err(e) => {
                 fi_log!(Level::Info, NAME, "ep_data", "refused a remote atomic: {e}");
-                result.clear();
                 e.errno()
             }
         };
@@ -403,7 +370,8 @@ impl TcpEp {
         let src = self.src_of(g, conn);
         let m = MsgSpec { tagged: false, src, tag: 0 };
         let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(data), tag: 0, rma: true };
-        self.arrive(g, m, u);
+        g.rx.arrive(&g.b, m, u);
+        self.run_rx_actions(g);
     }
 
     // ----- initiator side -----
@@ -432,7 +400,7 @@ impl TcpEp {
             return Err(proto("answer longer than what was asked"));
         }
         let (iov, niov) = sub_iov(&p.dest[..p.ndest], p.filled, h.len as usize);
-        let rec = PostedRecv { context: p.context, iov, niov, cap: h.len as usize, tagged: false, multi: None };
+        let rec = PostedRecv::new(p.context, &iov[..niov], false);
         Ok(Some(RxDest::RmaData { id: h.id, rec }))
     }
 
@@ -460,8 +428,8 @@ impl TcpEp {
         let mut e = CqEntry::new(p.context, p.flags);
         e.len = p.len;
         match p.err {
-            None => Self::tx_done(g, e),
-            Some(err) => Self::tx_err(g, e, err),
+            None => g.b.tx_done(e),
+            Some(err) => g.b.tx_err(e, err),
         }
     }
 
@@ -474,7 +442,7 @@ impl TcpEp {
                 if !p.silent {
                     let mut e = CqEntry::new(p.context, p.flags);
                     e.len = p.len;
-                    Self::tx_err(g, e, err);
+                    g.b.tx_err(e, err);
                 }
             } else {
                 i += 1;

@@ -1,0 +1,74 @@
+//! What an endpoint is bound to, and how it reports an operation's outcome there.
+//!
+//! Every provider reports completions the same way: an entry (or error entry) on the
+//! bound completion queue, and one tick (or error tick) of the bound counter.
+
+use crate::av::UtilAv;
+use crate::cntr::UtilCntr;
+use crate::cq::UtilCq;
+use crate::eq::UtilEq;
+use fabric_core::{CqEntry, CqErrEntry, Error};
+use std::sync::Arc;
+
+/// The queues, counters and address vector an endpoint is bound to.
+#[derive(Default)]
+pub struct Bindings {
+    /// Completions of transmit operations (sends, RMA, atomics).
+    pub tx_cq: Option<Arc<UtilCq>>,
+    /// Completions of receives.
+    pub rx_cq: Option<Arc<UtilCq>>,
+    /// Counts transmit completions.
+    pub tx_cntr: Option<Arc<UtilCntr>>,
+    /// Counts receive completions.
+    pub rx_cntr: Option<Arc<UtilCntr>>,
+    /// Connection events (MSG endpoints).
+    pub eq: Option<Arc<UtilEq>>,
+    /// Peer addresses (RDM endpoints).
+    pub av: Option<Arc<UtilAv>>,
+    /// Counts remote writes (and atomics) into our regions (`FI_RMA_EVENT`).
+    pub rma_write_cntr: Option<Arc<UtilCntr>>,
+    /// Counts remote reads of our regions.
+    pub rma_read_cntr: Option<Arc<UtilCntr>>,
+}
+
+impl Bindings {
+    /// A transmit operation completed.
+    pub fn tx_done(&self, e: CqEntry) {
+        if let Some(cq) = &self.tx_cq {
+            cq.push(e);
+        }
+        if let Some(c) = &self.tx_cntr {
+            c.inc();
+        }
+    }
+
+    /// A transmit operation failed with `err`.
+    pub fn tx_err(&self, e: CqEntry, err: Error) {
+        if let Some(cq) = &self.tx_cq {
+            cq.push_err(CqErrEntry { entry: e, olen: 0, err, prov_errno: 0 });
+        }
+        if let Some(c) = &self.tx_cntr {
+            c.inc_err();
+        }
+    }
+
+    /// A receive completed.
+    pub fn rx_done(&self, e: CqEntry) {
+        if let Some(cq) = &self.rx_cq {
+            cq.push(e);
+        }
+        if let Some(c) = &self.rx_cntr {
+            c.inc();
+        }
+    }
+
+    /// A receive failed with `err`; `olen` bytes did not fit (`FI_ETRUNC`).
+    pub fn rx_err(&self, e: CqEntry, olen: usize, err: Error) {
+        if let Some(cq) = &self.rx_cq {
+            cq.push_err(CqErrEntry { entry: e, olen, err, prov_errno: 0 });
+        }
+        if let Some(c) = &self.rx_cntr {
+            c.inc_err();
+        }
+    }
+}

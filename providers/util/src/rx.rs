@@ -1,0 +1,721 @@
+//! The receive side of a message endpoint, transport-independent: posted receives,
+//! multi-receive buffers, unexpected messages, peek/claim/discard, and where an
+//! arriving message's bytes go and how its receive completes.
+//!
+//! Sans-IO: a transport tells the engine what arrived ([`RxEngine::arrive`],
+//! [`RxEngine::match_arrival`]) and writes payload through [`RxEngine::write`] or the
+//! pieces [`RxEngine::pieces`] gives; the engine completes receives on the bound
+//! queues ([`Bindings`]). What needs the wire (a rendezvous message matched to a
+//! receive, one discarded) comes back as [`RxAction`]s the transport drains with
+//! [`RxEngine::take_action`] after every call.
+
+use crate::bind::Bindings;
+use crate::matcher::{Matcher, MsgSpec, PostedId, RecvSpec};
+use crate::wire::{HdrFlags, Header, OpCode};
+use fabric_core::prov::{IoVec, Op};
+use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags, Result};
+use std::collections::VecDeque;
+
+/// Pieces in one operation's buffer list (`iov_limit`).
+pub const IOV_LIMIT: usize = 8;
+
+/// Buffers of unexpected eager messages kept for reuse.
+const UNEXP_POOL: usize = 32;
+
+/// A posted receive.
+#[derive(Debug)]
+pub struct PostedRecv {
+    /// Completion context.
+    pub context: u64,
+    /// The buffer pieces (the first `niov`).
+    pub iov: [IoVec; IOV_LIMIT],
+    /// Pieces in use.
+    pub niov: usize,
+    /// Total bytes of the pieces.
+    pub cap: usize,
+    /// A tagged receive.
+    pub tagged: bool,
+    /// Index into the engine's multi-receive buffers, for one.
+    multi: Option<usize>,
+}
+
+impl PostedRecv {
+    /// A receive into `iov` (at most [`IOV_LIMIT`] pieces).
+    pub fn new(context: u64, iov: &[IoVec], tagged: bool) -> PostedRecv {
+        let mut v = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+        let n = iov.len().min(IOV_LIMIT);
+        v[..n].copy_from_slice(&iov[..n]);
+        PostedRecv { context, iov: v, niov: n, cap: IoVec::total(&iov[..n]), tagged, multi: None }
+    }
+
+    /// Copy `bytes` in at logical offset `off`, never past the end.
+    pub fn write(&self, off: u64, bytes: &[u8]) {
+        copy_into(&self.iov[..self.niov], self.cap, off, bytes);
+    }
+
+    /// The pieces holding bytes `off..off + len` (clipped to the buffer).
+    pub fn pieces(&self, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
+        pieces_of(&self.iov[..self.niov], self.cap, off, len, out)
+    }
+}
+
+/// State of a multi-receive buffer while it is posted.
+#[derive(Debug)]
+struct Multi {
+    context: u64,
+    base: *mut u8,
+    cap: usize,
+    /// Bytes handed out to messages so far.
+    off: usize,
+    /// Messages placed in it whose data is still arriving.
+    inflight: usize,
+    /// No longer matched: released once `inflight` drops to zero.
+    released: bool,
+    /// Its entry on the posted queue, while it is there.
+    pid: Option<PostedId>,
+}
+
+// SAFETY: `base` points into a buffer the application handed over under
+// post_recv's contract; it is only dereferenced by the engine's owner, under its lock.
+unsafe impl Send for Multi {}
+
+/// An unexpected message; `R` is the transport's handle of a rendezvous message
+/// (where its data waits).
+#[derive(Debug)]
+pub struct Unexp<R> {
+    /// Where the payload is.
+    pub body: UnexpBody<R>,
+    /// Its length.
+    pub len: u64,
+    /// Remote CQ data, if it carries some.
+    pub data: Option<u64>,
+    /// Its tag.
+    pub tag: u64,
+    /// The remote CQ data of an RMA write, not a message.
+    pub rma: bool,
+}
+
+/// Where an unexpected message's payload is.
+#[derive(Debug)]
+pub enum UnexpBody<R> {
+    /// Here, in a buffer of ours.
+    Eager(Vec<u8>),
+    /// Still at the sender (rendezvous).
+    Rts(R),
+}
+
+/// Where a message's payload goes.
+#[derive(Debug)]
+pub enum Target {
+    /// A posted receive taken off the queue.
+    Single(PostedRecv),
+    /// A slice of a multi-receive buffer.
+    Multi {
+        /// Which buffer.
+        idx: usize,
+        /// Where the slice starts.
+        off: usize,
+        /// Its length.
+        cap: usize,
+    },
+}
+
+/// A rendezvous message matched to its receive: the transport fetches the data
+/// into `target`, then calls [`RxEngine::complete`] (or [`RxEngine::fail`]).
+#[derive(Debug)]
+pub struct RtsMatch<R> {
+    /// Where the data goes.
+    pub target: Target,
+    /// The message (op `Msg`, length, tag, CQ data).
+    pub hdr: Header,
+    /// Its source.
+    pub src: FiAddr,
+    /// The transport's handle.
+    pub rts: R,
+}
+
+/// Something the transport must put on the wire.
+#[derive(Debug)]
+pub enum RxAction<R> {
+    /// Fetch a rendezvous message's data.
+    Start(RtsMatch<R>),
+    /// Tell the sender its rendezvous message was discarded (its send completes).
+    Discard(R),
+}
+
+/// Posted receives, multi-receive buffers and unexpected messages of one endpoint.
+pub struct RxEngine<R> {
+    matcher: Matcher<PostedRecv, Unexp<R>>,
+    multis: Vec<Option<Multi>>,
+    /// Recycled buffers of unexpected eager messages (at most `UNEXP_POOL`, each no
+    /// larger than `pool_cap`), so buffering them allocates nothing once warm.
+    unexp_pool: Vec<Vec<u8>>,
+    pool_cap: usize,
+    /// `FI_OPT_MIN_MULTI_RECV`.
+    min_multi_recv: usize,
+    /// Work for the transport, drained by `take_action`.
+    actions: VecDeque<RxAction<R>>,
+}
+
+fn msg_flags(tagged: bool) -> Caps {
+    if tagged {
+        Caps::TAGGED
+    } else {
+        Caps::MSG
+    }
+}
+
+impl<R> RxEngine<R> {
+    /// An engine that keeps unexpected buffers of up to `pool_cap` bytes for reuse.
+    pub fn new(pool_cap: usize) -> RxEngine<R> {
+        RxEngine {
+            matcher: Matcher::with_capacity(256, 256),
+            multis: Vec::new(),
+            unexp_pool: Vec::new(),
+            pool_cap,
+            min_multi_recv: 0,
+            actions: VecDeque::with_capacity(16),
+        }
+    }
+
+    /// Set `FI_OPT_MIN_MULTI_RECV`.
+    pub fn set_min_multi_recv(&mut self, bytes: usize) {
+        self.min_multi_recv = bytes;
+    }
+
+    /// The next thing to put on the wire, if any.
+    pub fn take_action(&mut self) -> Option<RxAction<R>> {
+        self.actions.pop_front()
+    }
+
+    /// Post a receive (`fi_recv`, `fi_trecv`, `fi_recvmsg` with `flags`). `src` is
+    /// the source filter already resolved (`FiAddr::UNSPEC` for any). `op.iov` has
+    /// at most [`IOV_LIMIT`] pieces (checked by the caller).
+    pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
+        let tagged = flags.contains(OpFlags::TAGGED);
+        let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
+        let rec = PostedRecv::new(op.context, op.iov, tagged);
+        if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
+            if !tagged {
+                return Err(Error::BadFlags);
+            }
+            return self.peek_claim(b, op, flags, spec, rec);
+        }
+        if flags.contains(OpFlags::MULTI_RECV) {
+            if tagged || op.iov.len() != 1 {
+                return Err(Error::Inval);
+            }
+            let idx = match self.multis.iter().position(|m| m.is_none()) {
+                Some(i) => i,
+                None => {
+                    self.multis.push(None);
+                    self.multis.len() - 1
+                }
+            };
+            self.multis[idx] = Some(Multi {
+                context: op.context,
+                base: op.iov[0].base,
+                cap: rec.cap,
+                off: 0,
+                inflight: 0,
+                released: false,
+                pid: None,
+            });
+            let rec = PostedRecv { multi: Some(idx), ..rec };
+            let pid = self.matcher.push_posted(spec, rec);
+            self.multis[idx].as_mut().expect("just set").pid = Some(pid);
+            // Unexpected messages first, in order, while room remains.
+            loop {
+                match self.multis[idx].as_ref() {
+                    Some(m) if !m.released => {}
+                    _ => break,
+                }
+                let Some(uid) = self.matcher.match_unexpected(&spec) else { break };
+                let (ms, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
+                let target = self.reserve_multi(idx, u.len);
+                self.deliver(b, target, ms, u);
+            }
+            return Ok(());
+        }
+        match self.matcher.match_unexpected(&spec) {
+            Some(uid) => {
+                let (m, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
+                self.deliver(b, Target::Single(rec), m, u);
+            }
+            None => {
+                self.matcher.push_posted(spec, rec);
+            }
+        }
+        Ok(())
+    }
+
+    fn peek_claim(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, spec: RecvSpec, rec: PostedRecv) -> Result<()> {
+        let claim = flags.contains(OpFlags::CLAIM);
+        let discard = flags.contains(OpFlags::DISCARD);
+        if flags.contains(OpFlags::PEEK) {
+            let Some(uid) = self.matcher.match_unexpected(&spec) else {
+                let e = CqEntry::new(op.context, Caps::RECV | Caps::TAGGED);
+                b.rx_err(e, 0, Error::NoMsg);
+                return Ok(());
+            };
+            let (m, u) = self.matcher.unexpected(uid).expect("matched id exists");
+            let mut e = CqEntry::new(op.context, Caps::RECV | Caps::TAGGED);
+            e.len = u.len as usize;
+            e.tag = m.tag;
+            e.src = m.src;
+            if let Some(d) = u.data {
+                e.data = d;
+                e.flags |= Caps::REMOTE_CQ_DATA;
+            }
+            if discard {
+                let (_, u) = self.matcher.remove_unexpected(uid).expect("exists");
+                self.discard(u);
+            } else if claim {
+                self.matcher.claim(uid, op.user_context);
+            }
+            b.rx_done(e);
+            return Ok(());
+        }
+        if claim {
+            let uid = self.matcher.find_claimed(op.user_context).ok_or(Error::NoMsg)?;
+            let (m, u) = self.matcher.remove_unexpected(uid).expect("claimed id exists");
+            if discard {
+                let mut e = CqEntry::new(op.context, Caps::RECV | Caps::TAGGED);
+                e.tag = m.tag;
+                e.src = m.src;
+                self.discard(u);
+                b.rx_done(e);
+                return Ok(());
+            }
+            self.deliver(b, Target::Single(rec), m, u);
+            return Ok(());
+        }
+        Err(Error::BadFlags)
+    }
+
+    fn discard(&mut self, u: Unexp<R>) {
+        match u.body {
+            UnexpBody::Rts(r) => self.actions.push_back(RxAction::Discard(r)),
+            UnexpBody::Eager(buf) => self.recycle(buf),
+        }
+    }
+
+    /// A buffer for an unexpected message of `len` bytes (recycled when possible).
+    pub fn unexp_buf(&mut self, len: usize) -> Result<Vec<u8>> {
+        let mut buf = self.unexp_pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.try_reserve(len).map_err(|_| Error::NoMem)?;
+        Ok(buf)
+    }
+
+    /// Keep an unexpected message's buffer for the next one.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if self.unexp_pool.len() < UNEXP_POOL && buf.capacity() <= self.pool_cap {
+            self.unexp_pool.push(buf);
+        }
+    }
+
+    /// Reserve room for a message of `len` in a multi-receive buffer; releases the
+    /// buffer from matching when what is left falls below the minimum.
+    fn reserve_multi(&mut self, idx: usize, len: u64) -> Target {
+        let min = self.min_multi_recv;
+        let m = self.multis[idx].as_mut().expect("multi exists while posted");
+        let off = m.off;
+        let room = m.cap - m.off;
+        let take = (len.min(room as u64)) as usize;
+        m.off += take;
+        m.inflight += 1;
+        if m.cap - m.off < min.max(1) || take < len as usize {
+            m.released = true;
+        }
+        if m.released {
+            if let Some(pid) = m.pid.take() {
+                self.matcher.remove_posted(pid);
+            }
+        }
+        Target::Multi { idx, off, cap: take }
+    }
+
+    /// A message placed in a multi-receive buffer finished (ok or with `err`).
+    fn multi_finish(&mut self, b: &Bindings, idx: usize, done: Option<(CqEntry, usize)>, err: Error) {
+        let Some(m) = self.multis[idx].as_mut() else { return };
+        m.inflight = m.inflight.saturating_sub(1);
+        let last = m.released && m.inflight == 0;
+        let context = m.context;
+        if last {
+            self.multis[idx] = None;
+        }
+        match done {
+            Some((mut e, olen)) => {
+                if last {
+                    e.flags |= Caps::MULTI_RECV;
+                }
+                if olen > 0 {
+                    b.rx_err(e, olen, Error::Trunc);
+                } else {
+                    b.rx_done(e);
+                }
+            }
+            None => {
+                let mut e = CqEntry::new(context, Caps::RECV | Caps::MSG);
+                if last {
+                    e.flags |= Caps::MULTI_RECV;
+                }
+                b.rx_err(e, 0, err);
+            }
+        }
+    }
+
+    /// Take a multi-receive buffer out of service: it completes (with `err`) once
+    /// the messages already placed in it have.
+    fn release_multi(&mut self, b: &Bindings, mi: usize, err: Error) {
+        if let Some(m) = self.multis.get_mut(mi).and_then(|m| m.as_mut()) {
+            m.released = true;
+            m.inflight += 1;
+            self.multi_finish(b, mi, None, err);
+        }
+    }
+
+    /// The receive for a message that starts arriving now (its payload follows):
+    /// the first matching posted receive, or `None` (the caller buffers it and
+    /// hands it to [`RxEngine::arrive`] once complete).
+    pub fn match_arrival(&mut self, m: &MsgSpec, len: u64) -> Option<Target> {
+        let pid = self.matcher.match_posted(m)?;
+        Some(self.take_posted(pid, len))
+    }
+
+    /// The target a matched posted receive gives a message of `len` bytes: the
+    /// receive itself (taken off the queue), or a slice of a multi-receive buffer.
+    fn take_posted(&mut self, pid: PostedId, len: u64) -> Target {
+        match self.matcher.posted(pid).and_then(|(_, r)| r.multi) {
+            Some(mi) => self.reserve_multi(mi, len),
+            None => Target::Single(self.matcher.remove_posted(pid).expect("matched id exists").1),
+        }
+    }
+
+    /// A complete message (eager payload in, or a rendezvous request) with no
+    /// receive chosen yet: deliver it to the first matching posted receive, or queue
+    /// it as unexpected.
+    pub fn arrive(&mut self, b: &Bindings, m: MsgSpec, u: Unexp<R>) {
+        match self.matcher.match_posted(&m) {
+            Some(pid) => {
+                let target = self.take_posted(pid, u.len);
+                self.deliver(b, target, m, u);
+            }
+            None => {
+                self.matcher.push_unexpected(m, u);
+            }
+        }
+    }
+
+    /// Deliver a complete unexpected message (or start its rendezvous).
+    fn deliver(&mut self, b: &Bindings, target: Target, m: MsgSpec, u: Unexp<R>) {
+        let hdr = Header {
+            flags: HdrFlags(
+                if m.tagged { HdrFlags::TAGGED } else { 0 } | if u.data.is_some() { HdrFlags::CQ_DATA } else { 0 },
+            ),
+            len: u.len,
+            tag: u.tag,
+            data: u.data.unwrap_or(0),
+            id: 0,
+            op: OpCode::Msg,
+        };
+        match u.body {
+            UnexpBody::Eager(buf) => {
+                self.write(&target, 0, &buf);
+                self.recycle(buf);
+                self.complete(b, target, &hdr, m.src, u.rma);
+            }
+            UnexpBody::Rts(rts) => {
+                self.actions.push_back(RxAction::Start(RtsMatch { target, hdr, src: m.src, rts }));
+            }
+        }
+    }
+
+    /// Write bytes of a message at offset `off` into its target (never past the
+    /// receive's capacity, or the slice of a multi-receive buffer it was given).
+    pub fn write(&self, target: &Target, off: u64, bytes: &[u8]) {
+        match target {
+            Target::Single(rec) => rec.write(off, bytes),
+            Target::Multi { idx, off: base, cap } => {
+                if let Some(m) = self.multis[*idx].as_ref() {
+                    let iov = [IoVec { base: m.base, len: m.cap }];
+                    let room = (*cap as u64).saturating_sub(off) as usize;
+                    let n = bytes.len().min(room);
+                    copy_into(&iov, *base + *cap, *base as u64 + off, &bytes[..n]);
+                }
+            }
+        }
+    }
+
+    /// The pieces of memory where bytes `off..off + len` of a message go (clipped
+    /// to what the target holds), for a transport that moves data straight into
+    /// them (a socket read, a cross-memory copy). Returns how many of `out` are used.
+    pub fn pieces(&self, target: &Target, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
+        match target {
+            Target::Single(rec) => rec.pieces(off, len, out),
+            Target::Multi { idx, off: base, cap } => {
+                let Some(m) = self.multis[*idx].as_ref() else { return 0 };
+                if off >= *cap as u64 {
+                    return 0;
+                }
+                let k = len.min(*cap as u64 - off) as usize;
+                if k == 0 {
+                    return 0;
+                }
+                // SAFETY: base + off + k <= base + cap <= m.cap: inside the buffer.
+                out[0] = IoVec { base: unsafe { m.base.add(*base + off as usize) }, len: k };
+                1
+            }
+        }
+    }
+
+    /// Complete a receive whose payload has been written (all of `hdr.len` seen).
+    /// `rma`: the remote CQ data of an RMA write, reported as the write.
+    pub fn complete(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
+        let tagged = hdr.flags.has(HdrFlags::TAGGED);
+        let mut flags = if rma { Caps::RMA | Caps::REMOTE_WRITE } else { Caps::RECV | msg_flags(tagged) };
+        let data = if hdr.flags.has(HdrFlags::CQ_DATA) {
+            flags |= Caps::REMOTE_CQ_DATA;
+            hdr.data
+        } else {
+            0
+        };
+        match target {
+            Target::Single(rec) => {
+                let got = (hdr.len.min(rec.cap as u64)) as usize;
+                let mut e = CqEntry::new(rec.context, flags);
+                e.len = got;
+                e.data = data;
+                e.tag = hdr.tag;
+                e.src = src;
+                if hdr.len > rec.cap as u64 {
+                    b.rx_err(e, (hdr.len - got as u64).min(usize::MAX as u64) as usize, Error::Trunc);
+                } else {
+                    b.rx_done(e);
+                }
+            }
+            Target::Multi { idx, off, cap } => {
+                let Some(m) = self.multis[idx].as_ref() else { return };
+                let mut e = CqEntry::new(m.context, flags);
+                e.len = cap;
+                e.data = data;
+                e.tag = hdr.tag;
+                e.src = src;
+                e.buf = m.base as usize + off;
+                let olen = (hdr.len.saturating_sub(cap as u64)).min(usize::MAX as u64) as usize;
+                self.multi_finish(b, idx, Some((e, olen)), Error::Trunc);
+            }
+        }
+    }
+
+    /// Fail a receive whose message will not arrive.
+    pub fn fail(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, err: Error) {
+        let tagged = hdr.flags.has(HdrFlags::TAGGED);
+        match target {
+            Target::Single(rec) => {
+                let mut e = CqEntry::new(rec.context, Caps::RECV | msg_flags(tagged));
+                e.tag = hdr.tag;
+                e.src = src;
+                b.rx_err(e, 0, err);
+            }
+            Target::Multi { idx, .. } => self.multi_finish(b, idx, None, err),
+        }
+    }
+
+    /// Cancel the receives posted with `user_context`; false when there were none.
+    pub fn cancel(&mut self, b: &Bindings, user_context: u64) -> bool {
+        let mut found = false;
+        while let Some((_, rec)) = self.matcher.cancel_posted(user_context) {
+            found = true;
+            self.fail_posted(b, rec, Error::Canceled);
+        }
+        found
+    }
+
+    /// Fail every posted receive with `err` (the endpoint closes, or a MSG
+    /// endpoint's only connection ended).
+    pub fn fail_all_posted(&mut self, b: &Bindings, err: Error) {
+        for (_, rec) in self.matcher.drain_posted() {
+            self.fail_posted(b, rec, err);
+        }
+    }
+
+    fn fail_posted(&mut self, b: &Bindings, rec: PostedRecv, err: Error) {
+        match rec.multi {
+            Some(mi) => self.release_multi(b, mi, err),
+            None => b.rx_err(CqEntry::new(rec.context, Caps::RECV | msg_flags(rec.tagged)), 0, err),
+        }
+    }
+
+    /// Forget every unexpected message; returns the rendezvous handles among them.
+    pub fn drain_unexpected(&mut self) -> impl Iterator<Item = R> {
+        self.matcher.drain_unexpected().into_iter().filter_map(|(_, u)| match u.body {
+            UnexpBody::Rts(r) => Some(r),
+            UnexpBody::Eager(_) => None,
+        })
+    }
+
+    /// Forget the unexpected messages from `src` (a peer that went away);
+    /// returns the rendezvous handles among them.
+    pub fn drain_unexpected_from(&mut self, src: FiAddr) -> impl Iterator<Item = R> {
+        self.matcher.remove_unexpected_from(src).into_iter().filter_map(|(_, u)| match u.body {
+            UnexpBody::Rts(r) => Some(r),
+            UnexpBody::Eager(_) => None,
+        })
+    }
+
+    /// Unexpected messages waiting (for tests and diagnostics).
+    pub fn unexpected_len(&self) -> usize {
+        self.matcher.unexpected_len()
+    }
+}
+
+/// Copy `bytes` into the pieces at logical offset `off`, never past `cap`.
+pub fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) {
+    if off >= cap as u64 {
+        return;
+    }
+    let mut pos = off as usize;
+    let mut src = &bytes[..bytes.len().min(cap - pos)];
+    let mut start = 0usize;
+    for v in iov {
+        if src.is_empty() {
+            break;
+        }
+        let end = start + v.len;
+        if pos < end {
+            let in_off = pos - start;
+            let n = src.len().min(v.len - in_off);
+            // SAFETY: `v` is a piece of a posted receive (valid for writes under
+            // post_recv's contract); `in_off + n <= v.len` keeps the copy inside it,
+            // and the source is a distinct buffer of ours.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), v.base.add(in_off), n) };
+            src = &src[n..];
+            pos += n;
+        }
+        start = end;
+    }
+}
+
+/// The pieces of `iov` (total `cap`) holding bytes `off..off + len`, clipped.
+pub fn pieces_of(iov: &[IoVec], cap: usize, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
+    let cap = cap as u64;
+    if off >= cap {
+        return 0;
+    }
+    let mut want = len.min(cap - off) as usize;
+    let mut pos = off as usize;
+    let mut start = 0usize;
+    let mut n = 0;
+    for v in iov {
+        if want == 0 || n == IOV_LIMIT {
+            break;
+        }
+        let end = start + v.len;
+        if pos < end {
+            let in_off = pos - start;
+            let k = want.min(v.len - in_off);
+            // SAFETY: in_off < v.len, so the pointer stays inside the piece.
+            out[n] = IoVec { base: unsafe { v.base.add(in_off) }, len: k };
+            n += 1;
+            want -= k;
+            pos += k;
+        }
+        start = end;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(buf: &mut [u8], iov: &mut [IoVec; 1], context: u64) -> Op<'static> {
+        iov[0] = IoVec { base: buf.as_mut_ptr(), len: buf.len() };
+        // SAFETY (test): the slice outlives every use of the Op in these tests.
+        let iov: &'static [IoVec] = unsafe { std::slice::from_raw_parts(iov.as_ptr(), 1) };
+        Op { iov, addr: FiAddr::UNSPEC, context, user_context: context, data: 0, tag: 0, ignore: 0 }
+    }
+
+    fn bindings() -> Bindings {
+        let attr = fabric_core::CqAttr::default();
+        Bindings { rx_cq: Some(crate::cq::UtilCq::new(&attr).unwrap()), ..Bindings::default() }
+    }
+
+    fn read_one(b: &Bindings) -> Option<CqEntry> {
+        use fabric_core::prov::CqOps;
+        let mut out = [CqEntry::new(0, Caps::empty())];
+        match b.rx_cq.as_ref().unwrap().read(&mut out) {
+            Ok(1) => Some(out[0]),
+            _ => None,
+        }
+    }
+
+    fn spec() -> MsgSpec {
+        MsgSpec { tagged: false, src: FiAddr(3), tag: 0 }
+    }
+
+    #[test]
+    fn unexpected_eager_then_posted() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(1 << 16);
+        let mut buf = rx.unexp_buf(5).unwrap();
+        buf.extend_from_slice(b"hello");
+        rx.arrive(&b, spec(), Unexp { body: UnexpBody::Eager(buf), len: 5, data: Some(9), tag: 0, rma: false });
+        assert!(read_one(&b).is_none());
+        let mut dst = [0u8; 8];
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut dst, &mut iov, 7), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        let e = read_one(&b).expect("completed");
+        assert_eq!((e.op_context, e.len, e.data, e.src), (7, 5, 9, FiAddr(3)));
+        assert!(e.flags.contains(Caps::REMOTE_CQ_DATA));
+        assert_eq!(&dst[..5], b"hello");
+    }
+
+    #[test]
+    fn rendezvous_becomes_an_action_and_discard_too() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(0);
+        rx.arrive(&b, spec(), Unexp { body: UnexpBody::Rts(42), len: 1000, data: None, tag: 0, rma: false });
+        assert!(rx.take_action().is_none());
+        let mut dst = [0u8; 100];
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut dst, &mut iov, 1), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        let Some(RxAction::Start(m)) = rx.take_action() else { panic!("expected a start") };
+        assert_eq!((m.rts, m.hdr.len), (42, 1000));
+        let mut out = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+        assert_eq!(rx.pieces(&m.target, 0, 1000, &mut out), 1);
+        assert_eq!(out[0].len, 100, "pieces are clipped to the receive");
+        rx.complete(&b, m.target, &m.hdr, m.src, false);
+        assert!(read_one(&b).is_none(), "a truncated receive completes in error");
+        // Discard through peek.
+        let tagged = MsgSpec { tagged: true, src: FiAddr(1), tag: 5 };
+        rx.arrive(&b, tagged, Unexp { body: UnexpBody::Rts(7), len: 10, data: None, tag: 5, rma: false });
+        let o = Op { tag: 5, ..op(&mut dst, &mut iov, 2) };
+        rx.post(&b, &o, OpFlags::TAGGED | OpFlags::PEEK | OpFlags::DISCARD, FiAddr::UNSPEC).unwrap();
+        assert!(matches!(rx.take_action(), Some(RxAction::Discard(7))));
+        assert_eq!(rx.unexpected_len(), 0);
+    }
+
+    #[test]
+    fn multi_recv_slices_and_releases() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(0);
+        rx.set_min_multi_recv(4);
+        let mut dst = [0u8; 10];
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut dst, &mut iov, 5), OpFlags::MULTI_RECV, FiAddr::UNSPEC).unwrap();
+        for (i, msg) in [b"abc".as_slice(), b"defg"].iter().enumerate() {
+            let t = rx.match_arrival(&spec(), msg.len() as u64).expect("multi matches");
+            rx.write(&t, 0, msg);
+            let hdr = Header { len: msg.len() as u64, ..Header::new(OpCode::Msg) };
+            rx.complete(&b, t, &hdr, FiAddr(3), false);
+            let e = read_one(&b).unwrap();
+            assert_eq!(e.len, msg.len());
+            assert_eq!(e.flags.contains(Caps::MULTI_RECV), i == 1, "released below the minimum");
+        }
+        assert_eq!(&dst[..7], b"abcdefg");
+        assert!(rx.match_arrival(&spec(), 1).is_none());
+    }
+}
