@@ -342,7 +342,7 @@ impl TcpEp {
         let mut result = Vec::new();
         let r = fabric_util::atomic::serve(
             self.domain.mrs(),
-            &self.domain.atomic_lock_mutex(),
+            self.domain.atomic_lock_mutex(),
             desc,
             ah,
             &rest[AtomicHdr::LEN..],
