@@ -20,6 +20,8 @@ fn builtins() -> &'static [Arc<dyn Provider>] {
         vec![
             #[cfg(feature = "tcp")]
             fabric_tcp::provider(),
+            #[cfg(feature = "shm")]
+            fabric_shm::provider(),
         ]
     })
 }

@@ -210,3 +210,36 @@ macro_rules! conformance_suite {
 
 #[cfg(feature = "tcp")]
 conformance_suite!(tcp, "tcp");
+
+#[cfg(feature = "shm")]
+conformance_suite!(shm, "shm");
+
+/// The shm suite again in a child process with `FI_SHM_DISABLE_CMA=1`, so that the
+/// fallback (large messages and RMA as chunks through the shared segment) passes
+/// every test too. (The setting is read once per process, hence the child.)
+#[cfg(feature = "shm")]
+#[test]
+fn shm_without_cross_memory_attach() {
+    if std::env::var_os("FI_SHM_DISABLE_CMA").is_some() {
+        // The child itself, or a run that chose the setting: nothing to add.
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["shm::", "--test-threads=2"])
+        .env("FI_SHM_DISABLE_CMA", "1")
+        .output()
+        .expect("run the shm suite in a child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "shm suite without CMA failed:\n{stdout}\n{stderr}");
+    let summary = stdout.lines().find(|l| l.starts_with("test result:")).unwrap_or_default();
+    println!("shm without CMA: {summary}");
+    let passed: usize = summary
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("test result: ok.").map(str::trim))
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= 100, "the child ran the whole suite ({summary})");
+}

@@ -180,6 +180,11 @@ impl UtilCq {
         self.waiter.unbind(obj)
     }
 
+    /// The wait object the queue was opened with.
+    pub fn wait_obj(&self) -> WaitObj {
+        self.wait_obj
+    }
+
     /// The queue's waiter (its epoll set and bound objects).
     pub fn waiter(&self) -> &Waiter {
         &self.waiter

@@ -24,6 +24,14 @@ pub trait Progress: Send + Sync {
     /// The descriptor that becomes readable when progress may be possible (an
     /// endpoint's own epoll descriptor, a listening socket), if any.
     fn wait_fd(&self) -> Option<RawFd>;
+    /// A waiter bound to this object is about to sleep: from now until
+    /// [`Progress::end_sleep`], whatever would make progress possible must make
+    /// `wait_fd` readable (a transport whose peers skip the wake-up while nobody
+    /// sleeps, such as shared memory, tells them here). Progress runs once more
+    /// after this call and before the sleep, so nothing is missed in between.
+    fn prepare_sleep(&self) {}
+    /// The sleep announced by [`Progress::prepare_sleep`] ended.
+    fn end_sleep(&self) {}
 }
 
 /// How long a blocking wait spins before it sleeps, by default.
@@ -167,6 +175,14 @@ impl Waiter {
         objs.each(|o| o.progress());
     }
 
+    fn each_bound(&self, f: impl FnMut(&Arc<dyn Progress>)) {
+        let objs: smallvec_free::Objs = {
+            let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+            smallvec_free::Objs::collect(&b)
+        };
+        objs.each(f);
+    }
+
     /// Wake threads sleeping in [`Waiter::wait`], if any.
     pub fn notify(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
@@ -227,6 +243,7 @@ impl Waiter {
             // Announce the sleep, then check once more so a notify between the
             // check above and the sleep is not lost.
             self.sleepers.fetch_add(1, Ordering::SeqCst);
+            self.each_bound(|o| o.prepare_sleep());
             self.progress();
             let got = ready();
             if got.is_none() {
@@ -236,6 +253,7 @@ impl Waiter {
                 };
                 self.sleep(ms);
             }
+            self.each_bound(|o| o.end_sleep());
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             if let Some(v) = got {
                 return Ok(v);
