@@ -10,6 +10,7 @@ use fabric_core::{Caps, CqAttr, CqEntry, CqErrEntry, CqFormat, Error, FiAddr, Re
 use std::fmt;
 use std::ops::Deref;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,10 @@ const CHUNK: usize = 16;
 pub(crate) struct CqInner {
     pub(crate) ops: Arc<dyn CqOps>,
     table: Mutex<Table>,
+    /// Whether `table.pending` may be non-empty: set under the table's lock after a
+    /// push, cleared under it when a pop empties it, so a read with nothing
+    /// pending skips the lock.
+    has_pending: AtomicBool,
     format: CqFormat,
     _domain: Domain,
 }
@@ -48,8 +53,16 @@ impl CqInner {
 
     /// A buffer-released completion waiting since a split, if any.
     fn take_pending(&self) -> Option<Completion> {
-        let p = self.table().pending.pop_front()?;
-        Some(release_completion(p))
+        if !self.has_pending.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut t = self.table();
+        let p = t.pending.pop_front();
+        if t.pending.is_empty() {
+            self.has_pending.store(false, Ordering::Release);
+        }
+        drop(t);
+        Some(release_completion(p?))
     }
 
     /// Turn a provider entry into a completion, taking the record out of the table
@@ -103,6 +116,7 @@ impl CqInner {
                         flags: (e.flags & (Caps::RECV | Caps::MSG | Caps::TAGGED)) | Caps::MULTI_RECV,
                         shared: Arc::clone(&shared),
                     });
+                    self.has_pending.store(true, Ordering::Release);
                     drop(t);
                     drop(rec);
                     c.flags.remove(Caps::MULTI_RECV);
@@ -272,7 +286,15 @@ impl CompletionQueue {
         let ops = domain.inner.ops.cq_open(&attr)?;
         let size = if attr.size > 0 { attr.size } else { domain.info().tx_attr.size + domain.info().rx_attr.size };
         let table = Mutex::new(Table::new(size, ops.fid()));
-        Ok(CompletionQueue { inner: Arc::new(CqInner { ops, table, format: attr.format, _domain: domain.clone() }) })
+        Ok(CompletionQueue {
+            inner: Arc::new(CqInner {
+                ops,
+                table,
+                has_pending: AtomicBool::new(false),
+                format: attr.format,
+                _domain: domain.clone(),
+            }),
+        })
     }
 
     /// The provider's object id.

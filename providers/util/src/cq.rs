@@ -28,6 +28,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -123,6 +124,10 @@ pub struct UtilCq {
     size: usize,
     wait_obj: WaitObj,
     queue: Mutex<Queue>,
+    /// Entries in `queue` (successes and errors), stored under its lock after every
+    /// change: a read that finds zero returns at once without taking the lock.
+    /// A push racing with that read is seen by the next one.
+    entries: AtomicUsize,
     waiter: Waiter,
 }
 
@@ -141,6 +146,7 @@ impl UtilCq {
             size,
             wait_obj: attr.wait_obj,
             queue: Mutex::new(Queue { succ, errs, pushed: 0, popped: 0, overrun: false }),
+            entries: AtomicUsize::new(0),
             waiter: Waiter::new()?,
         }))
     }
@@ -154,6 +160,7 @@ impl UtilCq {
             q.check_overrun(self.size);
             q.succ.push_back(e);
             q.pushed += 1;
+            self.publish(&q);
         }
         self.waiter.notify();
     }
@@ -166,6 +173,7 @@ impl UtilCq {
             q.check_overrun(self.size);
             let pos = q.pushed;
             q.errs.push_back((pos, e));
+            self.publish(&q);
         }
         self.waiter.notify();
     }
@@ -188,6 +196,22 @@ impl UtilCq {
     /// The queue's waiter (its epoll set and bound objects).
     pub fn waiter(&self) -> &Waiter {
         &self.waiter
+    }
+
+    /// Record how many entries the queue holds (called with its lock held).
+    fn publish(&self, q: &Queue) {
+        self.entries.store(q.succ.len() + q.errs.len(), Ordering::Release);
+    }
+
+    /// Copy out under the lock, unless the queue is known empty.
+    fn take(&self, out: &mut [CqEntry]) -> Result<usize> {
+        if self.entries.load(Ordering::Acquire) == 0 {
+            return Err(Error::Again);
+        }
+        let mut q = self.lock();
+        let r = q.copy_out(out);
+        self.publish(&q);
+        r
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -235,7 +259,7 @@ impl CqOps for UtilCq {
     fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
         // No lock held here: progress pushes into this queue.
         self.waiter.progress();
-        self.lock().copy_out(out)
+        self.take(out)
     }
 
     /// Pop the error entry at the head. `Err(Again)` when the head is not an error
@@ -245,7 +269,9 @@ impl CqOps for UtilCq {
         if !q.error_at_head() {
             return Err(Error::Again);
         }
-        q.errs.pop_front().map(|(_, e)| e).ok_or(Error::Again)
+        let e = q.errs.pop_front().map(|(_, e)| e).ok_or(Error::Again);
+        self.publish(&q);
+        e
     }
 
     /// Like `read`, but wait up to `timeout` (`None`: forever) for completions:
@@ -256,7 +282,7 @@ impl CqOps for UtilCq {
     fn sread(&self, out: &mut [CqEntry], timeout: Option<Duration>) -> Result<usize> {
         self.blocking_allowed()?;
         // `Waiter::wait` drives progress before each call, without the lock.
-        self.waiter.wait_take(timeout, || self.lock().copy_out(out))
+        self.waiter.wait_take(timeout, || self.take(out))
     }
 
     /// The waiter's epoll descriptor: readable when the queue may have entries.

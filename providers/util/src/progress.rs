@@ -166,21 +166,28 @@ impl Waiter {
 
     /// Drive progress of every bound object once.
     pub fn progress(&self) {
-        // Collect first so no lock is held while an object progresses (which may
-        // push entries into this very queue).
-        let objs: smallvec_free::Objs = {
-            let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
-            smallvec_free::Objs::collect(&b)
-        };
-        objs.each(|o| o.progress());
+        self.each_bound(|o| o.progress());
     }
 
-    fn each_bound(&self, f: impl FnMut(&Arc<dyn Progress>)) {
-        let objs: smallvec_free::Objs = {
+    /// Call `f` on every bound object that is still alive. No lock is held while
+    /// `f` runs (an object's progress may push into this very queue, or drop the
+    /// last reference to an object whose `Drop` unbinds it). The usual case, one
+    /// bound object, costs one lock and one upgrade; more are collected first.
+    fn each_bound(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
+        let (first, more) = {
             let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
-            smallvec_free::Objs::collect(&b)
+            match b.len() {
+                0 => return,
+                1 => (b[0].upgrade(), None),
+                _ => (None, Some(smallvec_free::Objs::collect(&b))),
+            }
         };
-        objs.each(f);
+        if let Some(o) = first {
+            f(&o);
+        }
+        if let Some(objs) = more {
+            objs.each(f);
+        }
     }
 
     /// Wake threads sleeping in [`Waiter::wait`], if any.
