@@ -19,7 +19,7 @@ use crate::attr::{IOV_LIMIT, SCHEME};
 use crate::domain::ShmDomain;
 use crate::proto::{self, flags, Entry, Kind, Mode, INLINE_MAX};
 use crate::ring::{Consumer, Producer, ENTRY_PAYLOAD};
-use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, SLOTS};
+use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, SLOTS};
 use crate::{config, NAME};
 use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
@@ -41,6 +41,10 @@ use std::time::{Duration, Instant};
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 /// How often progress checks that its peers are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(50);
+/// Smallest message whose copy the sender is asked to share ([`segment::Job`]).
+const COCOPY_MIN: u64 = 256 << 10;
+/// Bytes of one chunk of a shared copy.
+const COCOPY_CHUNK: u64 = 64 << 10;
 
 /// A reference to a peer, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,6 +86,8 @@ impl TxPath {
 struct RxPath {
     slot: usize,
     cons: Consumer,
+    /// Which jobs of the slot a shared copy of ours uses.
+    jobs_busy: [bool; JOBS],
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
@@ -229,6 +235,25 @@ struct ReadStream {
     off: u64,
 }
 
+/// A large message we copy together with its sender ([`segment::Job`]), waiting for
+/// the chunks the sender claimed.
+struct CoCopy {
+    peer: PeerId,
+    /// The sender's pid and start time: while it lives it may still write chunks.
+    pid: i32,
+    start: u64,
+    /// The slot (of our segment) and job the copy runs under.
+    slot: usize,
+    job: usize,
+    gen: u32,
+    chunks: u32,
+    /// The sender's operation.
+    id: u64,
+    target: Target,
+    hdr: Header,
+    src: FiAddr,
+}
+
 struct Inner {
     enabled: bool,
     closed: bool,
@@ -248,6 +273,10 @@ struct Inner {
     in_streams: HashMap<(PeerId, u64), InStream>,
     /// Reads we answer as chunks.
     rd_streams: VecDeque<ReadStream>,
+    /// Shared copies waiting for their sender's chunks.
+    cocopies: Vec<CoCopy>,
+    /// The generation of the next shared copy (never 0).
+    cocopy_gen: u32,
     /// Peers with queued entries (indices into `peers`; may repeat).
     backlog: VecDeque<PeerId>,
     last_check: Instant,
@@ -310,6 +339,36 @@ fn clip(pieces: &[(u64, u64)], mut n: u64) -> ([(u64, u64); IOV_LIMIT], usize) {
         n -= t;
     }
     (out, k)
+}
+
+/// The `(addr, len)` pieces covering bytes `off..off + len` of `pieces` (at most
+/// [`IOV_LIMIT`]).
+fn sub_pieces(pieces: &[(u64, u64)], off: u64, len: u64) -> ([(u64, u64); IOV_LIMIT], usize) {
+    let mut out = [(0u64, 0u64); IOV_LIMIT];
+    let (mut k, mut pos, mut want) = (0, 0u64, len);
+    for &(a, l) in pieces {
+        if want == 0 || k == IOV_LIMIT {
+            break;
+        }
+        let end = pos.saturating_add(l);
+        if off < end {
+            let skip = off.saturating_sub(pos);
+            let t = (l - skip).min(want);
+            out[k] = (a.wrapping_add(skip), t);
+            k += 1;
+            want -= t;
+        }
+        pos = end;
+    }
+    (out, k)
+}
+
+/// The errno a chunk's copy leaves in its job: 0 when all `len` bytes moved.
+fn chunk_status(res: std::result::Result<usize, segment::CmaError>, len: u64) -> u32 {
+    match res {
+        Ok(n) if n as u64 == len => 0,
+        _ => Error::Io.errno() as u32,
+    }
 }
 
 /// Copy `len` bytes out of a bounce buffer into `out`.
@@ -380,6 +439,8 @@ impl ShmEp {
             streams: VecDeque::new(),
             in_streams: HashMap::new(),
             rd_streams: VecDeque::new(),
+            cocopies: Vec::new(),
+            cocopy_gen: 0,
             backlog: VecDeque::new(),
             last_check: Instant::now(),
             polls: 0,
@@ -941,6 +1002,12 @@ impl ShmEp {
             let mut local = [NULL_IOV; IOV_LIMIT];
             let n = g.rx.pieces(&target, 0, hdr.len, &mut local);
             let total = IoVec::total(&local[..n]) as u64;
+            if total >= COCOPY_MIN {
+                if let Some((slot, job)) = Self::free_job(g, r.peer) {
+                    self.start_cocopy(g, (slot, job), target, hdr, src, r, &local[..n]);
+                    return;
+                }
+            }
             let (remote, rn) = clip(&r.pieces[..r.n], total);
             let pid = Self::peer(g, r.peer).map_or(0, |p| p.pid);
             // SAFETY: the local pieces lie in a posted receive (valid for writes
@@ -966,6 +1033,170 @@ impl ShmEp {
                 self.finish_in_stream(g, r.peer, r.id);
             }
         }
+    }
+
+    /// A job of the slot `peer` sends through that no shared copy of ours uses:
+    /// `(slot, job)`.
+    fn free_job(g: &mut Inner, peer: PeerId) -> Option<(usize, usize)> {
+        let rx = Self::peer(g, peer)?.rx.as_ref()?;
+        Some((rx.slot, rx.jobs_busy.iter().position(|b| !b)?))
+    }
+
+    /// Copy a large message together with its sender ([`segment::Job`]): ask it to
+    /// help (`Help`, with the receive's pieces), then claim chunks ourselves until
+    /// none is left. The receive completes once every chunk is copied, ours and the
+    /// sender's ([`ShmEp::check_cocopies`]).
+    #[allow(clippy::too_many_arguments)]
+    fn start_cocopy(
+        &self,
+        g: &mut Inner,
+        (slot, job): (usize, usize),
+        target: Target,
+        hdr: Header,
+        src: FiAddr,
+        r: Rts,
+        local: &[IoVec],
+    ) {
+        let total = IoVec::total(local) as u64;
+        let chunks = total.div_ceil(COCOPY_CHUNK) as u32;
+        g.cocopy_gen = g.cocopy_gen.wrapping_add(1).max(1);
+        let gen = g.cocopy_gen;
+        let Some(p) = Self::peer(g, r.peer) else { return };
+        let (pid, start) = (p.pid, p.start);
+        if let Some(rx) = p.rx.as_mut() {
+            rx.jobs_busy[job] = true;
+        }
+        let j = self.seg.slot(slot).job(job).expect("free_job names a job");
+        j.start(gen);
+        let mut help = Entry::new(Kind::Help);
+        help.mode = Mode::Iov;
+        help.id = r.id;
+        help.key = job as u64;
+        help.tag = gen as u64;
+        help.addr = COCOPY_CHUNK;
+        help.len = total;
+        let (pieces, pn) = local_pieces(local);
+        help.aux = pn as u32;
+        self.send_entry(g, r.peer, &help, |b| proto::put_pieces(b, &pieces[..pn]));
+        // Our share: chunks from the front, as long as there are any.
+        let (remote, rn) = clip(&r.pieces[..r.n], total);
+        while let Some(k) = j.claim(gen, chunks) {
+            let off = k as u64 * COCOPY_CHUNK;
+            let len = COCOPY_CHUNK.min(total - off);
+            let mut lp = [NULL_IOV; IOV_LIMIT];
+            let ln = g.rx.pieces(&target, off, len, &mut lp);
+            let (rp, rpn) = sub_pieces(&remote[..rn], off, len);
+            // SAFETY: the local pieces lie in the matched receive (valid for writes
+            // under post_recv's contract), which stays ours until check_cocopies or
+            // abandon_cocopy completes it; the sender writes only the chunks it
+            // claimed, never this one.
+            let res = unsafe { segment::cma_read(pid, &lp[..ln], &rp[..rpn]) };
+            j.finish(chunk_status(res, len));
+        }
+        g.cocopies.push(CoCopy { peer: r.peer, pid, start, slot, job, gen, chunks, id: r.id, target, hdr, src });
+        self.check_cocopies(g);
+    }
+
+    /// Complete the shared copies whose every chunk is in, and acknowledge them.
+    fn check_cocopies(&self, g: &mut Inner) {
+        let mut i = 0;
+        while i < g.cocopies.len() {
+            let c = &g.cocopies[i];
+            let (done, err) = self.seg.slot(c.slot).job(c.job).map_or((u64::MAX, 0), |j| j.progress());
+            if done < c.chunks as u64 {
+                i += 1;
+                continue;
+            }
+            let c = g.cocopies.remove(i);
+            let err = (err != 0).then_some(Error::Io);
+            self.end_cocopy(g, c, err);
+        }
+    }
+
+    /// A shared copy is over: free its job, complete (or fail) the receive and tell
+    /// the sender.
+    fn end_cocopy(&self, g: &mut Inner, c: CoCopy, err: Option<Error>) {
+        if let Some(rx) = Self::peer(g, c.peer).and_then(|p| p.rx.as_mut()).filter(|rx| rx.slot == c.slot) {
+            rx.jobs_busy[c.job] = false;
+        }
+        let mut ack = Entry::new(Kind::Ack);
+        ack.id = c.id;
+        match err {
+            None => g.rx.complete(&g.b, c.target, &c.hdr, c.src, false),
+            Some(e) => {
+                fi_log!(Level::Info, NAME, "ep_data", "shared copy of a {} byte message failed: {e}", c.hdr.len);
+                g.rx.fail(&g.b, c.target, &c.hdr, c.src, e);
+                ack.aux = e.errno() as u32;
+            }
+        }
+        self.send_entry(g, c.peer, &ack, |_| {});
+    }
+
+    /// Stop a shared copy before its end (its peer is gone or misbehaved, or we
+    /// close): claim every chunk left, wait until the sender has finished the chunks
+    /// it is writing (unless it is dead), so that the receive's buffer is ours alone
+    /// again, then fail the receive with `err`.
+    fn abandon_cocopy(&self, g: &mut Inner, c: CoCopy, err: Error) {
+        if let Some(j) = self.seg.slot(c.slot).job(c.job) {
+            j.finish_many(j.claim_rest(c.gen, c.chunks), 0);
+            let mut spins = 0u32;
+            while j.progress().0 < c.chunks as u64 {
+                spins = spins.wrapping_add(1);
+                if spins % 1024 == 0 {
+                    if !segment::alive(c.pid, c.start) {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+                std::hint::spin_loop();
+            }
+        }
+        if let Some(rx) = Self::peer(g, c.peer).and_then(|p| p.rx.as_mut()).filter(|rx| rx.slot == c.slot) {
+            rx.jobs_busy[c.job] = false;
+        }
+        g.rx.fail(&g.b, c.target, &c.hdr, c.src, err);
+    }
+
+    /// The receiver of a large message of ours asks us to copy chunks of it too.
+    fn on_help(
+        &self,
+        g: &mut Inner,
+        peer: PeerId,
+        e: &Entry,
+        raw: &[u8; ENTRY_PAYLOAD],
+    ) -> std::result::Result<(), Violation> {
+        let Some(op) = g.ops.get_mut(e.id).filter(|o| o.peer == peer && o.kind == OpKind::Send && o.sent.is_none())
+        else {
+            // Ended meanwhile: the receiver copies alone.
+            return Ok(());
+        };
+        if e.len > op.len as u64 || e.tag > u32::MAX as u64 {
+            return Err("help for more than the message".into());
+        }
+        let chunks = u32::try_from(e.len.div_ceil(e.addr)).map_err(|_| "help in too many chunks".to_string())?;
+        let (iov, niov, oplen) = (op.iov, op.niov, op.len);
+        if !self.cma_ok(g, peer) {
+            return Ok(());
+        }
+        let mut remote = [(0u64, 0u64); IOV_LIMIT];
+        let rn = e.pieces(raw, &mut remote);
+        let Some(p) = Self::peer(g, peer) else { return Ok(()) };
+        let Some(t) = p.tx.as_ref() else { return Ok(()) };
+        let job = t.seg.slot(t.slot).job(e.key as usize).ok_or("help names no job")?;
+        let (pid, gen) = (p.pid, e.tag as u32);
+        while let Some(k) = job.claim(gen, chunks) {
+            let off = k as u64 * e.addr;
+            let len = e.addr.min(e.len - off);
+            let mut lp = [NULL_IOV; IOV_LIMIT];
+            let ln = fabric_util::rx::pieces_of(&iov[..niov], oplen, off, len, &mut lp);
+            let (rp, rpn) = sub_pieces(&remote[..rn], off, len);
+            // SAFETY: the local pieces lie in the send's source, valid for reads
+            // while the operation is in flight (post_send's contract); it is until
+            // the receiver's Ack, which comes after every chunk is finished.
+            let res = unsafe { segment::cma_write(pid, &lp[..ln], &rp[..rpn]) };
+            job.finish(chunk_status(res, len));
+        }
+        Ok(())
     }
 
     /// Every chunk of an incoming transfer is in.
@@ -1025,6 +1256,9 @@ impl ShmEp {
         if !g.rd_streams.is_empty() {
             self.push_read_streams(g);
         }
+        if !g.cocopies.is_empty() {
+            self.check_cocopies(g);
+        }
         g.polls = g.polls.wrapping_add(1);
         if g.polls % 64 == 0 {
             let now = Instant::now();
@@ -1058,7 +1292,7 @@ impl ShmEp {
                 // while the endpoint lives; the slot's sender is its only producer
                 // and we its only consumer.
                 let cons = unsafe { Consumer::new(s.ring_ptr()) };
-                p.rx = Some(RxPath { slot: i, cons });
+                p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
                 g.by_slot[i] = Some(id);
                 id
             }
@@ -1196,6 +1430,7 @@ impl ShmEp {
                 }
             }
             Kind::Data => self.on_data(g, peer, slot, &e)?,
+            Kind::Help => self.on_help(g, peer, &e, raw)?,
             Kind::Write => self.on_write(g, peer, slot, &e, raw)?,
             Kind::Read => self.on_read(g, peer, &e, raw)?,
             Kind::Atomic => self.on_atomic(g, peer, slot, &e, raw)?,
@@ -1630,6 +1865,15 @@ impl ShmEp {
             }
         }
         g.rd_streams.retain(|r| r.peer != id);
+        let mut i = 0;
+        while i < g.cocopies.len() {
+            if g.cocopies[i].peer == id {
+                let c = g.cocopies.remove(i);
+                self.abandon_cocopy(g, c, err);
+            } else {
+                i += 1;
+            }
+        }
         if let Some(slot) = Self::peer(g, id).and_then(|p| p.rx.as_ref().map(|r| r.slot)) {
             self.release_rx(g, id, slot);
         }
@@ -1652,6 +1896,9 @@ impl ShmEp {
             if let Some(InStream::Msg { target, hdr, src, .. }) = g.in_streams.remove(&k) {
                 g.rx.fail(&g.b, target, &hdr, src, Error::Canceled);
             }
+        }
+        for c in std::mem::take(&mut g.cocopies) {
+            self.abandon_cocopy(g, c, Error::Canceled);
         }
         g.rx.fail_all_posted(&g.b, Error::Canceled);
         g.rx.drain_unexpected().for_each(drop);
@@ -1851,5 +2098,27 @@ impl Drop for ShmEp {
     fn drop(&mut self) {
         let mut g = self.lock();
         self.close_locked(&mut g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_pieces_cover_exactly_the_range() {
+        let pieces = [(1000u64, 10u64), (5000, 3), (9000, 20)];
+        let flat: Vec<u64> = pieces.iter().flat_map(|&(a, l)| a..a + l).collect();
+        for off in 0..flat.len() as u64 {
+            for len in 0..=(flat.len() as u64 - off) {
+                let (out, n) = sub_pieces(&pieces, off, len);
+                let got: Vec<u64> = out[..n].iter().flat_map(|&(a, l)| a..a + l).collect();
+                assert_eq!(got, flat[off as usize..(off + len) as usize], "off {off} len {len}");
+                assert!(out[..n].iter().all(|p| p.1 > 0), "no empty piece");
+            }
+        }
+        // Past the end: only what exists.
+        let (out, n) = sub_pieces(&pieces, 30, 100);
+        assert_eq!(&out[..n], &[(9017, 3)]);
     }
 }

@@ -13,11 +13,11 @@
 //! | 3 | reserved, 0 |
 //! | 4..8 | aux: bounce index, piece count, errno or atomic op (by kind) |
 //! | 8..16 | len: payload bytes |
-//! | 16..24 | tag (messages) or atomic element count |
+//! | 16..24 | tag (messages), atomic element count, or job generation (help) |
 //! | 24..32 | remote CQ data |
 //! | 32..40 | id: the sender's operation (or the one answered) |
-//! | 40..48 | key (RMA and atomics) |
-//! | 48..56 | remote address (RMA, atomics) or offset (data chunks) |
+//! | 40..48 | key (RMA and atomics), job (help) |
+//! | 48..56 | remote address (RMA, atomics), offset (data chunks) or chunk size (help) |
 //! | 56..248 | inline payload, or pieces `(addr, len)` as 2 x u64 each |
 
 use crate::ring::ENTRY_PAYLOAD;
@@ -66,6 +66,10 @@ pub enum Kind {
     Atomic = 7,
     /// Answer to atomic `id`: errno in `aux`, prior values as payload.
     AtomicResp = 8,
+    /// The receiver of large message `id` copies it in chunks of `addr` bytes under
+    /// job `key` of the sender's slot, generation `tag`, and asks the sender to claim
+    /// chunks too: the receive's pieces (mode `Iov`) for the sender to write into.
+    Help = 9,
 }
 
 /// Where an entry's payload is.
@@ -173,6 +177,7 @@ impl Entry {
             6 => Kind::Read,
             7 => Kind::Atomic,
             8 => Kind::AtomicResp,
+            9 => Kind::Help,
             k => return Err(DecodeError::Kind(k)),
         };
         let mode = match b[2] {
@@ -222,6 +227,13 @@ impl Entry {
         };
         // Data chunks always come in a bounce buffer.
         let ok = ok && (kind != Kind::Data || mode == Mode::Bounce);
+        // Help lists the pieces to write into, and names a job and a chunk size.
+        let ok = ok
+            && (kind != Kind::Help
+                || (mode == Mode::Iov
+                    && e.key < crate::segment::JOBS as u64
+                    && e.addr > 0
+                    && e.addr <= u32::MAX as u64));
         if !ok {
             return Err(DecodeError::Range);
         }
@@ -330,7 +342,7 @@ mod tests {
                 *c = x as u8;
             }
             // Bias towards valid kinds and modes so the range checks run.
-            b[0] %= 9;
+            b[0] %= 10;
             b[2] %= 5;
             b[1] &= 0xf;
             if let Ok(e) = Entry::decode(&b) {
@@ -343,6 +355,9 @@ mod tests {
                         assert_eq!(p[..n].iter().map(|q| q.1).sum::<u64>(), e.len);
                     }
                     _ => {}
+                }
+                if e.kind == Kind::Help {
+                    assert!(e.mode == Mode::Iov && (e.key as usize) < crate::segment::JOBS && e.addr > 0);
                 }
             }
         }

@@ -11,7 +11,8 @@
 //!                                time, pid namespace), CMA probe, closed, sleepers, and
 //!                                the bitmap of claimed slots
 //! HEADER_SIZE + i * SLOT_SIZE    slot i: state, the sender's identity, bounce_busy[8]
-//!                                (one cache line or two), the ring (16 KiB), the bounce
+//!                                (one cache line or two), the ring (16 KiB), the jobs of
+//!                                shared large copies (4 cache lines), the bounce
 //!                                buffers (8 x 16 KiB, page aligned)
 //! ```
 //!
@@ -92,7 +93,7 @@ pub const SEGMENT_SIZE: usize = HEADER_SIZE + SLOTS * SLOT_SIZE;
 /// The header's first eight bytes once the segment is initialised.
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM\x00\x01");
 /// The version of this layout; bumped with any change of it.
-const LAYOUT_VERSION: u32 = 1;
+const LAYOUT_VERSION: u32 = 2;
 /// Words of the claim bitmap.
 const CLAIM_WORDS: usize = SLOTS / 64;
 /// How old an incomplete segment file (too short, no magic) must be before
@@ -147,6 +148,89 @@ struct Header {
 #[repr(C, align(4096))]
 struct Bounce(UnsafeCell<[[u8; BOUNCE_SIZE]; BOUNCE_COUNT]>);
 
+/// Jobs per slot: large messages from one sender that its receiver can be copying
+/// together with it at one time.
+pub const JOBS: usize = 4;
+
+/// A large message copied by both processes at once (cross-memory attach), in chunks
+/// that either claims: the receiver reads chunks (`process_vm_readv`) while the sender,
+/// asked by a `Help` entry, writes chunks (`process_vm_writev`), so the copy runs on two
+/// cores. A sender that never looks at its rings costs nothing: the receiver claims
+/// every chunk itself.
+///
+/// Only the receiver (the segment's owner) starts a job, and only once the previous use
+/// of it is finished (`done` equals its chunk count). A claim names the job's
+/// generation, so a late claimer of an earlier use finds a different generation and
+/// claims nothing. Every bit pattern is a value; a broken peer can stall or corrupt
+/// the message it sends, nothing else.
+#[repr(C, align(64))]
+pub struct Job {
+    /// `generation << 32 | next chunk to claim`. Claimed with compare-and-swap; the
+    /// receiver stores a new generation with chunk 0 when it starts a use.
+    claim: AtomicU64,
+    /// Chunks copied (or failed) under the current generation: each claimer adds one
+    /// after its copy returned (Release), so the receiver that reads the count of
+    /// chunks (Acquire) sees every byte of them.
+    done: AtomicU64,
+    /// Non-zero when a claimer's copy failed (an errno).
+    err: AtomicU32,
+}
+
+impl Job {
+    /// Receiver: begin a use under generation `gen` (chunk 0, none done).
+    pub fn start(&self, gen: u32) {
+        self.done.store(0, Ordering::Relaxed);
+        self.err.store(0, Ordering::Relaxed);
+        // Release: whoever claims under `gen` (Acquire) sees `done` and `err` reset.
+        self.claim.store((gen as u64) << 32, Ordering::Release);
+    }
+
+    /// Claim the next of `chunks` chunks under generation `gen`: its index, or `None`
+    /// when every chunk is claimed or the job is in another generation.
+    pub fn claim(&self, gen: u32, chunks: u32) -> Option<u32> {
+        let mut cur = self.claim.load(Ordering::Acquire);
+        loop {
+            if (cur >> 32) as u32 != gen || (cur as u32) >= chunks {
+                return None;
+            }
+            match self.claim.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(cur as u32),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Claim every chunk left under `gen`: how many that was (the caller counts them as
+    /// done with [`Job::finish_many`], having copied none).
+    pub fn claim_rest(&self, gen: u32, chunks: u32) -> u32 {
+        let mut n = 0;
+        while self.claim(gen, chunks).is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    /// A claimed chunk is copied (`err` 0) or failed.
+    pub fn finish(&self, err: u32) {
+        self.finish_many(1, err);
+    }
+
+    /// `n` claimed chunks are copied (`err` 0) or failed.
+    pub fn finish_many(&self, n: u32, err: u32) {
+        if err != 0 {
+            self.err.store(err, Ordering::Relaxed);
+        }
+        // Release: our copy (and `err`) happen before the receiver's Acquire load.
+        self.done.fetch_add(n as u64, Ordering::Release);
+    }
+
+    /// Chunks finished so far, and the error recorded, if any.
+    pub fn progress(&self) -> (u64, u32) {
+        let done = self.done.load(Ordering::Acquire);
+        (done, self.err.load(Ordering::Relaxed))
+    }
+}
+
 /// One sender's slot in a receiver's segment.
 ///
 /// Lives only in a mapping (get it from [`Segment::slot`]). Every field may be written by
@@ -175,6 +259,9 @@ pub struct Slot {
     pub bounce_busy: [AtomicU32; BOUNCE_COUNT],
     /// Sender to receiver.
     ring: Ring,
+    /// Shared copies of large messages from this slot's sender (see [`Job`]); the
+    /// receiver hands them out.
+    jobs: [Job; JOBS],
     /// The sender's bounce buffers.
     bounce: Bounce,
 }
@@ -237,6 +324,11 @@ impl Slot {
         assert!(i < BOUNCE_COUNT, "bounce buffer {i} of {BOUNCE_COUNT}");
         // In bounds: `i < BOUNCE_COUNT` buffers of `BOUNCE_SIZE` bytes.
         self.bounce.0.get().cast::<u8>().wrapping_add(i * BOUNCE_SIZE)
+    }
+
+    /// Job `i` of the slot, if `i` names one (an index from a ring entry may not).
+    pub fn job(&self, i: usize) -> Option<&Job> {
+        self.jobs.get(i)
     }
 
     /// The slot's ring (sender to receiver), valid while the segment is mapped. It is
@@ -1220,6 +1312,7 @@ mod tests {
         assert_eq!(size_of::<Ring>(), crate::ring::RING_ENTRIES * 256);
         assert_eq!(SLOT_SIZE, 37 * 4096);
         assert_eq!(offset_of!(Slot, ring), 128);
+        assert_eq!(offset_of!(Slot, jobs), 128 + size_of::<Ring>());
         assert_eq!(offset_of!(Slot, bounce), 5 * 4096);
         assert!(size_of::<Header>() <= HEADER_SIZE);
         assert_eq!(SEGMENT_SIZE, 4096 + 256 * 37 * 4096);
@@ -1393,6 +1486,45 @@ mod tests {
             1 => panic!("uid 65534 opened a segment of uid 0"),
             c => panic!("uid 65534 could not open the segment, but not with EACCES (exit {c})"),
         }
+    }
+
+    #[test]
+    fn job_chunks_are_claimed_once_and_only_in_their_generation() {
+        let name = new_name();
+        let seg = Segment::create(&name).unwrap();
+        let slot = seg.claim_slot("fabric-shm-test-job", 1, 1).unwrap();
+        let job = seg.slot(slot).job(0).unwrap();
+        assert!(seg.slot(slot).job(JOBS).is_none(), "an index from a peer is checked");
+        job.start(7);
+        let chunks = 5000u32;
+        let claimed: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        while let Some(k) = job.claim(7, chunks) {
+                            mine.push(k);
+                            job.finish(0);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<u32> = claimed.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..chunks).collect::<Vec<_>>(), "every chunk claimed exactly once");
+        assert_eq!(job.progress(), (chunks as u64, 0));
+        // A late claimer of that use, or of an earlier generation, gets nothing.
+        assert_eq!(job.claim(7, chunks), None);
+        job.start(8);
+        assert_eq!(job.claim(7, chunks), None);
+        assert_eq!(job.claim(8, 3), Some(0));
+        job.finish(5);
+        assert_eq!(job.claim_rest(8, 3), 2);
+        job.finish_many(2, 0);
+        assert_eq!(job.progress(), (3, 5), "the failed chunk's errno stays");
     }
 
     #[test]
