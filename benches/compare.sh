@@ -4,7 +4,8 @@
 # of each side and the ratios ours/libfabric of usec/xfer (lower is better;
 # ANCHORS.md sets the goals). On a shared, noisy machine the best-of-N ratio shows
 # what each stack can do; the median shows what a run is likely to see.
-#   benches/compare.sh                      # tcp msg and rdm, 64 B 4 KiB 64 KiB 1 MiB
+#   benches/compare.sh                      # tcp (msg, rdm) and shm (rdm), every size below
+#   benches/compare.sh shm                  # one provider: shm rdm, 64 B to 4 MiB
 #   RUNS=5 benches/compare.sh tcp rdm 64    # one case
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ cargo build --release -q -p fi-tools
 ours=$PWD/target/release/fi_pingpong
 theirs=$(command -v fi_pingpong)
 
-iters() { if [ "$1" -ge 65536 ]; then echo 2000; else echo 20000; fi; }
+iters() { if [ "$1" -ge 4194304 ]; then echo 500; elif [ "$1" -ge 65536 ]; then echo 2000; else echo 20000; fi; }
 
 # One run: prints usec/xfer (the 7th column of the data row).
 one() { # bin prov ep size
@@ -34,8 +35,16 @@ best() { sort -g | awk 'NR==1 { print $1 } END { if (NR==0) print "nan" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b+0 > 0 && a+0 > 0) printf "%.2f", a/b; else print "n/a" }'; }
 
 cases=()
+provs=(tcp shm)
 if [ $# -ge 3 ]; then cases=("$1 $2 $3"); else
-  for ep in msg rdm; do for s in 64 4096 65536 1048576; do cases+=("tcp $ep $s"); done; done
+  [ $# -ge 1 ] && provs=("$1")
+  for p in "${provs[@]}"; do
+    case $p in
+      tcp) for ep in msg rdm; do for s in 64 4096 65536 1048576; do cases+=("tcp $ep $s"); done; done ;;
+      shm) for s in 64 4096 65536 1048576 4194304; do cases+=("shm rdm $s"); done ;;
+      *) echo "unknown provider $p (tcp, shm)" >&2; exit 2 ;;
+    esac
+  done
 fi
 printf '%-5s %-4s %8s | %9s %9s %6s | %9s %9s %6s\n' prov ep bytes "ours med" "lf med" ratio "ours best" "lf best" ratio
 for c in "${cases[@]}"; do
