@@ -1579,11 +1579,6 @@ fn blocking_waits_64mib_with_cma() {
 /// the message through its 8 bounce buffers of 16 KiB, and must be told when the
 /// receiver has emptied them.
 #[test]
-#[ignore = "bug: without CMA, a sender asleep in sread is never woken when the receiver frees its bounce \
-            buffers (providers/shm/src/ep.rs: take_payload, on_entry's bounce branch and on_data's free() \
-            store bounce_busy = 0 without waking the peer), so it only pushes its next 8 chunks (128 KiB) \
-            when the waiter's capped 100 ms epoll sleep times out: 64 MiB takes ~50 s instead of well under \
-            1 s, and the 30 s sread returns empty"]
 fn blocking_waits_64mib_without_cma() {
     blocking_waits(Cma::Off);
 }

@@ -275,6 +275,8 @@ struct Inner {
     rd_streams: VecDeque<ReadStream>,
     /// Shared copies waiting for their sender's chunks.
     cocopies: Vec<CoCopy>,
+    /// Whether a sleep of ours asked peers to wake us when they free room.
+    waits_marked: bool,
     /// The generation of the next shared copy (never 0).
     cocopy_gen: u32,
     /// Peers with queued entries (indices into `peers`; may repeat).
@@ -440,6 +442,7 @@ impl ShmEp {
             in_streams: HashMap::new(),
             rd_streams: VecDeque::new(),
             cocopies: Vec::new(),
+            waits_marked: false,
             cocopy_gen: 0,
             backlog: VecDeque::new(),
             last_check: Instant::now(),
@@ -1297,6 +1300,7 @@ impl ShmEp {
                 id
             }
         };
+        let mut consumed = false;
         loop {
             let mut raw = [0u8; ENTRY_PAYLOAD];
             let got = {
@@ -1312,10 +1316,18 @@ impl ShmEp {
                     rx.cons.advance();
                 }
             }
+            consumed = true;
             if let Err(why) = self.on_entry(g, pid, i, &raw) {
                 fi_log!(Level::Warn, NAME, "ep_data", "peer sent a bad entry ({why}): dropping it");
                 self.peer_down(g, pid, Error::Io);
                 return;
+            }
+        }
+        // Ring entries (and bounce buffers) were freed: wake the sender if it sleeps
+        // waiting for them.
+        if consumed && self.seg.slot(i).take_sender_waits() {
+            if let Some(p) = Self::peer(g, pid) {
+                segment::wake(&p.name);
             }
         }
         // A sender that closed: its ring is drained, the slot can go.
@@ -1838,6 +1850,10 @@ impl ShmEp {
                     fi_log!(Level::Info, NAME, "ep_data", "removed {removed} segment(s) of dead processes");
                 }
             } else if closed {
+                // Deliver what it sent before closing first.
+                if let Some(slot) = p.rx.as_ref().map(|r| r.slot) {
+                    self.poll_slot(g, slot);
+                }
                 self.peer_down(g, id, Error::ConnReset);
             }
         }
@@ -1928,6 +1944,16 @@ impl Progress for ShmEp {
     }
 
     fn prepare_sleep(&self) {
+        // Waiting for room at peers (queued entries, streams to push): ask them to
+        // wake us when they free some. The Waiter polls once more after this.
+        let mut g = self.lock();
+        if !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty()) {
+            for t in g.peers.iter().flatten().filter_map(|p| p.tx.as_ref()) {
+                t.seg.slot(t.slot).set_sender_waits(true);
+            }
+            g.waits_marked = true;
+        }
+        drop(g);
         self.seg.sleepers().fetch_add(1, Ordering::SeqCst);
         // Pairs with the sender's fence: our next poll sees its entry, or it sees
         // us sleeping and wakes us.
@@ -1935,6 +1961,13 @@ impl Progress for ShmEp {
     }
 
     fn end_sleep(&self) {
+        let mut g = self.lock();
+        if std::mem::take(&mut g.waits_marked) {
+            for t in g.peers.iter().flatten().filter_map(|p| p.tx.as_ref()) {
+                t.seg.slot(t.slot).set_sender_waits(false);
+            }
+        }
+        drop(g);
         self.seg.sleepers().fetch_sub(1, Ordering::SeqCst);
         self.waker.drain();
     }

@@ -59,7 +59,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -243,8 +243,10 @@ pub struct Slot {
     name_len: AtomicU32,
     /// The sender's pid.
     pid: AtomicI32,
-    /// Unused (keeps `start` 8-byte aligned; zero).
-    _reserved: AtomicU32,
+    /// 1 while the sender sleeps waiting for room (ring entries or bounce buffers) in
+    /// this slot: the receiver that frees some wakes it ([`Slot::take_sender_waits`]).
+    /// Both sides store, fence (SeqCst), then look at the other's side.
+    sender_waits: AtomicU32,
     /// The sender's start time, 0 when unknown.
     start: AtomicU64,
     /// The sender's pid namespace (inode), 0 when unknown.
@@ -324,6 +326,19 @@ impl Slot {
         assert!(i < BOUNCE_COUNT, "bounce buffer {i} of {BOUNCE_COUNT}");
         // In bounds: `i < BOUNCE_COUNT` buffers of `BOUNCE_SIZE` bytes.
         self.bounce.0.get().cast::<u8>().wrapping_add(i * BOUNCE_SIZE)
+    }
+
+    /// Sender: say whether we sleep waiting for room in this slot (then fence and look
+    /// for room once more before sleeping).
+    pub fn set_sender_waits(&self, waits: bool) {
+        self.sender_waits.store(waits as u32, Ordering::SeqCst);
+    }
+
+    /// Receiver, after freeing room: whether the sender sleeps waiting for it (the
+    /// flag is cleared; wake the sender when true).
+    pub fn take_sender_waits(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.sender_waits.load(Ordering::Relaxed) != 0 && self.sender_waits.swap(0, Ordering::AcqRel) != 0
     }
 
     /// Job `i` of the slot, if `i` names one (an index from a ring entry may not).
@@ -610,6 +625,7 @@ impl Segment {
         for b in &slot.bounce_busy {
             b.store(0, Ordering::Relaxed);
         }
+        slot.sender_waits.store(0, Ordering::Relaxed);
         slot.name_len.store(name.len() as u32, Ordering::Relaxed);
         for (dst, &b) in slot.name.iter().zip(name.as_bytes()) {
             dst.store(b, Ordering::Relaxed);
