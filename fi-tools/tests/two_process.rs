@@ -20,11 +20,17 @@ fn port() -> u16 {
 }
 
 fn run_pair(args: &[&str]) -> (Output, Output) {
+    run_pair_env(args, &[])
+}
+
+/// [`run_pair`] with environment variables for both processes.
+fn run_pair_env(args: &[&str], env: &[(&str, &str)]) -> (Output, Output) {
     let b = port().to_string();
     let mut sargs: Vec<&str> = args.to_vec();
     sargs.extend(["-B", &b]);
     let server = Command::new(PINGPONG)
         .args(&sargs)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -33,6 +39,7 @@ fn run_pair(args: &[&str]) -> (Output, Output) {
     cargs.push("127.0.0.1");
     let client = Command::new(PINGPONG)
         .args(&cargs)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -134,4 +141,35 @@ fn fi_info_lists_tcp() {
     {
         assert!(text.contains(field), "-v lacks {field}:\n{text}");
     }
+}
+
+#[test]
+fn shm_rdm_every_size_with_check() {
+    let (s, c) = run_pair(&["-p", "shm", "-e", "rdm", "-m", "tagged", "-I", "5", "-S", "all", "-c"]);
+    check_table(&c, &["1", "64", "1k", "16k", "256k", "1m"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn shm_rdm_large_without_cross_memory_attach() {
+    let (s, c) =
+        run_pair_env(&["-p", "shm", "-e", "rdm", "-I", "10", "-S", "4194304", "-c"], &[("FI_SHM_DISABLE_CMA", "1")]);
+    check_table(&c, &["4m"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn fi_info_lists_shm() {
+    let out = Command::new(FI_INFO).args(["-p", "shm"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("provider: shm") && text.contains("FI_EP_RDM"), "{text}");
+    assert!(!text.contains("FI_EP_MSG"), "shm offers RDM only:\n{text}");
+    let out = Command::new(FI_INFO).args(["-v", "-p", "shm"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for field in ["FI_PROTO_SHM", "FI_LOCAL_COMM", "FI_ATOMIC", "FI_TAGGED", "inject_size: 16384"] {
+        assert!(text.contains(field), "-v lacks {field}:\n{text}");
+    }
+    let out = Command::new(FI_INFO).args(["-e"]).output().expect("run");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("FI_SHM_DISABLE_CMA"));
 }
