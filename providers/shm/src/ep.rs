@@ -44,7 +44,7 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(50);
 /// Smallest message whose copy the sender is asked to share ([`segment::Job`]).
 const COCOPY_MIN: u64 = 256 << 10;
 /// Bytes of one chunk of a shared copy.
-const COCOPY_CHUNK: u64 = 64 << 10;
+const COCOPY_CHUNK: u64 = 128 << 10;
 
 /// A reference to a peer, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
