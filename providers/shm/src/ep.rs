@@ -1045,6 +1045,13 @@ impl ShmEp {
         Some((rx.slot, rx.jobs_busy.iter().position(|b| !b)?))
     }
 
+    /// The job of a shared copy that ended is free for the next one.
+    fn free_job_of(g: &mut Inner, c: &CoCopy) {
+        if let Some(rx) = Self::peer(g, c.peer).and_then(|p| p.rx.as_mut()).filter(|rx| rx.slot == c.slot) {
+            rx.jobs_busy[c.job] = false;
+        }
+    }
+
     /// Copy a large message together with its sender ([`segment::Job`]): ask it to
     /// help (`Help`, with the receive's pieces), then claim chunks ourselves until
     /// none is left. The receive completes once every chunk is copied, ours and the
@@ -1083,19 +1090,17 @@ impl ShmEp {
         self.send_entry(g, r.peer, &help, |b| proto::put_pieces(b, &pieces[..pn]));
         // Our share: chunks from the front, as long as there are any.
         let (remote, rn) = clip(&r.pieces[..r.n], total);
-        while let Some(k) = j.claim(gen, chunks) {
-            let off = k as u64 * COCOPY_CHUNK;
-            let len = COCOPY_CHUNK.min(total - off);
+        let rx = &g.rx;
+        j.work(gen, chunks, COCOPY_CHUNK, total, |off, len| {
             let mut lp = [NULL_IOV; IOV_LIMIT];
-            let ln = g.rx.pieces(&target, off, len, &mut lp);
+            let ln = rx.pieces(&target, off, len, &mut lp);
             let (rp, rpn) = sub_pieces(&remote[..rn], off, len);
             // SAFETY: the local pieces lie in the matched receive (valid for writes
             // under post_recv's contract), which stays ours until check_cocopies or
             // abandon_cocopy completes it; the sender writes only the chunks it
             // claimed, never this one.
-            let res = unsafe { segment::cma_read(pid, &lp[..ln], &rp[..rpn]) };
-            j.finish(chunk_status(res, len));
-        }
+            chunk_status(unsafe { segment::cma_read(pid, &lp[..ln], &rp[..rpn]) }, len)
+        });
         g.cocopies.push(CoCopy { peer: r.peer, pid, start, slot, job, gen, chunks, id: r.id, target, hdr, src });
         self.check_cocopies(g);
     }
@@ -1119,9 +1124,7 @@ impl ShmEp {
     /// A shared copy is over: free its job, complete (or fail) the receive and tell
     /// the sender.
     fn end_cocopy(&self, g: &mut Inner, c: CoCopy, err: Option<Error>) {
-        if let Some(rx) = Self::peer(g, c.peer).and_then(|p| p.rx.as_mut()).filter(|rx| rx.slot == c.slot) {
-            rx.jobs_busy[c.job] = false;
-        }
+        Self::free_job_of(g, &c);
         let mut ack = Entry::new(Kind::Ack);
         ack.id = c.id;
         match err {
@@ -1154,9 +1157,7 @@ impl ShmEp {
                 std::hint::spin_loop();
             }
         }
-        if let Some(rx) = Self::peer(g, c.peer).and_then(|p| p.rx.as_mut()).filter(|rx| rx.slot == c.slot) {
-            rx.jobs_busy[c.job] = false;
-        }
+        Self::free_job_of(g, &c);
         g.rx.fail(&g.b, c.target, &c.hdr, c.src, err);
     }
 
@@ -1187,18 +1188,15 @@ impl ShmEp {
         let Some(t) = p.tx.as_ref() else { return Ok(()) };
         let job = t.seg.slot(t.slot).job(e.key as usize).ok_or("help names no job")?;
         let (pid, gen) = (p.pid, e.tag as u32);
-        while let Some(k) = job.claim(gen, chunks) {
-            let off = k as u64 * e.addr;
-            let len = e.addr.min(e.len - off);
+        job.work(gen, chunks, e.addr, e.len, |off, len| {
             let mut lp = [NULL_IOV; IOV_LIMIT];
             let ln = fabric_util::rx::pieces_of(&iov[..niov], oplen, off, len, &mut lp);
             let (rp, rpn) = sub_pieces(&remote[..rn], off, len);
             // SAFETY: the local pieces lie in the send's source, valid for reads
             // while the operation is in flight (post_send's contract); it is until
             // the receiver's Ack, which comes after every chunk is finished.
-            let res = unsafe { segment::cma_write(pid, &lp[..ln], &rp[..rpn]) };
-            job.finish(chunk_status(res, len));
-        }
+            chunk_status(unsafe { segment::cma_write(pid, &lp[..ln], &rp[..rpn]) }, len)
+        });
         Ok(())
     }
 

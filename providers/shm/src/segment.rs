@@ -200,6 +200,17 @@ impl Job {
         }
     }
 
+    /// Claim chunks of `chunk` bytes (of `total`) under `gen` until none is left,
+    /// copying each with `copy(offset, len)`, which returns the chunk's errno (0 when
+    /// all of it moved).
+    pub fn work(&self, gen: u32, chunks: u32, chunk: u64, total: u64, mut copy: impl FnMut(u64, u64) -> u32) {
+        while let Some(k) = self.claim(gen, chunks) {
+            let off = k as u64 * chunk;
+            let len = chunk.min(total.saturating_sub(off));
+            self.finish(copy(off, len));
+        }
+    }
+
     /// Claim every chunk left under `gen`: how many that was (the caller counts them as
     /// done with [`Job::finish_many`], having copied none).
     pub fn claim_rest(&self, gen: u32, chunks: u32) -> u32 {
