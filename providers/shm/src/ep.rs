@@ -327,22 +327,6 @@ fn local_pieces(iov: &[IoVec]) -> ([(u64, u64); IOV_LIMIT], usize) {
     (p, n)
 }
 
-/// The first `n` bytes of remote pieces.
-fn clip(pieces: &[(u64, u64)], mut n: u64) -> ([(u64, u64); IOV_LIMIT], usize) {
-    let mut out = [(0u64, 0u64); IOV_LIMIT];
-    let mut k = 0;
-    for &(a, l) in pieces {
-        if n == 0 || k == IOV_LIMIT {
-            break;
-        }
-        let t = l.min(n);
-        out[k] = (a, t);
-        k += 1;
-        n -= t;
-    }
-    (out, k)
-}
-
 /// The `(addr, len)` pieces covering bytes `off..off + len` of `pieces` (at most
 /// [`IOV_LIMIT`]).
 fn sub_pieces(pieces: &[(u64, u64)], off: u64, len: u64) -> ([(u64, u64); IOV_LIMIT], usize) {
@@ -1011,7 +995,7 @@ impl ShmEp {
                     return;
                 }
             }
-            let (remote, rn) = clip(&r.pieces[..r.n], total);
+            let (remote, rn) = sub_pieces(&r.pieces[..r.n], 0, total);
             let pid = Self::peer(g, r.peer).map_or(0, |p| p.pid);
             // SAFETY: the local pieces lie in a posted receive (valid for writes
             // under post_recv's contract), clipped to it by `pieces`.
@@ -1071,7 +1055,11 @@ impl ShmEp {
         let chunks = total.div_ceil(COCOPY_CHUNK) as u32;
         g.cocopy_gen = g.cocopy_gen.wrapping_add(1).max(1);
         let gen = g.cocopy_gen;
-        let Some(p) = Self::peer(g, r.peer) else { return };
+        let Some(p) = Self::peer(g, r.peer) else {
+            // free_job found it; never lose the receive all the same.
+            g.rx.fail(&g.b, target, &hdr, src, Error::ConnReset);
+            return;
+        };
         let (pid, start) = (p.pid, p.start);
         if let Some(rx) = p.rx.as_mut() {
             rx.jobs_busy[job] = true;
@@ -1089,12 +1077,11 @@ impl ShmEp {
         help.aux = pn as u32;
         self.send_entry(g, r.peer, &help, |b| proto::put_pieces(b, &pieces[..pn]));
         // Our share: chunks from the front, as long as there are any.
-        let (remote, rn) = clip(&r.pieces[..r.n], total);
         let rx = &g.rx;
         j.work(gen, chunks, COCOPY_CHUNK, total, |off, len| {
             let mut lp = [NULL_IOV; IOV_LIMIT];
             let ln = rx.pieces(&target, off, len, &mut lp);
-            let (rp, rpn) = sub_pieces(&remote[..rn], off, len);
+            let (rp, rpn) = sub_pieces(&r.pieces[..r.n], off, len);
             // SAFETY: the local pieces lie in the matched receive (valid for writes
             // under post_recv's contract), which stays ours until check_cocopies or
             // abandon_cocopy completes it; the sender writes only the chunks it
