@@ -6,6 +6,7 @@
 # what each stack can do; the median shows what a run is likely to see.
 #   benches/compare.sh                      # tcp (msg, rdm) and shm (rdm), every size below
 #   benches/compare.sh shm                  # one provider: shm rdm, 64 B to 4 MiB
+#   benches/compare.sh udp                  # udp dgram 64 B; udp rdm (ours vs udp;ofi_rxd) 64 B, 4 KiB, 1 MiB
 #   RUNS=5 benches/compare.sh tcp rdm 64    # one case
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,9 @@ ours=$PWD/target/release/fi_pingpong
 theirs=$(command -v fi_pingpong)
 
 iters() { if [ "$1" -ge 4194304 ]; then echo 500; elif [ "$1" -ge 65536 ]; then echo 2000; else echo 20000; fi; }
+
+# libfabric's provider name for a case: its udp RDM is the rxd utility over udp.
+lfprov() { if [ "$1" = udp ] && [ "$2" = rdm ]; then echo "udp;ofi_rxd"; else echo "$1"; fi; }
 
 # One run: prints usec/xfer (the 7th column of the data row).
 one() { # bin prov ep size
@@ -42,20 +46,21 @@ if [ $# -ge 3 ]; then cases=("$1 $2 $3"); else
     case $p in
       tcp) for ep in msg rdm; do for s in 64 4096 65536 1048576; do cases+=("tcp $ep $s"); done; done ;;
       shm) for s in 64 4096 65536 1048576 4194304; do cases+=("shm rdm $s"); done ;;
-      *) echo "unknown provider $p (tcp, shm)" >&2; exit 2 ;;
+      udp) cases+=("udp dgram 64"); for s in 64 4096 1048576; do cases+=("udp rdm $s"); done ;;
+      *) echo "unknown provider $p (tcp, shm, udp)" >&2; exit 2 ;;
     esac
   done
 fi
-printf '%-5s %-4s %8s | %9s %9s %6s | %9s %9s %6s\n' prov ep bytes "ours med" "lf med" ratio "ours best" "lf best" ratio
+printf '%-5s %-5s %8s | %9s %9s %6s | %9s %9s %6s\n' prov ep bytes "ours med" "lf med" ratio "ours best" "lf best" ratio
 for c in "${cases[@]}"; do
   set -- $c
   o=(); t=()
   for _ in $(seq "$RUNS"); do
     o+=("$(one "$ours" "$1" "$2" "$3")")
-    t+=("$(one "$theirs" "$1" "$2" "$3")")
+    t+=("$(one "$theirs" "$(lfprov "$1" "$2")" "$2" "$3")")
   done
   om=$(printf '%s\n' "${o[@]}" | median); tm=$(printf '%s\n' "${t[@]}" | median)
   ob=$(printf '%s\n' "${o[@]}" | best); tb=$(printf '%s\n' "${t[@]}" | best)
-  printf '%-5s %-4s %8s | %9s %9s %6s | %9s %9s %6s\n' "$1" "$2" "$3" "$om" "$tm" "$(ratio "$om" "$tm")" "$ob" "$tb" "$(ratio "$ob" "$tb")"
+  printf '%-5s %-5s %8s | %9s %9s %6s | %9s %9s %6s\n' "$1" "$2" "$3" "$om" "$tm" "$(ratio "$om" "$tm")" "$ob" "$tb" "$(ratio "$ob" "$tb")"
   [ -n "${VERBOSE:-}" ] && echo "    ours: ${o[*]}  libfabric: ${t[*]}"
 done

@@ -7,6 +7,7 @@ use crate::cq::{share, CompletionQueue, CqInner};
 use crate::domain::Domain;
 use crate::eq::EventQueue;
 use crate::fabric::Fabric;
+use crate::mc::Multicast;
 use crate::table::{RecBufs, Record};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
@@ -276,6 +277,18 @@ impl Endpoint {
     /// released (`FI_OPT_MIN_MULTI_RECV`).
     pub fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
         self.ops.set_min_multi_recv(bytes)
+    }
+
+    /// Join the multicast group `group` (`fi_join`; the endpoint needs
+    /// `FI_MULTICAST`, as udp's DGRAM endpoints have). Once joined, the group's
+    /// messages arrive on the endpoint's posted receives, and a send posted with
+    /// `OpFlags::MULTICAST` to [`Multicast::addr`] goes to the group. The join is
+    /// complete when this returns (no `FI_JOIN_COMPLETE` event to wait for). The
+    /// group is left when the returned handle is dropped or left
+    /// ([`Multicast::leave`]), or when the endpoint closes. `Err(OpNotSupp)` where
+    /// the endpoint has no multicast.
+    pub fn join(&self, group: &Address) -> Result<Multicast> {
+        self.ops.join(group).map(Multicast::new)
     }
 
     /// Close the endpoint: cancel everything posted (flushed as `Canceled` error

@@ -10,7 +10,7 @@
 //! This crate re-exports `fabric-core` (the types and the provider contract in
 //! [`prov`]) and adds the provider registry ([`getinfo`], [`register_provider`],
 //! [`providers`], [`params`]) and the safe object API. Built-in providers come with
-//! cargo features (`tcp`, on by default); out-of-tree ones register at run time
+//! cargo features (`tcp`, `udp`, `shm`, on by default); out-of-tree ones register at run time
 //! with [`register_provider`].
 //!
 //! # Example
@@ -121,6 +121,7 @@ mod domain;
 mod ep;
 mod eq;
 mod fabric;
+mod mc;
 mod mr;
 mod registry;
 mod rma;
@@ -134,6 +135,7 @@ pub use crate::domain::Domain;
 pub use crate::ep::{Endpoint, PassiveEndpoint, PostError, PostResult, RecvMsg, SendMsg};
 pub use crate::eq::EventQueue;
 pub use crate::fabric::Fabric;
+pub use crate::mc::Multicast;
 pub use crate::mr::MemoryRegion;
 pub use crate::registry::{
     all_providers, getinfo, getinfo_from, params, provider_allowed, providers, register_provider,
@@ -163,5 +165,6 @@ mod tests {
         send_sync::<Endpoint>();
         send_sync::<PassiveEndpoint>();
         send_sync::<PostError>();
+        send_sync::<Multicast>();
     }
 }

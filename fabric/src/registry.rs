@@ -22,6 +22,8 @@ fn builtins() -> &'static [Arc<dyn Provider>] {
             fabric_tcp::provider(),
             #[cfg(feature = "shm")]
             fabric_shm::provider(),
+            #[cfg(feature = "udp")]
+            fabric_udp::provider(),
         ]
     })
 }

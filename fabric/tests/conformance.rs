@@ -213,6 +213,8 @@ conformance_suite!(tcp, "tcp");
 
 #[cfg(feature = "shm")]
 conformance_suite!(shm, "shm");
+#[cfg(feature = "udp")]
+conformance_suite!(udp, "udp");
 
 /// The shm suite again in a child process with `FI_SHM_DISABLE_CMA=1`, so that the
 /// fallback (large messages and RMA as chunks through the shared segment) passes

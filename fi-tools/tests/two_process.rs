@@ -173,3 +173,53 @@ fn fi_info_lists_shm() {
     let out = Command::new(FI_INFO).args(["-e"]).output().expect("run");
     assert!(String::from_utf8_lossy(&out.stdout).contains("FI_SHM_DISABLE_CMA"));
 }
+
+#[test]
+fn udp_dgram_every_size_with_check() {
+    // Every size up to the largest datagram loopback carries (65507 bytes), checked.
+    let (s, c) = run_pair(&["-p", "udp", "-e", "dgram", "-I", "20", "-S", "all", "-c"]);
+    check_table(&c, &["0", "1", "64", "1k", "16k", "48k"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+    let (s, c) = run_pair(&["-p", "udp", "-e", "dgram", "-I", "20", "-S", "65507", "-c"]);
+    check_table(&c, &["63k"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn udp_dgram_small_messages() {
+    let (s, c) = run_pair(&["-p", "udp", "-e", "dgram", "-I", "1000", "-S", "64", "-c"]);
+    check_table(&c, &["64"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
+fn udp_dgram_above_max_msg_size_is_refused() {
+    let (s, c) = run_pair(&["-p", "udp", "-e", "dgram", "-S", "65508"]);
+    assert!(!c.status.success(), "65508 bytes do not fit one datagram");
+    let err = String::from_utf8_lossy(&c.stderr);
+    assert!(err.contains("maximum message size 65507"), "{err}");
+    assert!(!s.status.success());
+}
+
+#[test]
+fn fi_info_lists_udp() {
+    let out = Command::new(FI_INFO).args(["-p", "udp", "-n", "127.0.0.1"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("provider: udp") && text.contains("127.0.0.0/8"), "{text}");
+    assert!(text.contains("FI_EP_DGRAM") && text.contains("FI_EP_RDM"), "{text}");
+    assert!(!text.contains("FI_EP_MSG"), "udp offers no MSG endpoints:\n{text}");
+    let out = Command::new(FI_INFO).args(["-p", "udp", "-t", "FI_EP_MSG"]).output().expect("run");
+    assert!(!out.status.success(), "no msg on udp");
+    let out =
+        Command::new(FI_INFO).args(["-v", "-p", "udp", "-t", "FI_EP_DGRAM", "-n", "127.0.0.1"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for field in ["FI_PROTO_UDP", "FI_MULTICAST", "FI_SOURCE", "max_msg_size: 65507", "inject_size: 65507", "name: lo"]
+    {
+        assert!(text.contains(field), "-v lacks {field}:\n{text}");
+    }
+    let out = Command::new(FI_INFO).args(["-e"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FI_UDP_IFACE") && text.contains("FI_UDP_RCVBUF"), "{text}");
+}

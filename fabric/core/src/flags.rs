@@ -72,6 +72,9 @@ bitflags! {
         /// The operation is tagged (set by the tagged calls; an internal marker on the
         /// provider interface, as libfabric's `FI_TAGGED` completion flag).
         const TAGGED = 1 << 3;
+        /// The send goes to a multicast group: its address is the handle of a
+        /// joined group (`fi_mc_addr`), not an address-vector handle.
+        const MULTICAST = 1 << 5;
         /// The receive buffer is a multi-receive buffer.
         const MULTI_RECV = 1 << 16;
         /// The send carries remote completion data.
@@ -278,6 +281,7 @@ pub const CAP_NAMES: &[(u64, &str)] = &[
 /// Operation-flag names, in `fi_tostr`'s order.
 pub const OP_FLAG_NAMES: &[(u64, &str)] = &[
     (1 << 3, "FI_TAGGED"),
+    (1 << 5, "FI_MULTICAST"),
     (1 << 16, "FI_MULTI_RECV"),
     (1 << 17, "FI_REMOTE_CQ_DATA"),
     (1 << 18, "FI_MORE"),

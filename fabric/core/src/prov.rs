@@ -273,6 +273,22 @@ pub trait AvOps: Send + Sync {
     }
 }
 
+/// A multicast group joined by an endpoint (`fid_mc`), from
+/// [`EndpointOps::join`].
+pub trait McOps: Send + Sync {
+    /// Object id.
+    fn fid(&self) -> u64;
+    /// The group as joined.
+    fn group(&self) -> &Address;
+    /// The handle that names the group as the destination of a send posted with
+    /// `OpFlags::MULTICAST` (`fi_mc_addr`). It is not an address-vector handle.
+    fn addr(&self) -> FiAddr;
+    /// Leave the group (`fi_close` on the `fid_mc`): its datagrams stop arriving
+    /// and its handle stops naming it. Leaving again, or after the endpoint was
+    /// closed (which left every group), does nothing.
+    fn close(&self) -> Result<()>;
+}
+
 /// A passive endpoint: listens for connection requests.
 pub trait PassiveEpOps: Send + Sync {
     /// Object id.
@@ -377,6 +393,17 @@ pub trait EndpointOps: Send + Sync {
     /// Set the smallest free space a multi-receive buffer may keep before it is
     /// released (`FI_OPT_MIN_MULTI_RECV`).
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()>;
+    /// Join the multicast group `group` (`fi_join`), for an endpoint with
+    /// `FI_MULTICAST`: once joined, the group's messages arrive on the endpoint's
+    /// posted receives, and sends posted with `OpFlags::MULTICAST` to the returned
+    /// group's [`McOps::addr`] go to the group. The join is complete when the call
+    /// returns (libfabric reports `FI_JOIN_COMPLETE` on the endpoint's event queue;
+    /// a provider whose join completes at once has no event to wait for).
+    /// `Err(OpNotSupp)` where the endpoint has no multicast.
+    fn join(&self, group: &Address) -> Result<Arc<dyn McOps>> {
+        let _ = group;
+        Err(crate::Error::OpNotSupp)
+    }
     /// Close: cancel everything posted (flushed as `FI_ECANCELED` completions),
     /// disconnect, and release every buffer. After it returns the provider touches
     /// none of the buffers it was given.

@@ -2,7 +2,8 @@
 //! transport-independent and free of I/O where it can be (as quinn-proto and
 //! rustls keep protocol logic): the wire header, tag matching, completion and event
 //! queue storage, address vectors, counters, the memory-key registry, and the
-//! progress/wait machinery the queues share.
+//! progress/wait machinery the queues share; plus, for the sockets providers, the
+//! interface list and name resolution ([`iface`]).
 
 pub mod atomic;
 pub mod av;
@@ -10,9 +11,11 @@ pub mod bind;
 pub mod cntr;
 pub mod cq;
 pub mod eq;
+pub mod iface;
 pub mod matcher;
 pub mod mr;
 pub mod progress;
+pub mod reliable;
 pub mod rndv;
 pub mod rx;
 pub mod wire;

@@ -32,6 +32,11 @@ pub trait Progress: Send + Sync {
     fn prepare_sleep(&self) {}
     /// The sleep announced by [`Progress::prepare_sleep`] ended.
     fn end_sleep(&self) {}
+    /// The next time progress has work even if nothing arrives (a retransmission
+    /// or acknowledgement timer): a blocking wait sleeps no longer than this.
+    fn next_deadline(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// How long a blocking wait spins before it sleeps, by default.
@@ -254,11 +259,23 @@ impl Waiter {
             self.progress();
             let got = ready();
             if got.is_none() {
-                let ms = match deadline {
+                let mut wake = deadline;
+                self.each_bound(|o| {
+                    if let Some(t) = o.next_deadline() {
+                        wake = Some(wake.map_or(t, |w| w.min(t)));
+                    }
+                });
+                let ms = match wake {
                     None => 100,
-                    Some(d) => d.saturating_duration_since(Instant::now()).as_millis().clamp(1, 100) as i32,
+                    // Round up: waking before a timer is due would only spin.
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now());
+                        (left.as_micros().div_ceil(1000)).clamp(0, 100) as i32
+                    }
                 };
-                self.sleep(ms);
+                if ms > 0 {
+                    self.sleep(ms);
+                }
             }
             self.each_bound(|o| o.end_sleep());
             self.sleepers.fetch_sub(1, Ordering::SeqCst);

@@ -1,0 +1,686 @@
+//! DGRAM endpoints: unreliable, unordered messages of one datagram each over one
+//! non-blocking UDP socket, with libfabric's semantics (`fi_endpoint(3)`,
+//! `fi_msg(3)`, `fi_udp(7)`).
+//!
+//! - A send is one `sendmsg` that gathers the application's buffers straight from
+//!   its memory, and completes at once (the datagram has left, as far as it ever
+//!   will). `inject` does the same from the caller's slice, without a completion.
+//!   A message larger than `max_msg_size` (the interface's MTU less the IP and UDP
+//!   headers: datagrams are never fragmented) is refused with `FI_EMSGSIZE`, and a
+//!   socket whose queue is full pushes back with `FI_EAGAIN`. Nothing is queued in
+//!   the provider.
+//! - Receives wait in a queue of `rx_attr.size` entries, in posting order.
+//!   Progress (reading or waiting on a bound queue) takes each waiting datagram
+//!   with one `recvmsg` straight into the buffers of the first posted receive. Its
+//!   completion names the sender (`FI_SOURCE`): the sender's handle in the bound
+//!   address vector, `FI_ADDR_NOTAVAIL` when it is not there. A datagram longer
+//!   than the buffers fills them and completes with `FI_ETRUNC`, `olen` being the
+//!   bytes cut off.
+//! - A datagram that arrives while no receive is posted is dropped when progress
+//!   finds it, and counted ([`dropped_datagrams`], and a debug-level log line per
+//!   datagram): the provider never buffers for the application, and the sender
+//!   never waits for the receiver. (What the kernel drops because the socket's
+//!   receive buffer was full, `FI_UDP_RCVBUF`, is counted by the kernel:
+//!   `netstat -su`, "receive buffer errors".)
+//! - Multicast (IPv4, `FI_MULTICAST`): `join` adds the socket to a group on the
+//!   domain's interface, and the handle it returns names the group in sends posted
+//!   with `OpFlags::MULTICAST`. Only the groups an endpoint joined reach it. To
+//!   receive a group's datagrams an endpoint must be bound to the group's port and
+//!   to the wildcard address (`0.0.0.0`, with `set_name` before `enable`): the
+//!   kernel delivers datagrams addressed to the group only to such sockets.
+//! - Blocking waits sleep on the socket: it is the endpoint's wait descriptor.
+//!
+//! Closing the endpoint completes its posted receives with `FI_ECANCELED`, leaves
+//! its groups and closes the socket.
+
+use crate::attr::{IOV_LIMIT, QUEUE_SIZE};
+use crate::domain::UdpDomain;
+use crate::{sock, NAME};
+use fabric_core::log::Level;
+use fabric_core::prov::{AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, McOps, Op};
+use fabric_core::{
+    fi_log, AddrFormat, Address, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, OpFlags, Result,
+};
+use fabric_util::av::UtilAv;
+use fabric_util::bind::Bindings;
+use fabric_util::progress::Progress;
+use socket2::{InterfaceIndexOrAddress, SockAddr, Socket};
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// Datagrams dropped by every DGRAM endpoint of the process.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many datagrams the udp provider's DGRAM endpoints of this process have
+/// dropped because they arrived with no receive posted (each is also logged at
+/// debug level, `FI_LOG_LEVEL=debug`). Datagrams the kernel dropped (receive
+/// buffer full) are not among them.
+pub fn dropped_datagrams() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// The most datagrams one progress call takes; the rest wait for the next (the
+/// socket stays readable, so a sleeping waiter wakes for them).
+const PROGRESS_BUDGET: usize = 64;
+
+/// Completion flags of a receive and of a send.
+const RECV_FLAGS: Caps = Caps::RECV.union(Caps::MSG);
+const SEND_FLAGS: Caps = Caps::SEND.union(Caps::MSG);
+
+/// A posted receive.
+struct PostedRx {
+    context: u64,
+    user_context: u64,
+    iov: [IoVec; IOV_LIMIT],
+    niov: usize,
+}
+
+/// A multicast group slot; its handle is `(gen << 32) | index`.
+struct McSlot {
+    group: Option<SocketAddrV4>,
+    gen: u32,
+    /// Its generation would wrap: never used again, so no handle names two groups.
+    retired: bool,
+}
+
+fn mc_handle(idx: usize, gen: u32) -> FiAddr {
+    FiAddr((u64::from(gen) << 32) | idx as u64)
+}
+
+fn mc_slot(handle: FiAddr) -> (usize, u32) {
+    ((handle.0 & u64::from(u32::MAX)) as usize, (handle.0 >> 32) as u32)
+}
+
+struct Inner {
+    enabled: bool,
+    closed: bool,
+    b: Bindings,
+    /// The socket; `None` once closed.
+    sock: Option<Socket>,
+    /// The address to bind at `enable` (from the entry or `setname`), then the
+    /// address bound.
+    name: Option<SocketAddr>,
+    /// Posted receives, oldest first.
+    rxq: VecDeque<PostedRx>,
+    /// Joined multicast groups.
+    mcs: Vec<McSlot>,
+    /// The last sender looked up: (AV version, sender, its handle).
+    src_cache: Option<(u64, SocketAddr, FiAddr)>,
+    /// Datagrams this endpoint dropped for want of a posted receive.
+    dropped: u64,
+}
+
+/// A DGRAM endpoint of the udp provider.
+pub(crate) struct DgramEp {
+    fid: u64,
+    domain: Arc<UdpDomain>,
+    ipv6: bool,
+    /// The socket's descriptor (the wait descriptor), -1 once closed.
+    fd: AtomicI32,
+    /// The largest message (and inject).
+    max_msg: usize,
+    /// The most receives posted at once.
+    rx_size: usize,
+    inner: Mutex<Inner>,
+    me: Weak<DgramEp>,
+}
+
+/// The handle of `src` in `av` (`FI_ADDR_NOTAVAIL` if absent), remembering the
+/// last answer while the AV does not change.
+fn source(av: Option<&Arc<UtilAv>>, cache: &mut Option<(u64, SocketAddr, FiAddr)>, src: Option<SocketAddr>) -> FiAddr {
+    let (Some(av), Some(src)) = (av, src) else { return FiAddr::NOTAVAIL };
+    // The version is read before the lookup, so a cached answer is never stale.
+    let v = av.version();
+    if let Some((cv, ca, h)) = *cache {
+        if cv == v && ca == src {
+            return h;
+        }
+    }
+    let h = av.find(&Address::Sockaddr(src)).unwrap_or(FiAddr::NOTAVAIL);
+    *cache = Some((v, src, h));
+    h
+}
+
+impl DgramEp {
+    pub(crate) fn new(domain: Arc<UdpDomain>, info: &Info) -> Result<Arc<DgramEp>> {
+        if info.ep_attr.ep_type != EpType::Dgram {
+            return Err(Error::Inval);
+        }
+        let name = match &info.src_addr {
+            Some(a) => Some(a.sockaddr().ok_or(Error::Inval)?),
+            None => None,
+        };
+        let ipv6 = match name {
+            Some(n) => n.is_ipv6(),
+            None => match info.addr_format {
+                AddrFormat::SockaddrIn6 => true,
+                AddrFormat::SockaddrIn => false,
+                _ => domain.iface().addr.is_ipv6(),
+            },
+        };
+        let sock = domain.socket(ipv6)?;
+        let fd = sock.as_raw_fd();
+        let max_msg = domain.max_payload(ipv6);
+        let rx_size = match info.rx_attr.size {
+            0 => QUEUE_SIZE,
+            n => n.min(1 << 16),
+        };
+        let mut rxq = VecDeque::new();
+        rxq.try_reserve_exact(rx_size).map_err(|_| Error::NoMem)?;
+        let inner = Inner {
+            enabled: false,
+            closed: false,
+            b: Bindings::default(),
+            sock: Some(sock),
+            name,
+            rxq,
+            mcs: Vec::new(),
+            src_cache: None,
+            dropped: 0,
+        };
+        Ok(Arc::new_cyclic(|me| DgramEp {
+            fid: fabric_core::prov::next_fid(),
+            domain,
+            ipv6,
+            fd: AtomicI32::new(fd),
+            max_msg,
+            rx_size,
+            inner: Mutex::new(inner),
+            me: me.clone(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every change to Inner is complete before anything that could panic, so a
+        // poisoned lock still guards consistent state.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn weak_progress(&self) -> Weak<dyn Progress> {
+        let w: Weak<dyn Progress> = self.me.clone();
+        w
+    }
+
+    /// The socket address a send goes to: a multicast group's (with `MULTICAST`)
+    /// or an address-vector entry's.
+    fn dest(&self, g: &Inner, addr: FiAddr, flags: OpFlags) -> Result<SockAddr> {
+        let sa = if flags.contains(OpFlags::MULTICAST) {
+            let (idx, gen) = mc_slot(addr);
+            match g.mcs.get(idx) {
+                Some(s) if s.gen == gen && !s.retired => s.group.map(SocketAddr::V4),
+                _ => None,
+            }
+        } else {
+            let av = g.b.av.as_ref().ok_or(Error::NoAv)?;
+            av.with_addr(addr, Address::sockaddr).flatten()
+        };
+        let Some(sa) = sa else {
+            fi_log!(Level::Debug, NAME, "ep_data", "send to {addr}: no such destination");
+            return Err(Error::Inval);
+        };
+        if sa.is_ipv6() != self.ipv6 {
+            fi_log!(Level::Debug, NAME, "ep_data", "send to {sa}: not of the endpoint's address family");
+            return Err(Error::Inval);
+        }
+        Ok(sa.into())
+    }
+
+    /// What every send checks: the endpoint is up and the operation one it has.
+    fn check_send(g: &Inner, flags: OpFlags) -> Result<()> {
+        if g.closed || !g.enabled {
+            return Err(Error::OpBadState);
+        }
+        if flags.intersects(OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA) {
+            // No tagged messages, no remote CQ data (libfabric's udp neither).
+            return Err(Error::OpNotSupp);
+        }
+        Ok(())
+    }
+
+    fn progress_locked(&self, g: &mut Inner) {
+        if g.closed || !g.enabled {
+            return;
+        }
+        let Inner { sock, rxq, b, src_cache, dropped, .. } = g;
+        let Some(sock) = sock.as_ref() else { return };
+        for _ in 0..PROGRESS_BUDGET {
+            let Some(rx) = rxq.front() else {
+                match sock::discard(sock) {
+                    Ok(d) => {
+                        *dropped += 1;
+                        DROPPED.fetch_add(1, Ordering::Relaxed);
+                        fi_log!(
+                            Level::Debug,
+                            NAME,
+                            "ep_data",
+                            "dropped a datagram of {} bytes from {:?}: no receive posted ({} dropped here so far)",
+                            d.size,
+                            d.src,
+                            dropped
+                        );
+                        continue;
+                    }
+                    Err(Error::Again) => break,
+                    Err(e) => {
+                        fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
+                        break;
+                    }
+                }
+            };
+            // SAFETY: the buffers of a posted receive are valid for writes and the
+            // provider's alone until its completion is written (post_recv's
+            // contract); it is still posted (it leaves the queue only below, or in
+            // cancel and close, under this lock).
+            let r = unsafe { sock::recv_iov(sock, &rx.iov[..rx.niov]) };
+            match r {
+                Ok(d) => {
+                    let Some(rx) = rxq.pop_front() else { break };
+                    let mut e = CqEntry::new(rx.context, RECV_FLAGS);
+                    e.len = d.len;
+                    e.src = source(b.av.as_ref(), src_cache, d.src);
+                    if d.size > d.len {
+                        b.rx_err(e, d.size - d.len, Error::Trunc);
+                    } else {
+                        b.rx_done(e);
+                    }
+                }
+                Err(Error::Again) => break,
+                Err(e) => {
+                    fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Leave the group of `handle`, if it is still joined.
+    fn leave(&self, handle: FiAddr) -> Result<()> {
+        let mut g = self.lock();
+        if g.closed {
+            return Ok(());
+        }
+        let (idx, gen) = mc_slot(handle);
+        let Inner { sock, mcs, .. } = &mut *g;
+        let Some(slot) = mcs.get_mut(idx).filter(|s| s.gen == gen && !s.retired) else { return Ok(()) };
+        let Some(group) = slot.group.take() else { return Ok(()) };
+        match slot.gen.checked_add(1) {
+            Some(n) => slot.gen = n,
+            None => slot.retired = true,
+        }
+        let sock = sock.as_ref().ok_or(Error::OpBadState)?;
+        sock.leave_multicast_v4_n(group.ip(), &self.mc_interface()).map_err(|e| {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "leaving {group} failed: {e}");
+            Error::from(e)
+        })?;
+        fi_log!(Level::Info, NAME, "ep_ctrl", "left {group}");
+        Ok(())
+    }
+
+    /// The interface multicast groups are joined on: the domain's.
+    fn mc_interface(&self) -> InterfaceIndexOrAddress {
+        let iface = self.domain.iface();
+        match iface.addr {
+            _ if iface.index > 0 => InterfaceIndexOrAddress::Index(iface.index),
+            std::net::IpAddr::V4(a) => InterfaceIndexOrAddress::Address(a),
+            _ => InterfaceIndexOrAddress::Address(Ipv4Addr::UNSPECIFIED),
+        }
+    }
+
+    fn close_locked(&self, g: &mut Inner) {
+        if g.closed {
+            return;
+        }
+        g.closed = true;
+        let Inner { rxq, b, mcs, sock, dropped, .. } = g;
+        for rx in rxq.drain(..) {
+            b.rx_err(CqEntry::new(rx.context, RECV_FLAGS), 0, Error::Canceled);
+        }
+        // Closing the socket leaves its groups; no handle names them any more.
+        for s in mcs.iter_mut() {
+            s.group = None;
+            s.retired = true;
+        }
+        self.fd.store(-1, Ordering::Release);
+        // Closing the descriptor also takes it out of every waiter's epoll set.
+        *sock = None;
+        if *dropped > 0 {
+            fi_log!(
+                Level::Info,
+                NAME,
+                "ep_data",
+                "endpoint {} closed; it dropped {} datagram(s) that arrived with no receive posted",
+                self.fid,
+                dropped
+            );
+        }
+    }
+}
+
+impl Progress for DgramEp {
+    fn progress(&self) {
+        let mut g = self.lock();
+        self.progress_locked(&mut g);
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        let fd = self.fd.load(Ordering::Acquire);
+        (fd >= 0).then_some(fd)
+    }
+}
+
+impl EndpointOps for DgramEp {
+    fn fid(&self) -> u64 {
+        self.fid
+    }
+
+    fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
+        let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
+        if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
+            return Err(Error::BadFlags);
+        }
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::OpBadState);
+        }
+        if flags.contains(BindFlags::TRANSMIT) {
+            g.b.tx_cq = Some(ucq.clone());
+        }
+        if flags.contains(BindFlags::RECV) {
+            g.b.rx_cq = Some(ucq.clone());
+        }
+        drop(g);
+        ucq.bind(self.weak_progress())
+    }
+
+    fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
+        let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+        if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
+            return Err(Error::BadFlags);
+        }
+        let mut g = self.lock();
+        if flags.contains(BindFlags::TRANSMIT) {
+            g.b.tx_cntr = Some(c.clone());
+        }
+        if flags.contains(BindFlags::RECV) {
+            g.b.rx_cntr = Some(c.clone());
+        }
+        drop(g);
+        c.bind(self.weak_progress())
+    }
+
+    fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()> {
+        // Nothing is reported there (joins complete at once), but binding one is
+        // allowed, as libfabric's udp requires it for joins.
+        let e = self.domain.fabric().find_eq(eq.fid()).ok_or(Error::Domain)?;
+        self.lock().b.eq = Some(e);
+        Ok(())
+    }
+
+    fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
+        let a = self.domain.find_av(av.fid()).ok_or(Error::Domain)?;
+        let mut g = self.lock();
+        g.b.av = Some(a);
+        g.src_cache = None;
+        Ok(())
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(Error::OpBadState);
+        }
+        if g.enabled {
+            return Ok(());
+        }
+        if g.b.tx_cq.is_none() && g.b.rx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        if g.b.av.is_none() {
+            return Err(Error::NoAv);
+        }
+        let want = g.name.unwrap_or_else(|| self.domain.default_name(self.ipv6));
+        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
+        let bound = self.domain.bind_socket(sock, want)?;
+        fi_log!(Level::Debug, NAME, "ep_ctrl", "endpoint {} bound to {bound}", self.fid);
+        g.name = Some(bound);
+        g.enabled = true;
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Address> {
+        self.lock().name.map(Address::Sockaddr).ok_or(Error::OpBadState)
+    }
+
+    fn setname(&self, addr: &Address) -> Result<()> {
+        let sa = addr.sockaddr().ok_or(Error::Inval)?;
+        if sa.is_ipv6() != self.ipv6 {
+            return Err(Error::Inval);
+        }
+        let mut g = self.lock();
+        if g.enabled || g.closed {
+            return Err(Error::OpBadState);
+        }
+        g.name = Some(sa);
+        Ok(())
+    }
+
+    fn getpeer(&self) -> Result<Address> {
+        Err(Error::OpNotSupp)
+    }
+
+    fn connect(&self, _addr: &Address, _param: &[u8]) -> Result<()> {
+        Err(Error::OpNotSupp)
+    }
+
+    fn accept(&self, _param: &[u8]) -> Result<()> {
+        Err(Error::OpNotSupp)
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        Err(Error::OpNotSupp)
+    }
+
+    unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        let g = self.lock();
+        Self::check_send(&g, flags)?;
+        if g.b.tx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::Inval);
+        }
+        let len = IoVec::total(op.iov);
+        if len > self.max_msg {
+            fi_log!(Level::Debug, NAME, "ep_data", "send of {len} bytes: above max_msg_size {}", self.max_msg);
+            return Err(Error::MsgSize);
+        }
+        let dest = self.dest(&g, op.addr, flags)?;
+        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
+        // SAFETY: post_send's contract: every IoVec of `op.iov` is valid for reads
+        // until this operation's completion, which is written below, after the
+        // datagram has left.
+        let n = unsafe { sock::send_iov(sock, op.iov, &dest) }?;
+        let mut e = CqEntry::new(op.context, SEND_FLAGS);
+        e.len = n;
+        g.b.tx_done(e);
+        Ok(())
+    }
+
+    unsafe fn post_recv(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        let mut g = self.lock();
+        if g.closed || !g.enabled {
+            return Err(Error::OpBadState);
+        }
+        if flags.contains(OpFlags::TAGGED) {
+            return Err(Error::OpNotSupp);
+        }
+        if flags.intersects(OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
+            return Err(Error::BadFlags);
+        }
+        if g.b.rx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::Inval);
+        }
+        if g.rxq.len() >= self.rx_size {
+            return Err(Error::Again);
+        }
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+        iov[..op.iov.len()].copy_from_slice(op.iov);
+        g.rxq.push_back(PostedRx { context: op.context, user_context: op.user_context, iov, niov: op.iov.len() });
+        Ok(())
+    }
+
+    fn inject(&self, data: &[u8], op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        let g = self.lock();
+        Self::check_send(&g, flags)?;
+        if data.len() > self.max_msg {
+            return Err(Error::MsgSize);
+        }
+        let dest = self.dest(&g, op.addr, flags)?;
+        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
+        sock::send_slice(sock, data, &dest)?;
+        Ok(())
+    }
+
+    fn cancel(&self, user_context: u64) -> Result<()> {
+        let mut g = self.lock();
+        let Inner { rxq, b, .. } = &mut *g;
+        let before = rxq.len();
+        rxq.retain(|rx| {
+            if rx.user_context == user_context {
+                b.rx_err(CqEntry::new(rx.context, RECV_FLAGS), 0, Error::Canceled);
+                false
+            } else {
+                true
+            }
+        });
+        if rxq.len() < before {
+            Ok(())
+        } else {
+            Err(Error::NoEnt)
+        }
+    }
+
+    fn set_min_multi_recv(&self, _bytes: usize) -> Result<()> {
+        // No multi-receive buffers (libfabric's udp answers the same).
+        Err(Error::NoProtoOpt)
+    }
+
+    fn join(&self, group: &Address) -> Result<Arc<dyn McOps>> {
+        let sa = group.sockaddr().ok_or(Error::Inval)?;
+        let SocketAddr::V4(g4) = sa else {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "join {group}: only IPv4 multicast groups are supported");
+            return Err(Error::NoSys);
+        };
+        if !g4.ip().is_multicast() {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "join {group}: not a multicast address");
+            return Err(Error::Inval);
+        }
+        if self.ipv6 {
+            return Err(Error::Inval);
+        }
+        let mut g = self.lock();
+        if g.closed || !g.enabled {
+            return Err(Error::OpBadState);
+        }
+        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
+        sock.join_multicast_v4_n(g4.ip(), &self.mc_interface()).map_err(|e| {
+            fi_log!(Level::Info, NAME, "ep_ctrl", "join {g4} on {}: {e}", self.domain.iface().name);
+            Error::from(e)
+        })?;
+        if let Some(name) = g.name {
+            if g4.port() != 0 && name.port() != g4.port() {
+                fi_log!(
+                    Level::Warn,
+                    NAME,
+                    "ep_ctrl",
+                    "joined {g4}, but the endpoint is bound to port {}: the group's datagrams will not reach it",
+                    name.port()
+                );
+            } else if !name.ip().is_unspecified() {
+                fi_log!(
+                    Level::Info,
+                    NAME,
+                    "ep_ctrl",
+                    "joined {g4}, but the endpoint is bound to {}: only an endpoint bound to 0.0.0.0 receives the group's datagrams",
+                    name.ip()
+                );
+            }
+        }
+        let idx = match g.mcs.iter().position(|s| s.group.is_none() && !s.retired) {
+            Some(i) => i,
+            None => {
+                g.mcs.push(McSlot { group: None, gen: 0, retired: false });
+                g.mcs.len() - 1
+            }
+        };
+        let slot = &mut g.mcs[idx];
+        slot.group = Some(g4);
+        let handle = mc_handle(idx, slot.gen);
+        fi_log!(Level::Info, NAME, "ep_ctrl", "joined {g4} on {}", self.domain.iface().name);
+        Ok(Arc::new(UdpMc {
+            fid: fabric_core::prov::next_fid(),
+            ep: self.me.clone(),
+            group: group.clone(),
+            handle,
+            left: AtomicBool::new(false),
+        }))
+    }
+
+    fn close(&self) -> Result<()> {
+        let mut g = self.lock();
+        self.close_locked(&mut g);
+        Ok(())
+    }
+}
+
+impl Drop for DgramEp {
+    fn drop(&mut self) {
+        let mut g = self.lock();
+        self.close_locked(&mut g);
+    }
+}
+
+/// A multicast group joined by a DGRAM endpoint.
+struct UdpMc {
+    fid: u64,
+    ep: Weak<DgramEp>,
+    group: Address,
+    handle: FiAddr,
+    left: AtomicBool,
+}
+
+impl McOps for UdpMc {
+    fn fid(&self) -> u64 {
+        self.fid
+    }
+
+    fn group(&self) -> &Address {
+        &self.group
+    }
+
+    fn addr(&self) -> FiAddr {
+        self.handle
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.left.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        match self.ep.upgrade() {
+            Some(ep) => ep.leave(self.handle),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for UdpMc {
+    fn drop(&mut self) {
+        let _ = McOps::close(self);
+    }
+}

@@ -1,0 +1,264 @@
+//! The socket glue of the udp provider, shared by its DGRAM and RDM endpoints:
+//! opening and binding a UDP socket, and moving one datagram with one system call
+//! straight between the socket and the application's memory (`sendmsg` gathering
+//! an `IoVec` list, `recvmsg` scattering into one and saying how long the datagram
+//! really was).
+
+use crate::{Config, NAME};
+use fabric_core::log::Level;
+use fabric_core::prov::IoVec;
+use fabric_core::{fi_log, Error, Result};
+use socket2::{Domain, SockAddr, Socket, Type};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+
+/// Most pieces one datagram is gathered from or scattered into: an operation's
+/// `IOV_LIMIT` plus room for a protocol's headers.
+pub(crate) const MAX_IOV: usize = 16;
+
+/// Open a UDP socket of the family of IPv6 (`ipv6`) or IPv4, not bound yet:
+/// non-blocking and close-on-exec, with the configured buffer sizes, never
+/// fragmenting its datagrams (the "don't fragment" bit: a datagram larger than
+/// the path's MTU fails with `FI_EMSGSIZE`), and (IPv4) receiving only the
+/// multicast groups it joined itself (not every group some socket of the host
+/// joined, Linux's default).
+pub(crate) fn open(ipv6: bool, cfg: &Config) -> Result<Socket> {
+    let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
+    // socket2 sets close-on-exec.
+    let sock = Socket::new(domain, Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    sock.set_nonblocking(true)?;
+    if cfg.rcvbuf > 0 {
+        sock.set_recv_buffer_size(cfg.rcvbuf)?;
+    }
+    if cfg.sndbuf > 0 {
+        sock.set_send_buffer_size(cfg.sndbuf)?;
+    }
+    let (level, opt, val) = if ipv6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DO)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)
+    };
+    setsockopt_int(&sock, level, opt, val)?;
+    if ipv6 {
+        sock.set_only_v6(true)?;
+    } else {
+        sock.set_multicast_all_v4(false)?;
+    }
+    Ok(sock)
+}
+
+fn setsockopt_int(sock: &Socket, level: libc::c_int, opt: libc::c_int, val: libc::c_int) -> Result<()> {
+    // SAFETY: `val` is a valid c_int that outlives the call, and its size is given.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            opt,
+            &val as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+/// Bind `sock` to `addr` (port 0: a free one); the address it is bound to.
+pub(crate) fn bind(sock: &Socket, addr: SocketAddr) -> Result<SocketAddr> {
+    sock.bind(&addr.into()).inspect_err(|e| {
+        fi_log!(Level::Info, NAME, "ep_ctrl", "cannot bind a socket to {addr}: {e}");
+    })?;
+    sock.local_addr()?.as_socket().ok_or(Error::Inval)
+}
+
+/// The error of a failed send: back-pressure (the socket's or the device's queue
+/// is full) is `FI_EAGAIN`.
+fn send_error(e: std::io::Error) -> Error {
+    match Error::from(e) {
+        Error::NoBufs => Error::Again,
+        other => other,
+    }
+}
+
+/// Send one datagram to `dest`, gathered from `iov` straight from memory with one
+/// `sendmsg`: the bytes sent. `Err(Again)` when the socket cannot take it now,
+/// `Err(MsgSize)` when it is larger than the path carries, `Err(Inval)` for more
+/// than [`MAX_IOV`] pieces.
+///
+/// # Safety
+/// Every `IoVec` in `iov` must be valid for reads of its length for the duration
+/// of the call.
+pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
+    if iov.len() > MAX_IOV {
+        return Err(Error::Inval);
+    }
+    let mut v = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOV];
+    for (o, p) in v.iter_mut().zip(iov) {
+        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+    }
+    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = dest.as_ptr() as *mut libc::c_void;
+    msg.msg_namelen = dest.len();
+    msg.msg_iov = v.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
+    loop {
+        // SAFETY: `msg` points to the destination address and to `iov.len()`
+        // iovecs, which describe memory valid for reads (the caller's contract);
+        // the kernel only reads them.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(send_error(e));
+        }
+    }
+}
+
+/// Send one datagram of `data` to `dest` (a copy-free `sendto`), as
+/// [`send_iov`].
+pub(crate) fn send_slice(sock: &Socket, data: &[u8], dest: &SockAddr) -> Result<usize> {
+    let iov = [IoVec { base: data.as_ptr() as *mut u8, len: data.len() }];
+    // SAFETY: `iov` describes `data`, which is borrowed (valid for reads) for the
+    // whole call; `send_iov` only reads through it.
+    unsafe { send_iov(sock, &iov, dest) }
+}
+
+/// One datagram taken from a socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Datagram {
+    /// Bytes written into the buffers.
+    pub len: usize,
+    /// The datagram's size: more than `len` when it was truncated to fit.
+    pub size: usize,
+    /// The sender (IPv4-mapped IPv6 addresses given as IPv4).
+    pub src: Option<SocketAddr>,
+}
+
+/// Take one datagram from `sock`, scattering it straight into `iov` with one
+/// `recvmsg`; a datagram longer than the buffers is truncated to them, and
+/// [`Datagram::size`] says how long it was. `Err(Again)` when none is waiting,
+/// `Err(Inval)` for more than [`MAX_IOV`] pieces.
+///
+/// # Safety
+/// Every `IoVec` in `iov` must be valid for writes of its length and not be read
+/// or written by anyone else for the duration of the call.
+pub(crate) unsafe fn recv_iov(sock: &Socket, iov: &[IoVec]) -> Result<Datagram> {
+    if iov.len() > MAX_IOV {
+        return Err(Error::Inval);
+    }
+    let mut v = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOV];
+    for (o, p) in v.iter_mut().zip(iov) {
+        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+    }
+    // SAFETY: sockaddr_storage and msghdr are plain old data; all zeroes is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = &mut storage as *mut libc::sockaddr_storage as *mut libc::c_void;
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = v.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
+    let n = loop {
+        // SAFETY: `msg` points to `storage` (its size given) and to `iov.len()`
+        // iovecs describing memory valid for writes and not otherwise accessed
+        // (the caller's contract); the kernel writes at most those lengths.
+        // MSG_TRUNC makes it return the datagram's real size.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e.into());
+        }
+    };
+    let cap = IoVec::total(iov);
+    let len = n.min(cap);
+    let namelen = msg.msg_namelen.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
+    // SAFETY: the kernel wrote a socket address of its family into `storage` and
+    // its length into `msg_namelen` (clamped to the storage).
+    let src = unsafe { SockAddr::new(storage, namelen) }.as_socket().map(unmap);
+    Ok(Datagram { len, size: n, src })
+}
+
+/// Drop one datagram waiting on `sock` without copying it: its size and sender.
+/// `Err(Again)` when none is waiting.
+pub(crate) fn discard(sock: &Socket) -> Result<Datagram> {
+    // SAFETY: no pieces: nothing is written but the address and flags.
+    unsafe { recv_iov(sock, &[]) }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it maps.
+fn unmap(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(ip) => SocketAddr::new(ip.into(), v6.port()),
+            None => a,
+        },
+        a => a,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config { iface: None, rcvbuf: 0, sndbuf: 0 }
+    }
+
+    fn pair() -> (Socket, SocketAddr, Socket, SocketAddr) {
+        let a = open(false, &cfg()).unwrap();
+        let an = bind(&a, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let b = open(false, &cfg()).unwrap();
+        let bn = bind(&b, "127.0.0.1:0".parse().unwrap()).unwrap();
+        (a, an, b, bn)
+    }
+
+    fn wait_readable(s: &Socket) {
+        let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, 5000) };
+    }
+
+    #[test]
+    fn gather_scatter_and_truncation() {
+        let (a, an, b, bn) = pair();
+        let head = *b"head";
+        let body = [7u8; 100];
+        let iov =
+            [IoVec { base: head.as_ptr() as *mut u8, len: 4 }, IoVec { base: body.as_ptr() as *mut u8, len: 100 }];
+        // SAFETY: both pieces are live arrays.
+        assert_eq!(unsafe { send_iov(&a, &iov, &bn.into()) }.unwrap(), 104);
+        wait_readable(&b);
+        let mut x = [0u8; 10];
+        let mut y = [0u8; 50];
+        let out = [IoVec { base: x.as_mut_ptr(), len: 10 }, IoVec { base: y.as_mut_ptr(), len: 50 }];
+        // SAFETY: both pieces are live, unaliased arrays.
+        let d = unsafe { recv_iov(&b, &out) }.unwrap();
+        assert_eq!(d, Datagram { len: 60, size: 104, src: Some(an) });
+        assert_eq!(&x[..4], b"head");
+        assert_eq!(x[4..], [7; 6]);
+        assert_eq!(y, [7; 50]);
+        // SAFETY: as above.
+        assert_eq!(unsafe { recv_iov(&b, &out) }.unwrap_err(), Error::Again);
+        send_slice(&a, b"gone", &bn.into()).unwrap();
+        wait_readable(&b);
+        assert_eq!(discard(&b).unwrap(), Datagram { len: 0, size: 4, src: Some(an) });
+        assert_eq!(discard(&b).unwrap_err(), Error::Again);
+    }
+
+    #[test]
+    fn oversized_datagrams_are_refused() {
+        let (a, _, _, bn) = pair();
+        let big = vec![0u8; 70000];
+        assert_eq!(send_slice(&a, &big, &bn.into()).unwrap_err(), Error::MsgSize);
+        let many = [IoVec { base: big.as_ptr() as *mut u8, len: 1 }; MAX_IOV + 1];
+        // SAFETY: every piece is one byte of `big`.
+        assert_eq!(unsafe { send_iov(&a, &many, &bn.into()) }.unwrap_err(), Error::Inval);
+    }
+}
