@@ -22,8 +22,6 @@ pub(crate) const IOV_LIMIT: usize = fabric_util::rx::IOV_LIMIT;
 pub(crate) const QUEUE_SIZE: usize = 1024;
 /// The generic tag format (libfabric's `FI_TAG_GENERIC`).
 const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
-/// The largest RDM message copied at once by `inject`.
-const RDM_INJECT_SIZE: usize = 8192;
 
 /// The capabilities of a DGRAM endpoint on an interface address (multicast
 /// groups are IPv4 only).
@@ -87,7 +85,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType, max_dgram: usize) -> Inf
             op_flags: Default::default(),
             msg_order: order,
             comp_order: MsgOrder::empty(),
-            inject_size: if dgram { max_dgram } else { RDM_INJECT_SIZE },
+            inject_size: if dgram { max_dgram } else { crate::rdm::RDM_INJECT },
             size: QUEUE_SIZE,
             iov_limit: IOV_LIMIT,
             rma_iov_limit: if dgram { 0 } else { 1 },
@@ -106,7 +104,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType, max_dgram: usize) -> Inf
             ep_type,
             protocol: if dgram { Protocol::Udp } else { Protocol::Rxd },
             protocol_version: if dgram { 0 } else { 1 },
-            max_msg_size: if dgram { max_dgram } else { isize::MAX as usize },
+            max_msg_size: if dgram { max_dgram } else { crate::rdm::MAX_MSG },
             msg_prefix_size: 0,
             max_order_raw_size: 0,
             max_order_war_size: 0,

@@ -976,12 +976,8 @@ impl UdpRdmEp {
             let _ = Self::queue_frame(g, peer, f, now);
         }
         g.outbox = outbox;
-        loop {
-            let Some(p) = Self::peer(g, id) else { return };
-            match p.chan.poll_event() {
-                Some(ev) => Self::on_event(g, ev),
-                None => break,
-            }
+        while let Some(ev) = Self::peer(g, id).and_then(|p| p.chan.poll_event()) {
+            Self::on_event(g, ev);
         }
         let Some(p) = Self::peer(g, id) else { return };
         if let Some(why) = p.broken.take() {
@@ -1079,12 +1075,8 @@ impl UdpRdmEp {
         p.chan.close();
         let addr = p.addr;
         let arriving = p.rx.take();
-        loop {
-            let Some(p) = Self::peer(g, id) else { break };
-            match p.chan.poll_event() {
-                Some(ev) => Self::on_event(g, ev),
-                None => break,
-            }
+        while let Some(ev) = Self::peer(g, id).and_then(|p| p.chan.poll_event()) {
+            Self::on_event(g, ev);
         }
         for opid in g.ops.ids(|o| o.peer == id) {
             if let Some(op) = g.ops.get_mut(opid) {
@@ -1277,7 +1269,8 @@ impl Taker<'_> {
                         err
                     }
                 };
-                let err = err.or_else(|| self.ep.domain.mrs().lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err());
+                let err =
+                    err.or_else(|| self.ep.domain.mrs().lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err());
                 if hdr.flags.has(HdrFlags::LAST) {
                     self.writes.retain(|w| w.0 != hdr.id);
                 }

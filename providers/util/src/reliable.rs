@@ -229,6 +229,8 @@ fn crc32c_sw(mut c: u32, data: &[u8]) -> u32 {
 /// The CPU must support SSE4.2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
+// The intrinsics are safe calls here on newer compilers, unsafe on older ones.
+#[allow(unused_unsafe)]
 unsafe fn crc32c_hw(c: u32, data: &[u8]) -> u32 {
     use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
     let mut c = c as u64;
@@ -236,19 +238,12 @@ unsafe fn crc32c_hw(c: u32, data: &[u8]) -> u32 {
     for w in &mut chunks {
         let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
         // SAFETY: SSE4.2 is enabled for this function (the caller's contract).
-        // (The intrinsic is a safe call on newer compilers, hence the allow.)
-        #[allow(unused_unsafe)]
-        {
-            c = unsafe { _mm_crc32_u64(c, w) };
-        }
+        c = unsafe { _mm_crc32_u64(c, w) };
     }
     let mut c = c as u32;
     for &b in chunks.remainder() {
-        // SAFETY: as above.
-        #[allow(unused_unsafe)]
-        {
-            c = unsafe { _mm_crc32_u8(c, b) };
-        }
+        // SAFETY: SSE4.2 is enabled for this function (the caller's contract).
+        c = unsafe { _mm_crc32_u8(c, b) };
     }
     c
 }
@@ -274,11 +269,8 @@ impl Header {
         b[32..40].copy_from_slice(&self.sack.to_le_bytes());
         b[40..48].copy_from_slice(&self.wnd.to_le_bytes());
         let end = HEADER_LEN + self.len as usize;
-        let sum = if self.flags & FLAG_SUMMED != 0 {
-            checksum(&[&dgram[..end]])
-        } else {
-            checksum(&[&dgram[..HEADER_LEN]])
-        };
+        let sum =
+            if self.flags & FLAG_SUMMED != 0 { checksum(&[&dgram[..end]]) } else { checksum(&[&dgram[..HEADER_LEN]]) };
         dgram[8..12].copy_from_slice(&sum.to_le_bytes());
     }
 
@@ -771,7 +763,16 @@ impl Channel {
                 self.cursor += 1;
             }
             self.next_seq += 1;
-            self.inflight.push_back(TxSeg { msg, off, len, flags, sent_at: now, retx: false, sacked: false, queued: false });
+            self.inflight.push_back(TxSeg {
+                msg,
+                off,
+                len,
+                flags,
+                sent_at: now,
+                retx: false,
+                sacked: false,
+                queued: false,
+            });
             self.stats.segments_sent += 1;
             if self.rto_at.is_none() {
                 self.rto_at = Some(now + self.rto);
@@ -1058,7 +1059,11 @@ impl Channel {
     /// Whether an acknowledgement or probe is due at once (the caller should call
     /// [`Channel::poll_transmit`]).
     pub fn wants_transmit(&self) -> bool {
-        !self.failed && (self.ack_now || self.probe_due || !self.retx.is_empty() || (self.cursor < self.msgs.len() && !self.window_closed()))
+        !self.failed
+            && (self.ack_now
+                || self.probe_due
+                || !self.retx.is_empty()
+                || (self.cursor < self.msgs.len() && !self.window_closed()))
     }
 }
 
@@ -1081,7 +1086,16 @@ mod tests {
     fn header_round_trips_and_rejects_damage() {
         let mut d = vec![0u8; HEADER_LEN + 5];
         d[HEADER_LEN..].copy_from_slice(b"hello");
-        let h = Header { kind: Kind::Data, flags: FLAG_FIRST | FLAG_SUMMED, epoch: 7, len: 5, seq: 9, ack: 3, sack: 5, wnd: 99 };
+        let h = Header {
+            kind: Kind::Data,
+            flags: FLAG_FIRST | FLAG_SUMMED,
+            epoch: 7,
+            len: 5,
+            seq: 9,
+            ack: 3,
+            sack: 5,
+            wnd: 99,
+        };
         h.encode(&mut d);
         let (g, p) = Header::decode(&d).unwrap();
         assert_eq!(g, h);

@@ -11,9 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use fabric_util::reliable::{
-    Channel, Config, Event, Header, Kind, FLAG_FIRST, FLAG_LAST, FLAG_SUMMED, HEADER_LEN,
-};
+use fabric_util::reliable::{Channel, Config, Event, Header, Kind, FLAG_FIRST, FLAG_LAST, FLAG_SUMMED, HEADER_LEN};
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, OpCode, RmaDesc};
 
 /// Fuzz body of `reliable_header`: [`Header::decode`] on arbitrary bytes.
@@ -49,7 +47,7 @@ fn check_reliable_datagram(data: &[u8]) -> Option<(Header, &[u8])> {
     // bytes, and matches with probability 2^-32.)
     let covered = if h.flags & FLAG_SUMMED != 0 { data.len() } else { HEADER_LEN };
     let bit = data.iter().fold(0usize, |a, &b| a.wrapping_mul(31).wrapping_add(b as usize)) % (covered * 8);
-    if !(bit == 3 * 8 + 2 && !payload.is_empty()) {
+    if bit != 3 * 8 + 2 || payload.is_empty() {
         let mut e = data.to_vec();
         e[bit / 8] ^= 1 << (bit % 8);
         assert!(Header::decode(&e).is_err(), "one-bit error at bit {bit} accepted");
@@ -76,10 +74,9 @@ pub fn wire_header(data: &[u8]) {
             OpCode::Msg | OpCode::Rts | OpCode::Data => assert!(len <= max_len),
             OpCode::WriteReq => assert!((RmaDesc::LEN as u64..=(RmaDesc::LEN + wire::RMA_CHUNK) as u64).contains(&len)),
             OpCode::ReadReq | OpCode::RmaResp => assert!(len <= wire::RMA_CHUNK as u64),
-            OpCode::AtomicReq => assert!(
-                ((RmaDesc::LEN + AtomicHdr::LEN) as u64..=(RmaDesc::LEN + AtomicHdr::LEN + 2 * wire::ATOMIC_MAX) as u64)
-                    .contains(&len)
-            ),
+            OpCode::AtomicReq => assert!(((RmaDesc::LEN + AtomicHdr::LEN) as u64
+                ..=(RmaDesc::LEN + AtomicHdr::LEN + 2 * wire::ATOMIC_MAX) as u64)
+                .contains(&len)),
         }
         assert!(h.payload_len() <= len);
     }
@@ -490,8 +487,8 @@ fn channel_ops(rng: &mut Rng) -> Vec<u8> {
     let mut v = Vec::new();
     for _ in 0..rng.below(300) {
         v.push(if rng.below(8) == 0 { 1 } else { 0 }); // refuse?
-        // Mostly sends, transmits and datagrams; timer jumps rarely (each may
-        // bring the peer's silence nearer to `unreachable_after`).
+                                                       // Mostly sends, transmits and datagrams; timer jumps rarely (each may
+                                                       // bring the peer's silence nearer to `unreachable_after`).
         let op: u8 = [0, 0, 1, 2, 3, 3, 4, 5, 5, 5, 6][rng.below(11)];
         let op = if op == 2 && rng.below(4) != 0 { 3 } else { op };
         v.push(op);
@@ -594,4 +591,32 @@ fn reliable_channel_body_reaches_acks() {
     ops.push(200);
     let r = reliable_channel_run(&ops);
     assert_eq!((r.accepted, r.acked, r.failed), (1, 2, false));
+}
+
+/// Write seed inputs for the cargo-fuzz targets into
+/// `providers/util/fuzz/corpus/<target>/` (valid datagrams, headers and operation
+/// streams, which a fuzzer would take long to find past the checksum). Run by
+/// hand: `cargo test -p fabric-util --test fuzz_smoke -- --ignored write_fuzz_seeds`.
+#[test]
+#[ignore = "writes files; run by hand before fuzzing"]
+fn write_fuzz_seeds() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let mut rng = Rng(4);
+    for target in ["reliable_header", "reliable_channel", "wire_header"] {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir).expect("create the corpus directory");
+        for i in 0..32 {
+            let input = match target {
+                "reliable_header" => valid_datagram(&mut rng),
+                "reliable_channel" => channel_ops(&mut rng),
+                _ => {
+                    let h = wire::Header { len: i * 100, tag: i, ..wire::Header::new(OpCode::Msg) };
+                    let mut d = h.encode().to_vec();
+                    d.extend_from_slice(&(1u64 << 20).to_le_bytes());
+                    d
+                }
+            };
+            std::fs::write(dir.join(format!("seed-{i:02}")), input).expect("write a seed");
+        }
+    }
 }
