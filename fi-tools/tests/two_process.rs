@@ -186,6 +186,15 @@ fn udp_dgram_every_size_with_check() {
 }
 
 #[test]
+fn udp_rdm_every_size_tagged_with_check() {
+    // RDM over UDP: eager sizes, segmented ones (above one datagram) and
+    // rendezvous ones (above 64 KiB), checked, tagged.
+    let (s, c) = run_pair(&["-p", "udp", "-e", "rdm", "-I", "20", "-S", "all", "-m", "tagged", "-c"]);
+    check_table(&c, &["0", "64", "4k", "64k", "1m", "4m"]);
+    assert!(s.status.success(), "server: {}", String::from_utf8_lossy(&s.stderr));
+}
+
+#[test]
 fn udp_dgram_small_messages() {
     let (s, c) = run_pair(&["-p", "udp", "-e", "dgram", "-I", "1000", "-S", "64", "-c"]);
     check_table(&c, &["64"]);

@@ -62,6 +62,13 @@ pub(crate) const TX_DEPTH: usize = 8192;
 const PEERS_MAX: usize = 65536;
 /// Socket buffer sizes asked for (the kernel may grant less).
 const SOCK_BUF: usize = 4 << 20;
+/// The most bytes of eager sends copied and completed before the peer has
+/// acknowledged them; beyond, eager sends complete when acknowledged.
+const COPY_BUDGET: usize = 1 << 20;
+/// In the `id` of a `Msg` frame: its sender waits for the acknowledgement to
+/// complete the send (it kept no copy), so the receiver acknowledges at once
+/// instead of after its delay.
+const ACK_AT_ONCE: u64 = 1;
 /// The largest message sent eagerly; larger ones wait at the sender until the
 /// receiver has matched them (`Rts`, `Cts`, then `Data`).
 pub(crate) const EAGER_MAX: usize = 64 << 10;
@@ -196,6 +203,9 @@ struct TxOp {
     err: Option<Error>,
     /// A large send announced and not yet cleared (`Rts` sent, no `Cts` yet).
     announced: bool,
+    /// Bytes of its copy counted against [`COPY_BUDGET`] (an eager send that
+    /// completed when posted).
+    budget: usize,
 }
 
 impl TxOp {
@@ -212,21 +222,23 @@ unsafe impl Send for TxOp {}
 
 /// One request or frame of operation `opid` is done (with `err`, if it failed);
 /// the operation completes when none is left.
-fn op_step(ops: &mut Slab<TxOp>, b: &Bindings, opid: u64, err: Option<Error>) {
-    let Some(op) = ops.get_mut(opid) else { return };
+/// Returns the bytes of our own copy of its data it held, if it finished.
+fn op_step(ops: &mut Slab<TxOp>, b: &Bindings, opid: u64, err: Option<Error>) -> usize {
+    let Some(op) = ops.get_mut(opid) else { return 0 };
     if op.err.is_none() {
         op.err = err;
     }
     op.pending = op.pending.saturating_sub(1);
     if op.pending > 0 {
-        return;
+        return 0;
     }
-    let Some(op) = ops.remove(opid) else { return };
+    let Some(op) = ops.remove(opid) else { return 0 };
+    let copied = op.budget;
     if op.silent {
         if let Some(err) = op.err {
-            fi_log!(Level::Info, NAME, "ep_data", "an inject failed: {err}");
+            fi_log!(Level::Info, NAME, "ep_data", "a send that had completed (its data copied) failed later: {err}");
         }
-        return;
+        return copied;
     }
     let mut c = CqEntry::new(op.context, op.flags);
     c.len = op.len;
@@ -234,6 +246,7 @@ fn op_step(ops: &mut Slab<TxOp>, b: &Bindings, opid: u64, err: Option<Error>) {
         None => b.tx_done(c),
         Some(err) => b.tx_err(c, err),
     }
+    copied
 }
 
 /// A frame of header only (`Cts`, `Nack`, the keep-alive `Hello`, `Shutdown`).
@@ -375,6 +388,8 @@ struct Peer {
     rx: Option<InFrame>,
     /// A protocol violation seen while taking its segments.
     broken: Option<String>,
+    /// A frame whose sender waits for our acknowledgement arrived.
+    ack_asap: bool,
     /// Its write operations arriving in several requests: (operation id, the
     /// refusal of its first request, which every later one shares).
     writes: Vec<(u64, Option<Error>)>,
@@ -409,6 +424,8 @@ struct Inner {
     dropped: u64,
     /// When to look for peers that need a keep-alive.
     next_keepalive: Instant,
+    /// Bytes of eager sends copied and completed, not yet acknowledged.
+    copied: usize,
 }
 
 /// A udp RDM endpoint.
@@ -498,6 +515,7 @@ impl UdpRdmEp {
             scratch: Vec::new(),
             dropped: 0,
             next_keepalive: Instant::now(),
+            copied: 0,
         };
         Ok(Arc::new_cyclic(|me| UdpRdmEp {
             fid: fabric_core::prov::next_fid(),
@@ -547,6 +565,7 @@ impl UdpRdmEp {
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
             rx: None,
             broken: None,
+            ack_asap: false,
             writes: Vec::new(),
             fi_addr: FiAddr::NOTAVAIL,
             av_version: u64::MAX,
@@ -643,6 +662,28 @@ impl UdpRdmEp {
         h.flags = HdrFlags(hf);
         let mut src = [NULL_IOV; IOV_LIMIT];
         src[..op.iov.len()].copy_from_slice(op.iov);
+        // An eager send is copied and completes now (as tcp's completes once in
+        // the socket): the channel delivers it reliably from our copy, and the
+        // ping-pong of small messages never waits for an acknowledgement. Within
+        // a budget (as a socket's send buffer), and only to a peer that has
+        // answered us: a first send to a peer that may not exist completes when
+        // acknowledged, or fails.
+        let heard = Self::peer(g, peer).is_some_and(|p| p.chan.peer_epoch().is_some());
+        let copy = heard && inject.is_none() && len <= EAGER_MAX && g.copied + len <= COPY_BUDGET;
+        let owned = match inject {
+            Some(d) => Some(d.to_vec()),
+            None if copy => {
+                let mut v = vec![0u8; len];
+                // SAFETY: the pieces are valid for reads under post_send's
+                // contract; `v` is our own buffer of `len` bytes.
+                unsafe { gather(op.iov, 0, &mut v) };
+                Some(v)
+            }
+            None => None,
+        };
+        if copy {
+            g.copied += len;
+        }
         let opid = g.ops.insert(TxOp {
             peer,
             kind: OpKind::Send,
@@ -650,15 +691,16 @@ impl UdpRdmEp {
             flags: Caps::SEND | msg_flags(tagged),
             len,
             src,
-            nsrc: if inject.is_some() { 0 } else { op.iov.len() },
+            nsrc: if owned.is_some() { 0 } else { op.iov.len() },
             dst: [NULL_IOV; IOV_LIMIT],
             ndst: 0,
-            owned: inject.map(|d| d.to_vec()),
-            silent: inject.is_some(),
+            silent: owned.is_some(),
+            owned,
             pending: 1,
             got: 0,
             err: None,
             announced: false,
+            budget: 0,
         });
         let f = if len > EAGER_MAX && inject.is_none() {
             // Announce it; the data follows the receiver's `Cts`.
@@ -669,11 +711,22 @@ impl UdpRdmEp {
             }
             Frame::new(opid, &h, &[], FrameSrc::None, false)
         } else {
+            if !copy && inject.is_none() {
+                h.id = ACK_AT_ONCE;
+            }
             Frame::new(opid, &h, &[], FrameSrc::Op { off: 0, len }, true)
         };
         if let Err(e) = Self::queue_frame(g, peer, f, now) {
-            g.ops.remove(opid);
+            if let Some(o) = g.ops.remove(opid) {
+                g.copied -= o.budget;
+            }
             return Err(e);
+        }
+        if let Some(o) = g.ops.get_mut(opid).filter(|_| copy) {
+            o.budget = len;
+            let mut c = CqEntry::new(op.context, Caps::SEND | msg_flags(tagged));
+            c.len = len;
+            g.b.tx_done(c);
         }
         self.flush_peer(g, peer, now);
         Ok(())
@@ -732,6 +785,7 @@ impl UdpRdmEp {
             got: 0,
             err: None,
             announced: false,
+            budget: 0,
         });
         let key = op.rma[0].key;
         for i in 0..chunks {
@@ -811,6 +865,7 @@ impl UdpRdmEp {
             got: 0,
             err: None,
             announced: false,
+            budget: 0,
         });
         let kind = match a.kind {
             AtomicKind::Plain => 0,
@@ -895,7 +950,7 @@ impl UdpRdmEp {
     // ----- completing operations -----
 
     fn op_step(g: &mut Inner, opid: u64, err: Option<Error>) {
-        op_step(&mut g.ops, &g.b, opid, err);
+        g.copied -= op_step(&mut g.ops, &g.b, opid, err);
     }
 
     /// What a channel told us about one of its frames.
@@ -990,6 +1045,9 @@ impl UdpRdmEp {
             }
             return;
         }
+        if std::mem::take(&mut p.ack_asap) {
+            p.chan.request_ack();
+        }
         if p.chan.is_failed() {
             fi_log!(Level::Info, NAME, "ep_data", "peer {} is unreachable: failing what is in flight with it", p.addr);
             self.peer_down(g, id, Error::HostUnreach);
@@ -1052,20 +1110,50 @@ impl UdpRdmEp {
         now: Instant,
     ) -> std::result::Result<(), reliable::Violation> {
         let src = Self::src_of(g, id);
-        let Inner { peers, rx, rndv_in, b, ops, outbox, scratch, .. } = g;
+        let Inner { peers, rx, rndv_in, b, ops, outbox, scratch, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return Ok(()) };
-        let Peer { chan, rx: state, broken, writes, .. } = p;
-        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, scratch, peer: id, src, state, broken, writes };
+        let Peer { chan, rx: state, broken, writes, ack_asap, .. } = p;
+        let mut t = Taker {
+            ep: self,
+            rx,
+            rndv_in,
+            b,
+            ops,
+            outbox,
+            scratch,
+            copied,
+            peer: id,
+            src,
+            state,
+            broken,
+            writes,
+            ack_asap,
+        };
         chan.handle(now, h, payload, &mut |seg| t.segment(seg))
     }
 
     /// Offer a peer's held segments again (a receive may have been posted).
     fn deliver_held(&self, g: &mut Inner, id: PeerId) {
         let src = Self::src_of(g, id);
-        let Inner { peers, rx, rndv_in, b, ops, outbox, scratch, .. } = g;
+        let Inner { peers, rx, rndv_in, b, ops, outbox, scratch, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return };
-        let Peer { chan, rx: state, broken, writes, .. } = p;
-        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, scratch, peer: id, src, state, broken, writes };
+        let Peer { chan, rx: state, broken, writes, ack_asap, .. } = p;
+        let mut t = Taker {
+            ep: self,
+            rx,
+            rndv_in,
+            b,
+            ops,
+            outbox,
+            scratch,
+            copied,
+            peer: id,
+            src,
+            state,
+            broken,
+            writes,
+            ack_asap,
+        };
         chan.poll_deliver(&mut |seg| t.segment(seg));
     }
 
@@ -1170,11 +1258,13 @@ struct Taker<'a> {
     ops: &'a mut Slab<TxOp>,
     outbox: &'a mut Vec<(PeerId, Frame)>,
     scratch: &'a mut Vec<u8>,
+    copied: &'a mut usize,
     peer: PeerId,
     src: FiAddr,
     state: &'a mut Option<InFrame>,
     broken: &'a mut Option<String>,
     writes: &'a mut Vec<(u64, Option<Error>)>,
+    ack_asap: &'a mut bool,
 }
 
 impl Taker<'_> {
@@ -1342,6 +1432,9 @@ impl Taker<'_> {
     /// The arriving frame is complete.
     fn end(&mut self, f: InFrame) -> std::result::Result<(), String> {
         let hdr = f.hdr;
+        if hdr.op == OpCode::Data || (hdr.op == OpCode::Msg && hdr.id == ACK_AT_ONCE) {
+            *self.ack_asap = true;
+        }
         match f.dest {
             Dest::Recv { target } => self.rx.complete(self.b, target, &hdr, self.src, false),
             Dest::Unexp { buf, m } => {
@@ -1409,7 +1502,7 @@ impl Taker<'_> {
             Dest::Skip if hdr.op == OpCode::Nack => {
                 // The receiver discarded it: the send completes.
                 if self.ops.get(hdr.id).is_some_and(|o| o.peer == self.peer && o.announced) {
-                    op_step(self.ops, self.b, hdr.id, None);
+                    *self.copied -= op_step(self.ops, self.b, hdr.id, None);
                 }
             }
             Dest::Skip if hdr.op == OpCode::Shutdown => {
@@ -1454,7 +1547,7 @@ impl Taker<'_> {
                         o.got += hdr.len as usize;
                     }
                 }
-                op_step(self.ops, self.b, op, err);
+                *self.copied -= op_step(self.ops, self.b, op, err);
             }
         }
         Ok(())
@@ -1682,6 +1775,7 @@ mod tests {
             got: 0,
             err: None,
             announced: false,
+            budget: 0,
         });
         let mut h = Header::new(OpCode::Msg);
         h.len = 100;

@@ -36,7 +36,8 @@
 //! - Integrity: a 32-bit checksum (CRC-32C) covers the header, and the payload
 //!   too when the sender sets [`FLAG_SUMMED`] ([`Config::payload_checksum`]);
 //!   transports whose datagrams are already checked end to end (UDP's own
-//!   checksum) can leave the payload out. A datagram that fails any check is dropped, as if lost.
+//!   checksum) can leave the payload out. A datagram that fails any check is
+//!   dropped, as if lost.
 //!
 //! Datagram layout (little-endian, [`HEADER_LEN`] bytes, then the payload):
 //!
@@ -927,12 +928,14 @@ impl Channel {
                 sent = Some(newest.sent_at);
             }
         }
-        for i in 0..SACK_SPAN {
-            let seq = h.ack + 1 + i;
+        let mut bits = h.sack;
+        while bits != 0 {
+            let seq = h.ack + 1 + u64::from(bits.trailing_zeros());
+            bits &= bits - 1;
             if seq >= self.next_seq {
                 break;
             }
-            if h.sack & (1 << i) == 0 || seq < self.snd_una {
+            if seq < self.snd_una {
                 continue;
             }
             let s = &self.inflight[(seq - self.snd_una) as usize];
@@ -1049,6 +1052,15 @@ impl Channel {
         h.encode(out);
         self.stats.acks_sent += 1;
         Some(HEADER_LEN)
+    }
+
+    /// Acknowledge at once what was received (the caller knows the peer waits
+    /// for it: its send completes only when acknowledged); the acknowledgement
+    /// goes with the next [`Channel::poll_transmit`].
+    pub fn request_ack(&mut self) {
+        if !self.failed && (self.ack_at.is_some() || self.ack_owed > 0) {
+            self.ack_now = true;
+        }
     }
 
     /// Segments received and not yet taken by the caller.

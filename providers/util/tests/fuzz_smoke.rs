@@ -164,7 +164,10 @@ pub fn reliable_channel_run(data: &[u8]) -> ChannelRun {
     let mut next_acked = 0u64;
     // Segments we sent with FLAG_LAST (distinct), i.e. messages fully sent.
     let mut lasts = std::collections::BTreeSet::new();
-    let mut highest_seq_sent: Option<u64> = None;
+    // The next new segment number, and the window the peer granted (the
+    // initial one, or the largest `wnd` of a datagram the channel accepted).
+    let mut next_new_seq = 0u64;
+    let mut granted = u64::from(CH_WINDOW);
     let mut out = vec![0u8; HEADER_LEN + CH_MSS];
     let mut dgram = Vec::new();
     let mut steps = 0;
@@ -211,7 +214,10 @@ pub fn reliable_channel_run(data: &[u8]) -> ChannelRun {
                     assert_eq!(h.epoch, 0x5EED);
                     assert!(p.len() <= CH_MSS);
                     if h.kind == Kind::Data {
-                        highest_seq_sent = highest_seq_sent.max(Some(h.seq));
+                        // Numbered without gaps, and only within the window.
+                        assert!(h.seq <= next_new_seq, "segment {} skips {next_new_seq}", h.seq);
+                        next_new_seq = next_new_seq.max(h.seq + 1);
+                        assert!(h.seq < granted, "segment {} beyond the window {granted}", h.seq);
                         if h.flags & FLAG_LAST != 0 {
                             lasts.insert(h.seq);
                         }
@@ -223,7 +229,10 @@ pub fn reliable_channel_run(data: &[u8]) -> ChannelRun {
                 dgram.clear();
                 dgram.extend_from_slice(input.bytes(n));
                 if let Some((h, p)) = check_reliable_datagram(&dgram) {
-                    run.accepted += usize::from(ch.handle(now, &h, p, &mut deliver).is_ok());
+                    if ch.handle(now, &h, p, &mut deliver).is_ok() {
+                        run.accepted += 1;
+                        granted = granted.max(h.wnd);
+                    }
                 }
             }
             5 => {
@@ -254,7 +263,10 @@ pub fn reliable_channel_run(data: &[u8]) -> ChannelRun {
                 let (h, p) = check_reliable_datagram(&dgram).expect("a well-formed datagram decodes");
                 let before = (ch.stats(), ch.peer_epoch(), ch.held(), ch.unacked());
                 match ch.handle(now, &h, p, &mut deliver) {
-                    Ok(()) => run.accepted += 1,
+                    Ok(()) => {
+                        run.accepted += 1;
+                        granted = granted.max(h.wnd);
+                    }
                     // A refused datagram changes nothing.
                     Err(v) => assert_eq!((ch.stats(), ch.peer_epoch(), ch.held(), ch.unacked()), before, "{v:?}"),
                 }
@@ -291,7 +303,6 @@ pub fn reliable_channel_run(data: &[u8]) -> ChannelRun {
             assert_eq!(open, 0);
         }
     }
-    let _ = highest_seq_sent;
     run.failed = ch.is_failed();
     run
 }

@@ -606,6 +606,7 @@ fn sweep_with(name: &str, cfg: Config, faults: Faults, msgs: usize) -> (Stats, N
     let mut st = Stats::default();
     let mut net = NetStats::default();
     let mut sim_time = Duration::ZERO;
+    let mut max_time = Duration::ZERO;
     for seed in 0..SEEDS {
         let mut sim = Sim::new(seed * 0x1000 + msgs as u64, cfg.clone(), faults, msgs);
         sim.run();
@@ -633,12 +634,17 @@ fn sweep_with(name: &str, cfg: Config, faults: Faults, msgs: usize) -> (Stats, N
         net.acks += sim.stats.acks;
         net.probes += sim.stats.probes;
         sim_time += sim.now;
+        // Recovery takes round trips and RTOs of milliseconds, not seconds: an RTT
+        // estimate that grew with the losses (it once reached ~300 ms on this
+        // 50 us path, with the RTO pinned at `rto_max`) took 30 s per run here.
+        assert!(sim.now < Duration::from_secs(2), "{what}: took {:?} simulated", sim.now);
+        max_time = max_time.max(sim.now);
         net.dropped += sim.stats.dropped;
         net.duplicated += sim.stats.duplicated;
         net.corrupted += sim.stats.corrupted;
         net.refused_by_decode += sim.stats.refused_by_decode;
     }
-    eprintln!("{name}: {SEEDS} seeds x 2 x {msgs} messages, {sim_time:?} simulated: {st:?} {net:?}");
+    eprintln!("{name}: {SEEDS} seeds x 2 x {msgs} messages, {sim_time:?} simulated (longest run {max_time:?}): {st:?} {net:?}");
     (st, net)
 }
 
