@@ -30,7 +30,8 @@ use fabric_core::{
 use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
-use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody};
+use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody};
+use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -147,66 +148,6 @@ struct TxOp {
 // post methods' contracts; they are only dereferenced under the endpoint's lock.
 unsafe impl Send for TxOp {}
 
-/// A slab of operations with generation-checked ids (`gen << 32 | index`).
-#[derive(Default)]
-struct Ops {
-    slots: Vec<(u32, Option<TxOp>)>,
-    free: Vec<u32>,
-}
-
-impl Ops {
-    fn insert(&mut self, op: TxOp) -> u64 {
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push((0, None));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let s = &mut self.slots[idx as usize];
-        s.0 = s.0.wrapping_add(1);
-        s.1 = Some(op);
-        (s.0 as u64) << 32 | idx as u64
-    }
-
-    fn get_mut(&mut self, id: u64) -> Option<&mut TxOp> {
-        let s = self.slots.get_mut((id & 0xffff_ffff) as usize)?;
-        if s.0 as u64 != id >> 32 {
-            return None;
-        }
-        s.1.as_mut()
-    }
-
-    fn remove(&mut self, id: u64) -> Option<TxOp> {
-        let idx = (id & 0xffff_ffff) as usize;
-        let s = self.slots.get_mut(idx)?;
-        if s.0 as u64 != id >> 32 {
-            return None;
-        }
-        let op = s.1.take()?;
-        self.free.push(idx as u32);
-        Some(op)
-    }
-
-    fn ids_of(&self, peer: PeerId) -> Vec<u64> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.1.as_ref().is_some_and(|o| o.peer == peer))
-            .map(|(i, s)| (s.0 as u64) << 32 | i as u64)
-            .collect()
-    }
-
-    fn all_ids(&self) -> Vec<u64> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.1.is_some())
-            .map(|(i, s)| (s.0 as u64) << 32 | i as u64)
-            .collect()
-    }
-}
-
 /// A large message or write waiting at the sender: the pieces to copy from.
 #[derive(Debug, Clone, Copy)]
 struct Rts {
@@ -266,7 +207,7 @@ struct Inner {
     by_addr: HashMap<FiAddr, PeerId>,
     cache_version: u64,
     rx: RxEngine<Rts>,
-    ops: Ops,
+    ops: Slab<TxOp>,
     /// Operations streaming their data (ids), in order.
     streams: VecDeque<u64>,
     /// Transfers arriving as chunks, by (peer, its operation id).
@@ -374,30 +315,6 @@ unsafe fn from_bounce(p: *const u8, len: usize, out: &mut Vec<u8>) {
     }
 }
 
-/// Gather `len` bytes at logical offset `off` of `iov` into `dst`.
-///
-/// # Safety
-/// The pieces are valid for reads; `dst..dst+len` is valid for writes and does
-/// not overlap them.
-unsafe fn gather(iov: &[IoVec], off: usize, dst: *mut u8, len: usize) {
-    let mut pos = 0usize;
-    let mut done = 0usize;
-    for v in iov {
-        if done == len {
-            break;
-        }
-        let end = pos + v.len;
-        if off + done < end {
-            let in_off = off + done - pos;
-            let k = (v.len - in_off).min(len - done);
-            // SAFETY: in_off + k <= v.len, done + k <= len, per the contract.
-            unsafe { std::ptr::copy_nonoverlapping(v.base.add(in_off), dst.add(done), k) };
-            done += k;
-        }
-        pos = end;
-    }
-}
-
 impl ShmEp {
     pub(crate) fn new(domain: Arc<ShmDomain>, info: &Info) -> Result<Arc<ShmEp>> {
         if info.ep_attr.ep_type != EpType::Rdm {
@@ -421,7 +338,7 @@ impl ShmEp {
             by_addr: HashMap::new(),
             cache_version: u64::MAX,
             rx: RxEngine::new(BOUNCE_SIZE),
-            ops: Ops::default(),
+            ops: Slab::new(),
             streams: VecDeque::new(),
             in_streams: HashMap::new(),
             rd_streams: VecDeque::new(),
@@ -1856,7 +1773,7 @@ impl ShmEp {
         if let Some(t) = had_tx {
             t.seg.slot(t.slot).set_state(segment::SLOT_CLOSED);
         }
-        for opid in g.ops.ids_of(id) {
+        for opid in g.ops.ids(|o| o.peer == id) {
             self.fail_op(g, opid, err);
         }
         let keys: Vec<(PeerId, u64)> = g.in_streams.keys().filter(|k| k.0 == id).copied().collect();
@@ -1889,7 +1806,7 @@ impl ShmEp {
         if g.closed {
             return;
         }
-        for opid in g.ops.all_ids() {
+        for opid in g.ops.ids(|_| true) {
             self.fail_op(g, opid, Error::Canceled);
         }
         let keys: Vec<(PeerId, u64)> = g.in_streams.keys().copied().collect();
@@ -1965,16 +1882,8 @@ impl EndpointOps for ShmEp {
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
         let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
-        if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
-            return Err(Error::BadFlags);
-        }
         let mut g = self.lock();
-        if flags.contains(BindFlags::TRANSMIT) {
-            g.b.tx_cq = Some(ucq.clone());
-        }
-        if flags.contains(BindFlags::RECV) {
-            g.b.rx_cq = Some(ucq.clone());
-        }
+        g.b.set_cq(&ucq, flags)?;
         drop(g);
         if ucq.wait_obj() == WaitObj::Fd {
             // The application may poll the CQ's descriptor itself, without a
@@ -1986,20 +1895,7 @@ impl EndpointOps for ShmEp {
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
         let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
-        let mut g = self.lock();
-        if flags.contains(BindFlags::TRANSMIT) {
-            g.b.tx_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::RECV) {
-            g.b.rx_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::REMOTE_WRITE) {
-            g.b.rma_write_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::REMOTE_READ) {
-            g.b.rma_read_cntr = Some(c.clone());
-        }
-        drop(g);
+        self.lock().b.set_cntr(&c, flags);
         c.bind(self.weak_progress())
     }
 

@@ -378,19 +378,11 @@ impl EndpointOps for DgramEp {
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
         let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
-        if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
-            return Err(Error::BadFlags);
-        }
         let mut g = self.lock();
         if g.closed {
             return Err(Error::OpBadState);
         }
-        if flags.contains(BindFlags::TRANSMIT) {
-            g.b.tx_cq = Some(ucq.clone());
-        }
-        if flags.contains(BindFlags::RECV) {
-            g.b.rx_cq = Some(ucq.clone());
-        }
+        g.b.set_cq(&ucq, flags)?;
         drop(g);
         ucq.bind(self.weak_progress())
     }
@@ -400,14 +392,7 @@ impl EndpointOps for DgramEp {
         if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
             return Err(Error::BadFlags);
         }
-        let mut g = self.lock();
-        if flags.contains(BindFlags::TRANSMIT) {
-            g.b.tx_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::RECV) {
-            g.b.rx_cntr = Some(c.clone());
-        }
-        drop(g);
+        self.lock().b.set_cntr(&c, flags);
         c.bind(self.weak_progress())
     }
 

@@ -38,7 +38,8 @@ use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::reliable::{self, Channel, Event, Segment, HEADER_LEN};
-use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
+use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
+use fabric_util::slab::Slab;
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN, RMA_CHUNK};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -85,67 +86,6 @@ pub(crate) const RDM_INJECT: usize = 8192;
 const HEAD_MAX: usize = HDR_LEN + RmaDesc::LEN + AtomicHdr::LEN;
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
-
-/// A generation-checked slab: ids are `gen << 32 | index`, never 0.
-struct Slab<T> {
-    slots: Vec<(u32, Option<T>)>,
-    free: Vec<u32>,
-    len: usize,
-}
-
-impl<T> Slab<T> {
-    fn new() -> Self {
-        Slab { slots: Vec::new(), free: Vec::new(), len: 0 }
-    }
-
-    fn insert(&mut self, v: T) -> u64 {
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push((0, None));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let s = &mut self.slots[idx as usize];
-        s.0 = s.0.wrapping_add(1).max(1);
-        s.1 = Some(v);
-        self.len += 1;
-        (s.0 as u64) << 32 | idx as u64
-    }
-
-    fn get(&self, id: u64) -> Option<&T> {
-        let s = self.slots.get((id & 0xffff_ffff) as usize)?;
-        (s.0 as u64 == id >> 32).then_some(())?;
-        s.1.as_ref()
-    }
-
-    fn get_mut(&mut self, id: u64) -> Option<&mut T> {
-        let s = self.slots.get_mut((id & 0xffff_ffff) as usize)?;
-        (s.0 as u64 == id >> 32).then_some(())?;
-        s.1.as_mut()
-    }
-
-    fn remove(&mut self, id: u64) -> Option<T> {
-        let idx = (id & 0xffff_ffff) as usize;
-        let s = self.slots.get_mut(idx)?;
-        if s.0 as u64 != id >> 32 {
-            return None;
-        }
-        let v = s.1.take()?;
-        self.free.push(idx as u32);
-        self.len -= 1;
-        Some(v)
-    }
-
-    fn ids(&self, mut keep: impl FnMut(&T) -> bool) -> Vec<u64> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.1.as_ref().is_some_and(&mut keep))
-            .map(|(i, s)| (s.0 as u64) << 32 | i as u64)
-            .collect()
-    }
-}
 
 /// A reference to a peer, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -296,28 +236,6 @@ impl Frame {
     }
 }
 
-/// Copy bytes `off..off + out.len()` of `iov` into `out`.
-///
-/// # Safety
-/// The pieces are valid for reads and do not overlap `out`.
-unsafe fn gather(iov: &[IoVec], off: usize, out: &mut [u8]) {
-    let (mut pos, mut done) = (0usize, 0usize);
-    for v in iov {
-        if done == out.len() {
-            break;
-        }
-        let end = pos + v.len;
-        if off + done < end {
-            let in_off = off + done - pos;
-            let k = (v.len - in_off).min(out.len() - done);
-            // SAFETY: in_off + k <= v.len and done + k <= out.len(), per the contract.
-            unsafe { std::ptr::copy_nonoverlapping(v.base.add(in_off), out.as_mut_ptr().add(done), k) };
-            done += k;
-        }
-        pos = end;
-    }
-}
-
 /// Fill `buf` with bytes `off..` of frame `f` of operation table `ops`.
 fn fill_frame(f: &Frame, ops: &Slab<TxOp>, off: usize, buf: &mut [u8]) {
     let mut done = 0;
@@ -347,7 +265,7 @@ fn fill_frame(f: &Frame, ops: &Slab<TxOp>, off: usize, buf: &mut [u8]) {
                 // SAFETY: the source pieces are valid for reads until the
                 // operation completes (post contract), and it has not: it is in
                 // the table. `rest` is our datagram buffer.
-                None => unsafe { gather(&op.src[..op.nsrc], base + poff, rest) },
+                None => unsafe { gather(&op.src[..op.nsrc], base + poff, rest.as_mut_ptr(), rest.len()) },
             },
             None => rest.fill(0),
         },
@@ -418,10 +336,6 @@ struct Inner {
     /// Datagram buffers.
     rbuf: Vec<u8>,
     sbuf: Vec<u8>,
-    /// Scratch for atomics.
-    scratch: Vec<u8>,
-    /// Datagrams dropped: undecodable, or from a peer over the limit.
-    dropped: u64,
     /// When to look for peers that need a keep-alive.
     next_keepalive: Instant,
     /// Bytes of eager sends copied and completed, not yet acknowledged.
@@ -512,8 +426,6 @@ impl UdpRdmEp {
             outbox: Vec::new(),
             rbuf: vec![0u8; DGRAM_MAX + 1],
             sbuf: vec![0u8; cfg.mss + HEADER_LEN],
-            scratch: Vec::new(),
-            dropped: 0,
             next_keepalive: Instant::now(),
             copied: 0,
         };
@@ -614,7 +526,7 @@ impl UdpRdmEp {
         if need_cq && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
-        if g.ops.len >= TX_DEPTH {
+        if g.ops.len() >= TX_DEPTH {
             return Err(Error::Again);
         }
         Ok(())
@@ -676,7 +588,7 @@ impl UdpRdmEp {
                 let mut v = vec![0u8; len];
                 // SAFETY: the pieces are valid for reads under post_send's
                 // contract; `v` is our own buffer of `len` bytes.
-                unsafe { gather(op.iov, 0, &mut v) };
+                unsafe { gather(op.iov, 0, v.as_mut_ptr(), len) };
                 Some(v)
             }
             None => None,
@@ -1074,13 +986,11 @@ impl UdpRdmEp {
             let (h, payload) = match reliable::Header::decode(&buf[..n]) {
                 Ok(r) => r,
                 Err(e) => {
-                    g.dropped += 1;
                     fi_log!(Level::Debug, NAME, "ep_data", "dropped a datagram from {from}: {e}");
                     continue;
                 }
             };
             let Some(mut id) = self.peer_by_sock(g, from, now) else {
-                g.dropped += 1;
                 continue;
             };
             let mut r = self.handle(g, id, &h, payload, now);
@@ -1092,7 +1002,6 @@ impl UdpRdmEp {
                 r = self.handle(g, id, &h, payload, now);
             }
             if let Err(v) = r {
-                g.dropped += 1;
                 fi_log!(Level::Debug, NAME, "ep_data", "dropped a datagram from {from}: {v}");
             }
             self.after_channel(g, id, now);
@@ -1110,50 +1019,22 @@ impl UdpRdmEp {
         now: Instant,
     ) -> std::result::Result<(), reliable::Violation> {
         let src = Self::src_of(g, id);
-        let Inner { peers, rx, rndv_in, b, ops, outbox, scratch, copied, .. } = g;
+        let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return Ok(()) };
         let Peer { chan, rx: state, broken, writes, ack_asap, .. } = p;
-        let mut t = Taker {
-            ep: self,
-            rx,
-            rndv_in,
-            b,
-            ops,
-            outbox,
-            scratch,
-            copied,
-            peer: id,
-            src,
-            state,
-            broken,
-            writes,
-            ack_asap,
-        };
+        let mut t =
+            Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes, ack_asap };
         chan.handle(now, h, payload, &mut |seg| t.segment(seg))
     }
 
     /// Offer a peer's held segments again (a receive may have been posted).
     fn deliver_held(&self, g: &mut Inner, id: PeerId) {
         let src = Self::src_of(g, id);
-        let Inner { peers, rx, rndv_in, b, ops, outbox, scratch, copied, .. } = g;
+        let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return };
         let Peer { chan, rx: state, broken, writes, ack_asap, .. } = p;
-        let mut t = Taker {
-            ep: self,
-            rx,
-            rndv_in,
-            b,
-            ops,
-            outbox,
-            scratch,
-            copied,
-            peer: id,
-            src,
-            state,
-            broken,
-            writes,
-            ack_asap,
-        };
+        let mut t =
+            Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes, ack_asap };
         chan.poll_deliver(&mut |seg| t.segment(seg));
     }
 
@@ -1241,12 +1122,6 @@ impl UdpRdmEp {
         g.outbox.clear();
         g.closed = true;
     }
-
-    /// Datagrams dropped so far (undecodable, or refused), for tests and logs.
-    #[allow(dead_code)]
-    pub(crate) fn dropped(&self) -> u64 {
-        self.lock().dropped
-    }
 }
 
 /// Takes the segments a channel delivers: one peer's view of the endpoint.
@@ -1257,7 +1132,6 @@ struct Taker<'a> {
     b: &'a Bindings,
     ops: &'a mut Slab<TxOp>,
     outbox: &'a mut Vec<(PeerId, Frame)>,
-    scratch: &'a mut Vec<u8>,
     copied: &'a mut usize,
     peer: PeerId,
     src: FiAddr,
@@ -1515,7 +1389,7 @@ impl Taker<'_> {
                 let desc = RmaDesc::decode(&buf).ok_or("atomic without its target")?;
                 let ah = AtomicHdr::decode(buf.get(RmaDesc::LEN..).unwrap_or(&[])).ok_or("atomic without its op")?;
                 let args = &buf[RmaDesc::LEN + AtomicHdr::LEN..];
-                let mut result = std::mem::take(self.scratch);
+                let mut result = Vec::new();
                 let r = fabric_util::atomic::serve(
                     self.ep.domain.mrs(),
                     self.ep.domain.atomic_lock(),
@@ -1531,14 +1405,13 @@ impl Taker<'_> {
                         if let Some(c) = &self.b.rma_write_cntr {
                             c.inc();
                         }
-                        self.answer(hdr.id, None, result.clone());
+                        self.answer(hdr.id, None, result);
                     }
                     Err(e) => {
                         fi_log!(Level::Info, NAME, "ep_data", "refused a remote atomic: {e}");
                         self.answer(hdr.id, Some(e), Vec::new());
                     }
                 }
-                *self.scratch = result;
             }
             Dest::Resp { op, .. } => {
                 let err = (hdr.data != 0).then(|| Error::from_errno(hdr.data.min(i32::MAX as u64) as i32));
@@ -1594,36 +1467,15 @@ impl EndpointOps for UdpRdmEp {
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
         let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
-        if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
-            return Err(Error::BadFlags);
-        }
         let mut g = self.lock();
-        if flags.contains(BindFlags::TRANSMIT) {
-            g.b.tx_cq = Some(ucq.clone());
-        }
-        if flags.contains(BindFlags::RECV) {
-            g.b.rx_cq = Some(ucq.clone());
-        }
+        g.b.set_cq(&ucq, flags)?;
         drop(g);
         ucq.bind(self.weak_progress())
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
         let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
-        let mut g = self.lock();
-        if flags.contains(BindFlags::TRANSMIT) {
-            g.b.tx_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::RECV) {
-            g.b.rx_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::REMOTE_WRITE) {
-            g.b.rma_write_cntr = Some(c.clone());
-        }
-        if flags.contains(BindFlags::REMOTE_READ) {
-            g.b.rma_read_cntr = Some(c.clone());
-        }
-        drop(g);
+        self.lock().b.set_cntr(&c, flags);
         c.bind(self.weak_progress())
     }
 
@@ -1793,18 +1645,6 @@ mod tests {
             assert_eq!(&whole[..HDR_LEN], &h.encode());
             assert_eq!(&whole[HDR_LEN..], &data[..]);
         }
-    }
-
-    #[test]
-    fn slab_ids_are_generation_checked() {
-        let mut s = Slab::new();
-        let a = s.insert(1);
-        assert_eq!(s.remove(a), Some(1));
-        let b = s.insert(2);
-        assert_ne!(a, b);
-        assert!(s.get(a).is_none());
-        assert_eq!(s.get(b), Some(&2));
-        assert_ne!(a, 0);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::av::UtilAv;
 use crate::cntr::UtilCntr;
 use crate::cq::UtilCq;
 use crate::eq::UtilEq;
-use fabric_core::{CqEntry, CqErrEntry, Error};
+use fabric_core::{BindFlags, CqEntry, CqErrEntry, Error};
 use std::sync::Arc;
 
 /// The queues, counters and address vector an endpoint is bound to.
@@ -32,6 +32,38 @@ pub struct Bindings {
 }
 
 impl Bindings {
+    /// Bind a completion queue for the directions `flags` names (`FI_TRANSMIT`,
+    /// `FI_RECV`, or both); `FI_EBADFLAGS` when it names neither.
+    pub fn set_cq(&mut self, cq: &Arc<UtilCq>, flags: BindFlags) -> Result<(), Error> {
+        if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
+            return Err(Error::BadFlags);
+        }
+        if flags.contains(BindFlags::TRANSMIT) {
+            self.tx_cq = Some(cq.clone());
+        }
+        if flags.contains(BindFlags::RECV) {
+            self.rx_cq = Some(cq.clone());
+        }
+        Ok(())
+    }
+
+    /// Bind a counter to the events `flags` names: transmit and receive
+    /// completions, remote writes and remote reads of our regions.
+    pub fn set_cntr(&mut self, c: &Arc<UtilCntr>, flags: BindFlags) {
+        if flags.contains(BindFlags::TRANSMIT) {
+            self.tx_cntr = Some(c.clone());
+        }
+        if flags.contains(BindFlags::RECV) {
+            self.rx_cntr = Some(c.clone());
+        }
+        if flags.contains(BindFlags::REMOTE_WRITE) {
+            self.rma_write_cntr = Some(c.clone());
+        }
+        if flags.contains(BindFlags::REMOTE_READ) {
+            self.rma_read_cntr = Some(c.clone());
+        }
+    }
+
     /// A transmit operation completed.
     pub fn tx_done(&self, e: CqEntry) {
         if let Some(cq) = &self.tx_cq {

@@ -18,4 +18,5 @@ pub mod progress;
 pub mod reliable;
 pub mod rndv;
 pub mod rx;
+pub mod slab;
 pub mod wire;

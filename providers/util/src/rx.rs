@@ -600,6 +600,33 @@ pub fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) {
     }
 }
 
+/// Gather `len` bytes at logical offset `off` of `iov` into `dst` (the reverse
+/// of [`copy_into`], for a transport that copies a send's pieces into its own
+/// buffer).
+///
+/// # Safety
+/// The pieces are valid for reads; `dst..dst + len` is valid for writes and
+/// does not overlap them. (Pieces shorter than `off + len` in total leave the
+/// rest of `dst` untouched.)
+pub unsafe fn gather(iov: &[IoVec], off: usize, dst: *mut u8, len: usize) {
+    let mut pos = 0usize;
+    let mut done = 0usize;
+    for v in iov {
+        if done == len {
+            break;
+        }
+        let end = pos + v.len;
+        if off + done < end {
+            let in_off = off + done - pos;
+            let k = (v.len - in_off).min(len - done);
+            // SAFETY: in_off + k <= v.len, done + k <= len, per the contract.
+            unsafe { std::ptr::copy_nonoverlapping(v.base.add(in_off), dst.add(done), k) };
+            done += k;
+        }
+        pos = end;
+    }
+}
+
 /// The pieces of `iov` (total `cap`) holding bytes `off..off + len`, clipped.
 pub fn pieces_of(iov: &[IoVec], cap: usize, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
     let cap = cap as u64;
