@@ -1421,7 +1421,7 @@ impl ShmEp {
                     return Err("write data out of order".into());
                 }
                 if err.is_none() {
-                    let r = self.domain.mrs().with_region(
+                    let r = self.domain.objs.mrs().with_region(
                         *key,
                         addr.wrapping_add(e.addr),
                         len,
@@ -1454,7 +1454,7 @@ impl ShmEp {
         raw: &[u8; ENTRY_PAYLOAD],
     ) -> std::result::Result<(), Violation> {
         let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
-        let mrs = self.domain.mrs();
+        let mrs = self.domain.objs.mrs();
         let status = match e.mode {
             Mode::Inline | Mode::Bounce => {
                 let mut buf = std::mem::take(&mut g.scratch);
@@ -1529,7 +1529,7 @@ impl ShmEp {
         }
         let len = usize::try_from(e.len).map_err(|_| "read too long")?;
         self.ensure_tx(g, peer).map_err(|_| "cannot answer the peer".to_string())?;
-        let mrs = self.domain.mrs();
+        let mrs = self.domain.objs.mrs();
         let status = if let Err(err) = mrs.lookup(e.key, e.addr, len, MrAccess::REMOTE_READ) {
             Err(err)
         } else if e.mode == Mode::Iov && self.cma_ok(g, peer) {
@@ -1587,7 +1587,14 @@ impl ShmEp {
         let ah = AtomicHdr { op, datatype, kind, count };
         let desc = RmaDesc { addr: e.addr, key: e.key };
         let mut result = std::mem::take(&mut g.scratch);
-        let r = fabric_util::atomic::serve(self.domain.mrs(), self.domain.atomic_lock(), desc, ah, &args, &mut result);
+        let r = fabric_util::atomic::serve(
+            self.domain.objs.mrs(),
+            self.domain.objs.atomic_lock(),
+            desc,
+            ah,
+            &args,
+            &mut result,
+        );
         g.rx.recycle(args);
         let r = r.map_err(|why| why.to_string())?;
         let mut resp = Entry::new(Kind::AtomicResp);
@@ -1669,7 +1676,7 @@ impl ShmEp {
         while n > 0 {
             n -= 1;
             let Some(mut rs) = g.rd_streams.pop_front() else { break };
-            let mrs = self.domain.mrs();
+            let mrs = self.domain.objs.mrs();
             let mut err: Option<Error> = None;
             {
                 let Some(p) = Self::peer(g, rs.peer) else { continue };
@@ -1881,7 +1888,7 @@ impl EndpointOps for ShmEp {
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
+        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
         g.b.set_cq(&ucq, flags)?;
         drop(g);
@@ -1894,7 +1901,7 @@ impl EndpointOps for ShmEp {
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
         self.lock().b.set_cntr(&c, flags);
         c.bind(self.weak_progress())
     }
@@ -1906,7 +1913,7 @@ impl EndpointOps for ShmEp {
     }
 
     fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
-        let a = self.domain.find_av(av.fid()).ok_or(Error::Domain)?;
+        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
         self.lock().b.av = Some(a);
         Ok(())
     }

@@ -6,26 +6,19 @@ use crate::fabric::TcpFabric;
 use fabric_core::prov::{AvOps, CntrOps, CqOps, DomainOps, EndpointOps, MrOps};
 use fabric_core::Progress as ProgressModel;
 use fabric_core::{Address, AvAttr, CqAttr, Info, MrAccess, Result};
-use fabric_util::av::UtilAv;
-use fabric_util::cntr::UtilCntr;
-use fabric_util::cq::UtilCq;
-use fabric_util::mr::MrRegistry;
-use fabric_util::progress::{AutoProgress, FidRegistry, Progress};
-use std::sync::{Arc, Mutex, Weak};
+use fabric_util::domain::DomainObjects;
+use fabric_util::progress::{AutoProgress, Progress};
+use std::sync::{Arc, Weak};
 
 /// A tcp domain.
 pub(crate) struct TcpDomain {
     fid: u64,
     info: Info,
     fabric: Arc<TcpFabric>,
-    cqs: FidRegistry<UtilCq>,
-    cntrs: FidRegistry<UtilCntr>,
-    avs: FidRegistry<UtilAv>,
-    mrs: Arc<MrRegistry>,
+    /// Its queues, counters, AVs and memory registry.
+    pub(crate) objs: DomainObjects,
     /// With `FI_PROGRESS_AUTO`: the progress thread and what it waits on.
     auto: Option<AutoProgress>,
-    /// Serializes the atomics applied to this domain's regions (every endpoint's).
-    atomics: Mutex<()>,
     me: Weak<TcpDomain>,
 }
 
@@ -43,40 +36,14 @@ impl TcpDomain {
             fid: fabric_core::prov::next_fid(),
             info: info.clone(),
             fabric,
-            cqs: FidRegistry::new(),
-            cntrs: FidRegistry::new(),
-            avs: FidRegistry::new(),
-            mrs: MrRegistry::new(info.domain_attr.mr_mode),
+            objs: DomainObjects::new(crate::NAME, info.domain_attr.mr_mode, accept_addr),
             auto,
-            atomics: Mutex::new(()),
             me: me.clone(),
         }))
     }
 
     pub(crate) fn fabric(&self) -> &Arc<TcpFabric> {
         &self.fabric
-    }
-
-    pub(crate) fn find_cq(&self, fid: u64) -> Option<Arc<UtilCq>> {
-        self.cqs.find(fid)
-    }
-
-    pub(crate) fn find_cntr(&self, fid: u64) -> Option<Arc<UtilCntr>> {
-        self.cntrs.find(fid)
-    }
-
-    pub(crate) fn find_av(&self, fid: u64) -> Option<Arc<UtilAv>> {
-        self.avs.find(fid)
-    }
-
-    /// The domain's memory-key registry.
-    pub(crate) fn mrs(&self) -> &MrRegistry {
-        &self.mrs
-    }
-
-    /// The lock held while an atomic is applied to one of the domain's regions.
-    pub(crate) fn atomic_lock_mutex(&self) -> &Mutex<()> {
-        &self.atomics
     }
 }
 
@@ -90,21 +57,15 @@ impl DomainOps for TcpDomain {
     }
 
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CqOps>> {
-        let cq = UtilCq::new(attr)?;
-        self.cqs.add(CqOps::fid(&*cq), &cq);
-        Ok(cq)
+        self.objs.cq_open(attr)
     }
 
     fn cntr_open(&self) -> Result<Arc<dyn CntrOps>> {
-        let c = UtilCntr::new()?;
-        self.cntrs.add(CntrOps::fid(&*c), &c);
-        Ok(c)
+        self.objs.cntr_open()
     }
 
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AvOps>> {
-        let av = UtilAv::new(attr, crate::NAME, accept_addr)?;
-        self.avs.add(AvOps::fid(&*av), &av);
-        Ok(av)
+        self.objs.av_open(attr)
     }
 
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
@@ -127,8 +88,7 @@ impl DomainOps for TcpDomain {
     }
 
     unsafe fn mr_reg(&self, base: *mut u8, len: usize, access: MrAccess, requested_key: u64) -> Result<Arc<dyn MrOps>> {
-        // SAFETY: the caller upholds mr_reg's contract, which is register's.
-        let mr = unsafe { self.mrs.register(base, len, access, requested_key)? };
-        Ok(mr)
+        // SAFETY: the caller upholds mr_reg's contract, which is DomainObjects::mr_reg's.
+        unsafe { self.objs.mr_reg(base, len, access, requested_key) }
     }
 }

@@ -1100,7 +1100,7 @@ impl EndpointOps for TcpEp {
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
+        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
         g.b.set_cq(&ucq, flags)?;
         drop(g);
@@ -1108,7 +1108,7 @@ impl EndpointOps for TcpEp {
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
         self.lock().b.set_cntr(&c, flags);
         c.bind(self.weak_progress())
     }
@@ -1123,7 +1123,7 @@ impl EndpointOps for TcpEp {
         if self.ep_type != EpType::Rdm {
             return Err(Error::Inval);
         }
-        let a = self.domain.find_av(av.fid()).ok_or(Error::Domain)?;
+        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
         self.lock().b.av = Some(a);
         Ok(())
     }

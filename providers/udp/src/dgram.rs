@@ -377,7 +377,7 @@ impl EndpointOps for DgramEp {
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
+        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
         if g.closed {
             return Err(Error::OpBadState);
@@ -388,7 +388,7 @@ impl EndpointOps for DgramEp {
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
         if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
             return Err(Error::BadFlags);
         }
@@ -405,7 +405,7 @@ impl EndpointOps for DgramEp {
     }
 
     fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
-        let a = self.domain.find_av(av.fid()).ok_or(Error::Domain)?;
+        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
         g.b.av = Some(a);
         g.src_cache = None;

@@ -10,15 +10,12 @@ use fabric_core::log::Level;
 use fabric_core::prov::{AvOps, CntrOps, CqOps, DomainOps, EndpointOps, MrOps};
 use fabric_core::Progress as ProgressModel;
 use fabric_core::{fi_log, AvAttr, CqAttr, EpType, Error, Info, MrAccess, Result};
-use fabric_util::av::UtilAv;
-use fabric_util::cntr::UtilCntr;
-use fabric_util::cq::UtilCq;
+use fabric_util::domain::DomainObjects;
 use fabric_util::iface::{self, Iface};
-use fabric_util::mr::MrRegistry;
-use fabric_util::progress::{AutoProgress, FidRegistry, Progress};
+use fabric_util::progress::{AutoProgress, Progress};
 use socket2::Socket;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 /// The MTU assumed when the interface's cannot be read.
 const FALLBACK_MTU: usize = 1500;
@@ -28,14 +25,10 @@ pub(crate) struct UdpDomain {
     fid: u64,
     info: Info,
     fabric: Arc<UdpFabric>,
-    cqs: FidRegistry<UtilCq>,
-    cntrs: FidRegistry<UtilCntr>,
-    avs: FidRegistry<UtilAv>,
-    mrs: Arc<MrRegistry>,
+    /// Its queues, counters, AVs and memory registry.
+    pub(crate) objs: DomainObjects,
     /// With `FI_PROGRESS_AUTO`: the progress thread.
     auto: Option<AutoProgress>,
-    /// Serializes the atomics applied to this domain's regions (every endpoint's).
-    atomics: Mutex<()>,
     /// The interface address the domain is on.
     iface: Iface,
     /// The interface's MTU, read when the domain opened.
@@ -58,12 +51,8 @@ impl UdpDomain {
             fid: fabric_core::prov::next_fid(),
             info: info.clone(),
             fabric,
-            cqs: FidRegistry::new(),
-            cntrs: FidRegistry::new(),
-            avs: FidRegistry::new(),
-            mrs: MrRegistry::new(info.domain_attr.mr_mode),
+            objs: DomainObjects::new(NAME, info.domain_attr.mr_mode, crate::attr::is_udp_addr),
             auto,
-            atomics: Mutex::new(()),
             iface,
             mtu,
             me: me.clone(),
@@ -72,31 +61,6 @@ impl UdpDomain {
 
     pub(crate) fn fabric(&self) -> &Arc<UdpFabric> {
         &self.fabric
-    }
-
-    /// The completion queue with this fid, if it was opened on this domain and lives.
-    pub(crate) fn find_cq(&self, fid: u64) -> Option<Arc<UtilCq>> {
-        self.cqs.find(fid)
-    }
-
-    /// The counter with this fid, if it was opened on this domain and lives.
-    pub(crate) fn find_cntr(&self, fid: u64) -> Option<Arc<UtilCntr>> {
-        self.cntrs.find(fid)
-    }
-
-    /// The address vector with this fid, if it was opened on this domain and lives.
-    pub(crate) fn find_av(&self, fid: u64) -> Option<Arc<UtilAv>> {
-        self.avs.find(fid)
-    }
-
-    /// The domain's memory-key registry.
-    pub(crate) fn mrs(&self) -> &MrRegistry {
-        &self.mrs
-    }
-
-    /// The lock held while an atomic is applied to one of the domain's regions.
-    pub(crate) fn atomic_lock(&self) -> &Mutex<()> {
-        &self.atomics
     }
 
     /// The provider's parameters.
@@ -196,21 +160,15 @@ impl DomainOps for UdpDomain {
     }
 
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CqOps>> {
-        let cq = UtilCq::new(attr)?;
-        self.cqs.add(CqOps::fid(&*cq), &cq);
-        Ok(cq)
+        self.objs.cq_open(attr)
     }
 
     fn cntr_open(&self) -> Result<Arc<dyn CntrOps>> {
-        let c = UtilCntr::new()?;
-        self.cntrs.add(CntrOps::fid(&*c), &c);
-        Ok(c)
+        self.objs.cntr_open()
     }
 
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AvOps>> {
-        let av = UtilAv::new(attr, NAME, crate::attr::is_udp_addr)?;
-        self.avs.add(AvOps::fid(&*av), &av);
-        Ok(av)
+        self.objs.av_open(attr)
     }
 
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
@@ -242,8 +200,7 @@ impl DomainOps for UdpDomain {
     }
 
     unsafe fn mr_reg(&self, base: *mut u8, len: usize, access: MrAccess, requested_key: u64) -> Result<Arc<dyn MrOps>> {
-        // SAFETY: the caller upholds mr_reg's contract, which is register's.
-        let mr = unsafe { self.mrs.register(base, len, access, requested_key)? };
-        Ok(mr)
+        // SAFETY: the caller upholds mr_reg's contract, which is DomainObjects::mr_reg's.
+        unsafe { self.objs.mr_reg(base, len, access, requested_key) }
     }
 }

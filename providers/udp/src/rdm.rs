@@ -1226,15 +1226,16 @@ impl Taker<'_> {
                     Some(w) => w.1,
                     None => {
                         let whole = usize::try_from(hdr.tag).unwrap_or(usize::MAX).max(n);
-                        let err = self.ep.domain.mrs().lookup(desc.key, desc.addr, whole, MrAccess::REMOTE_WRITE).err();
+                        let err =
+                            self.ep.domain.objs.mrs().lookup(desc.key, desc.addr, whole, MrAccess::REMOTE_WRITE).err();
                         if !hdr.flags.has(HdrFlags::LAST) {
                             self.writes.push((hdr.id, err));
                         }
                         err
                     }
                 };
-                let err =
-                    err.or_else(|| self.ep.domain.mrs().lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err());
+                let err = err
+                    .or_else(|| self.ep.domain.objs.mrs().lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err());
                 if hdr.flags.has(HdrFlags::LAST) {
                     self.writes.retain(|w| w.0 != hdr.id);
                 }
@@ -1284,7 +1285,7 @@ impl Taker<'_> {
                 let data = &bytes[skip..];
                 if err.is_none() && !data.is_empty() {
                     let at = desc.addr.wrapping_add(off + skip as u64 - RmaDesc::LEN as u64);
-                    if let Err(e) = self.ep.domain.mrs().copy_in(desc.key, at, data, MrAccess::REMOTE_WRITE) {
+                    if let Err(e) = self.ep.domain.objs.mrs().copy_in(desc.key, at, data, MrAccess::REMOTE_WRITE) {
                         *err = Some(e);
                     }
                 }
@@ -1338,7 +1339,7 @@ impl Taker<'_> {
                 let n = hdr.len as usize;
                 let mut out = self.rx.unexp_buf(n).map_err(|_| "no memory for a read")?;
                 out.resize(n, 0);
-                let r = self.ep.domain.mrs().copy_out(hdr.data, hdr.tag, &mut out, MrAccess::REMOTE_READ);
+                let r = self.ep.domain.objs.mrs().copy_out(hdr.data, hdr.tag, &mut out, MrAccess::REMOTE_READ);
                 match r {
                     Ok(()) => {
                         if hdr.flags.has(HdrFlags::LAST) {
@@ -1391,8 +1392,8 @@ impl Taker<'_> {
                 let args = &buf[RmaDesc::LEN + AtomicHdr::LEN..];
                 let mut result = Vec::new();
                 let r = fabric_util::atomic::serve(
-                    self.ep.domain.mrs(),
-                    self.ep.domain.atomic_lock(),
+                    self.ep.domain.objs.mrs(),
+                    self.ep.domain.objs.atomic_lock(),
                     desc,
                     ah,
                     args,
@@ -1466,7 +1467,7 @@ impl EndpointOps for UdpRdmEp {
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.find_cq(cq.fid()).ok_or(Error::Domain)?;
+        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
         g.b.set_cq(&ucq, flags)?;
         drop(g);
@@ -1474,7 +1475,7 @@ impl EndpointOps for UdpRdmEp {
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
         self.lock().b.set_cntr(&c, flags);
         c.bind(self.weak_progress())
     }
@@ -1486,7 +1487,7 @@ impl EndpointOps for UdpRdmEp {
     }
 
     fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
-        let a = self.domain.find_av(av.fid()).ok_or(Error::Domain)?;
+        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
         self.lock().b.av = Some(a);
         Ok(())
     }

@@ -10,6 +10,7 @@ pub mod av;
 pub mod bind;
 pub mod cntr;
 pub mod cq;
+pub mod domain;
 pub mod eq;
 pub mod iface;
 pub mod matcher;

@@ -232,7 +232,7 @@ impl TcpEp {
         // The first request of the operation: check its whole range once.
         let ok = match whole {
             Some((d, total)) => usize::try_from(total)
-                .is_ok_and(|n| self.domain.mrs().with_region(d.key, d.addr, n, need, |_| ()).is_ok()),
+                .is_ok_and(|n| self.domain.objs.mrs().with_region(d.key, d.addr, n, need, |_| ()).is_ok()),
             None => true,
         };
         if !h.flags.has(HdrFlags::LAST) {
@@ -272,7 +272,7 @@ impl TcpEp {
         buf.clear();
         buf.resize(h.len as usize, 0);
         let r = if go {
-            self.domain.mrs().copy_out(h.data, h.tag, &mut buf, MrAccess::REMOTE_READ)
+            self.domain.objs.mrs().copy_out(h.data, h.tag, &mut buf, MrAccess::REMOTE_READ)
         } else {
             Err(Error::Access)
         };
@@ -305,7 +305,7 @@ impl TcpEp {
             let data = &buf[RmaDesc::LEN..];
             let go = self.rma_begin(g, conn, &h, Some((desc, h.tag)), MrAccess::REMOTE_WRITE)?;
             let r = if go {
-                self.domain.mrs().copy_in(desc.key, desc.addr, data, MrAccess::REMOTE_WRITE)
+                self.domain.objs.mrs().copy_in(desc.key, desc.addr, data, MrAccess::REMOTE_WRITE)
             } else {
                 Err(Error::Access)
             };
@@ -341,8 +341,8 @@ impl TcpEp {
         let ah = AtomicHdr::decode(rest).ok_or_else(|| proto("atomic without its operation"))?;
         let mut result = Vec::new();
         let r = fabric_util::atomic::serve(
-            self.domain.mrs(),
-            self.domain.atomic_lock_mutex(),
+            self.domain.objs.mrs(),
+            self.domain.objs.atomic_lock(),
             desc,
             ah,
             &rest[AtomicHdr::LEN..],
