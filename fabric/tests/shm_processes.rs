@@ -51,16 +51,17 @@
 
 #![cfg(feature = "shm")]
 
+mod children;
+
+use children::{expect_all, Proc};
 use fabric::*;
 use fabric_shm::proto::INLINE_MAX;
 use fabric_shm::segment::{BOUNCE_SIZE, HEADER_SIZE, PREFIX, SHM_DIR, SLOTS, SLOT_SIZE};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -384,34 +385,11 @@ enum Cma {
     Off,
 }
 
-/// A child process running [`child_entry`] in some role. Dropping it kills the child
-/// (`SIGKILL`) and reaps it, so a failing test leaves nothing running.
-struct Proc {
-    label: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Protocol lines (`KEY value`, without the `@@`) as the child prints them; the
-    /// sender is dropped when its standard output closes.
-    lines: Receiver<String>,
-    /// Standard error and the non-protocol lines of standard output.
-    log: Arc<Mutex<String>>,
-    readers: Vec<thread::JoinHandle<()>>,
-    /// The exit status, once reaped.
-    status: Option<ExitStatus>,
-}
-
-impl Proc {
-    /// Start the test binary as a child in `role`.
-    fn spawn(label: &str, role: &str, cma: Cma) -> Proc {
-        let exe = std::env::current_exe().expect("the test binary");
-        let mut cmd = Command::new(exe);
-        cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env(ROLE_ENV, role)
-            .env("FI_LOG_LEVEL", "info")
-            .env("FI_LOG_PROV", "shm")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+/// Start the test binary as a child in `role`, with cross-memory attach as `cma`
+/// says and the shm provider's log at level info.
+fn spawn(label: &str, role: &str, cma: Cma) -> Proc {
+    Proc::spawn(label, ROLE_ENV, role, |cmd| {
+        cmd.env("FI_LOG_LEVEL", "info").env("FI_LOG_PROV", "shm");
         match cma {
             Cma::Inherit => {}
             Cma::On => {
@@ -421,175 +399,7 @@ impl Proc {
                 cmd.env(CMA_ENV, "1");
             }
         }
-        let mut child = cmd.spawn().expect("start a child");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, lines) = mpsc::channel();
-        let out_log = Arc::clone(&log);
-        let r1 = thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match line.find("@@") {
-                    Some(i) => {
-                        let _ = tx.send(line[i + 2..].to_string());
-                    }
-                    None => {
-                        let mut l = out_log.lock().unwrap_or_else(|e| e.into_inner());
-                        l.push_str(&line);
-                        l.push('\n');
-                    }
-                }
-            }
-        });
-        let err_log = Arc::clone(&log);
-        let r2 = thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match stderr.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        err_log.lock().unwrap_or_else(|e| e.into_inner()).push_str(&String::from_utf8_lossy(&buf[..n]))
-                    }
-                }
-            }
-        });
-        Proc { label: label.to_string(), child, stdin, lines, log, readers: vec![r1, r2], status: None }
-    }
-
-    /// What the child wrote besides protocol lines (its standard error mostly).
-    fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Whether the child has exited (reaping it).
-    fn exited(&mut self) -> bool {
-        if self.status.is_none() {
-            self.status = self.child.try_wait().expect("try_wait");
-        }
-        self.status.is_some()
-    }
-
-    /// Fail the test because of this child, with its output.
-    #[track_caller]
-    fn fail(&mut self, why: &str) -> ! {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Let the readers take in the last words.
-        for r in self.readers.drain(..) {
-            let _ = r.join();
-        }
-        panic!("{}: {why}\n--- its output ---\n{}--- end of output ---", self.label, self.log());
-    }
-
-    /// The next protocol line, which must have `key`; its value.
-    #[track_caller]
-    fn expect(&mut self, key: &str, deadline: Instant) -> String {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match self.lines.recv_timeout(left) {
-            Ok(line) => match line.split_once(' ') {
-                Some((k, v)) if k == key => v.to_string(),
-                None if line == key => String::new(),
-                _ => self.fail(&format!("expected a {key} line, got {line:?}")),
-            },
-            Err(RecvTimeoutError::Timeout) => self.fail(&format!("watchdog: no {key} line in time")),
-            Err(RecvTimeoutError::Disconnected) => self.fail(&format!("exited before its {key} line")),
-        }
-    }
-
-    /// The protocol line with `key` if one is there now (`None` when none is).
-    fn try_expect(&mut self, key: &str) -> Option<String> {
-        match self.lines.try_recv() {
-            Ok(line) => match line.split_once(' ') {
-                Some((k, v)) if k == key => Some(v.to_string()),
-                None if line == key => Some(String::new()),
-                _ => self.fail(&format!("expected a {key} line, got {line:?}")),
-            },
-            Err(mpsc::TryRecvError::Empty) => None,
-            Err(mpsc::TryRecvError::Disconnected) => self.fail(&format!("exited before its {key} line")),
-        }
-    }
-
-    /// Write a command line to the child.
-    #[track_caller]
-    fn send(&mut self, line: &str) {
-        let ok = self.stdin.as_mut().is_some_and(|s| writeln!(s, "{line}").and_then(|()| s.flush()).is_ok());
-        if !ok {
-            self.fail(&format!("cannot write {line:?} to it (exited?)"));
-        }
-    }
-
-    /// Kill the child (`SIGKILL`), reap it, and return every protocol line it printed
-    /// that was not read yet.
-    fn kill(&mut self) -> Vec<String> {
-        self.child.kill().expect("kill a child");
-        self.status = Some(self.child.wait().expect("reap a killed child"));
-        for r in self.readers.drain(..) {
-            let _ = r.join();
-        }
-        self.lines.try_iter().collect()
-    }
-
-    /// Wait for the child to exit by itself (watchdog: `deadline`) and require success;
-    /// its output.
-    #[track_caller]
-    fn finish(mut self, deadline: Instant) -> String {
-        while !self.exited() {
-            if Instant::now() > deadline {
-                self.fail("watchdog: did not exit in time");
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-        for r in self.readers.drain(..) {
-            let _ = r.join();
-        }
-        let status = self.status.expect("reaped");
-        if !status.success() {
-            self.fail(&format!("failed: {status}"));
-        }
-        // Now its standard input may close.
-        self.stdin = None;
-        self.log()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Wait for the protocol line `key` of every child, failing as soon as one of them
-/// exits without it; the values, in order.
-#[track_caller]
-fn expect_all(procs: &mut [Proc], key: &str, deadline: Instant) -> Vec<String> {
-    let mut got: Vec<Option<String>> = vec![None; procs.len()];
-    while got.iter().any(Option::is_none) {
-        for (i, p) in procs.iter_mut().enumerate() {
-            if got[i].is_none() {
-                got[i] = p.try_expect(key);
-                if got[i].is_none() && p.exited() {
-                    // The line may have come just before the exit.
-                    got[i] = p.try_expect(key);
-                    if got[i].is_none() {
-                        p.fail(&format!("exited before its {key} line"));
-                    }
-                }
-            }
-        }
-        if got.iter().any(Option::is_none) {
-            if Instant::now() > deadline {
-                let i = got.iter().position(Option::is_none).expect("one missing");
-                procs[i].fail(&format!("watchdog: no {key} line in time"));
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
-    }
-    got.into_iter().map(|v| v.expect("all there")).collect()
+    })
 }
 
 /// Whether a child's log says that cross-memory attach was not possible with a peer
@@ -809,7 +619,7 @@ fn all_to_all(n: usize, cma: Cma) {
     let start = Instant::now();
     let deadline = start + TEST_LIMIT;
     let mut procs: Vec<Proc> =
-        (0..n).map(|r| Proc::spawn(&format!("rank {r} of {n}"), &format!("alltoall:{r}:{n}"), cma)).collect();
+        (0..n).map(|r| spawn(&format!("rank {r} of {n}"), &format!("alltoall:{r}:{n}"), cma)).collect();
     let names = expect_all(&mut procs, "NAME", deadline);
     let line = format!("PEERS {}", names.join(" "));
     for p in &mut procs {
@@ -1079,8 +889,8 @@ fn survivor(dir: &str) {
     let mut summary = Vec::new();
     for attempt in 1..=ATTEMPTS {
         // The helper starts while the big messages flow.
-        let helper = Proc::spawn("echo process", "echo", Cma::Inherit);
-        let mut victim = Proc::spawn("victim", if dir == "receiver" { "sink" } else { "source" }, Cma::Inherit);
+        let helper = spawn("echo process", "echo", Cma::Inherit);
+        let mut victim = spawn("victim", if dir == "receiver" { "sink" } else { "source" }, Cma::Inherit);
         let vname = victim.expect("NAME", deadline);
         victim.send(&format!("PEERS {me}"));
         let vaddr = node.insert(std::slice::from_ref(&vname))[0];
@@ -1282,7 +1092,7 @@ fn echo_exchange(node: &Node, mut helper: Proc, deadline: Instant) {
 fn kill_test(dir: &str, cma: Cma) {
     let start = Instant::now();
     let deadline = start + TEST_LIMIT;
-    let mut p = Proc::spawn(&format!("survivor ({dir} killed)"), &format!("killtest:{dir}"), cma);
+    let mut p = spawn(&format!("survivor ({dir} killed)"), &format!("killtest:{dir}"), cma);
     let result = p.expect("RESULT", deadline);
     let log = p.finish(deadline);
     if cma == Cma::On && cma_fell_back(&log) {
@@ -1330,8 +1140,8 @@ fn sender_killed_mid_transfer_without_cma() {
 #[test]
 fn killed_process_segment_removed_when_a_domain_opens() {
     let deadline = Instant::now() + TEST_LIMIT;
-    let mut dead = Proc::spawn("to be killed", "idle", Cma::Inherit);
-    let mut live = Proc::spawn("live", "idle", Cma::Inherit);
+    let mut dead = spawn("to be killed", "idle", Cma::Inherit);
+    let mut live = spawn("live", "idle", Cma::Inherit);
     let dead_seg = segment_path(&dead.expect("NAME", deadline));
     let live_seg = segment_path(&live.expect("NAME", deadline));
     assert!(dead_seg.exists(), "{}: a live endpoint's segment exists", dead_seg.display());
@@ -1422,7 +1232,7 @@ fn one_endpoint_receives_from_256_peers() {
     let mut procs: Vec<Proc> = (0..SENDER_PROCS)
         .map(|p| {
             let first = p * SENDERS_PER_PROC;
-            Proc::spawn(&format!("senders {first}.."), &format!("senders:{first}:{SENDERS_PER_PROC}"), Cma::Inherit)
+            spawn(&format!("senders {first}.."), &format!("senders:{first}:{SENDERS_PER_PROC}"), Cma::Inherit)
         })
         .collect();
     let names: Vec<String> = expect_all(&mut procs, "NAMES", deadline)
@@ -1552,7 +1362,7 @@ fn blocking_child(side: &str) {
 /// [`blocking_child`]), cross-memory attach as `cma` says.
 fn blocking_waits(cma: Cma) {
     let deadline = Instant::now() + TEST_LIMIT;
-    let mut procs = vec![Proc::spawn("receiver", "blocking:recv", cma), Proc::spawn("sender", "blocking:send", cma)];
+    let mut procs = vec![spawn("receiver", "blocking:recv", cma), spawn("sender", "blocking:send", cma)];
     let names = expect_all(&mut procs, "NAME", deadline);
     procs[0].send(&format!("PEERS {}", names[1]));
     procs[1].send(&format!("PEERS {}", names[0]));

@@ -64,14 +64,16 @@
 
 #![cfg(feature = "udp")]
 
+mod children;
+
+use children::Proc;
 use fabric::*;
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -105,8 +107,6 @@ const SLACK: usize = 64;
 const MAX_SIZE: usize = 1 << 20;
 /// Context of the wildcard receive of the duplicate check.
 const WILDCARD_CTX: u64 = u64::MAX - 7;
-/// Most bytes of a child's output kept for a failure report (the tail).
-const LOG_CAP: usize = 8 << 20;
 
 // ---------------------------------------------------------------------------------------
 // Messages
@@ -448,168 +448,6 @@ impl Drop for Relay {
 // Parent side: the children
 // ---------------------------------------------------------------------------------------
 
-/// A child process running [`child_entry`] in some role. Dropping it kills the child
-/// (`SIGKILL`) and reaps it, so a failing test leaves nothing running.
-struct Proc {
-    label: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Protocol lines (`KEY value`, without the `@@`) as the child prints them.
-    lines: Receiver<String>,
-    /// Standard error and the non-protocol lines of standard output (the tail).
-    log: Arc<Mutex<String>>,
-    readers: Vec<thread::JoinHandle<()>>,
-    status: Option<ExitStatus>,
-}
-
-/// Append to a log, keeping its last [`LOG_CAP`] bytes or so.
-fn append(log: &Mutex<String>, s: &str) {
-    let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
-    l.push_str(s);
-    if l.len() > LOG_CAP {
-        let mut cut = l.len() - LOG_CAP / 2;
-        while !l.is_char_boundary(cut) {
-            cut += 1;
-        }
-        l.replace_range(..cut, "[...]\n");
-    }
-}
-
-impl Proc {
-    /// Start the test binary as a child in `role`.
-    fn spawn(label: &str, role: &str) -> Proc {
-        let exe = std::env::current_exe().expect("the test binary");
-        let mut child = Command::new(exe)
-            .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env(ROLE_ENV, role)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a child");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, lines) = mpsc::channel();
-        let out_log = Arc::clone(&log);
-        let r1 = thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match line.find("@@") {
-                    Some(i) => {
-                        let _ = tx.send(line[i + 2..].to_string());
-                    }
-                    None => append(&out_log, &format!("{line}\n")),
-                }
-            }
-        });
-        let err_log = Arc::clone(&log);
-        let r2 = thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match stderr.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => append(&err_log, &String::from_utf8_lossy(&buf[..n])),
-                }
-            }
-        });
-        Proc { label: label.to_string(), child, stdin, lines, log, readers: vec![r1, r2], status: None }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Whether the child has exited (reaping it).
-    fn exited(&mut self) -> bool {
-        if self.status.is_none() {
-            self.status = self.child.try_wait().expect("try_wait");
-        }
-        self.status.is_some()
-    }
-
-    /// Fail the test because of this child, with its output (and `more`).
-    #[track_caller]
-    fn fail(&mut self, why: &str) -> ! {
-        let _ = self.child.kill();
-        let status = self.child.wait();
-        for r in self.readers.drain(..) {
-            let _ = r.join();
-        }
-        panic!("{}: {why} (exit: {status:?})\n--- its output ---\n{}--- end of output ---", self.label, self.log());
-    }
-
-    /// The next protocol line, which must have `key`; its value.
-    #[track_caller]
-    fn expect(&mut self, key: &str, deadline: Instant) -> String {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match self.lines.recv_timeout(left) {
-            Ok(line) => self.parse(line, key),
-            Err(RecvTimeoutError::Timeout) => self.fail(&format!("watchdog: no {key} line in time")),
-            Err(RecvTimeoutError::Disconnected) => self.fail(&format!("exited before its {key} line")),
-        }
-    }
-
-    #[track_caller]
-    fn parse(&mut self, line: String, key: &str) -> String {
-        match line.split_once(' ') {
-            Some((k, v)) if k == key => v.to_string(),
-            None if line == key => String::new(),
-            _ => self.fail(&format!("expected a {key} line, got {line:?}")),
-        }
-    }
-
-    /// The protocol line with `key` if one is there now.
-    #[track_caller]
-    fn try_expect(&mut self, key: &str) -> Option<String> {
-        match self.lines.try_recv() {
-            Ok(line) => Some(self.parse(line, key)),
-            Err(mpsc::TryRecvError::Empty) => None,
-            Err(mpsc::TryRecvError::Disconnected) => self.fail(&format!("exited before its {key} line")),
-        }
-    }
-
-    /// Write a command line to the child.
-    #[track_caller]
-    fn send(&mut self, line: &str) {
-        let ok = self.stdin.as_mut().is_some_and(|s| writeln!(s, "{line}").and_then(|()| s.flush()).is_ok());
-        if !ok {
-            self.fail(&format!("cannot write {line:?} to it (exited?)"));
-        }
-    }
-
-    /// Wait for the child to exit by itself (watchdog: `deadline`) and require
-    /// success; its output.
-    #[track_caller]
-    fn finish(mut self, deadline: Instant) -> String {
-        while !self.exited() {
-            if Instant::now() > deadline {
-                self.fail("watchdog: did not exit in time");
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-        for r in self.readers.drain(..) {
-            let _ = r.join();
-        }
-        let status = self.status.expect("reaped");
-        if !status.success() {
-            self.fail(&format!("failed: {status}"));
-        }
-        self.stdin = None;
-        self.log()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// Wait for one protocol line from each child, `keys[i]` from `procs[i]`, in any
 /// order; fails as soon as one exits without it, or at `deadline`. `tick` runs
 /// every second or so (progress reports). The values, in order.
@@ -679,8 +517,8 @@ fn relay_run(count: u64, imp: Impairment, default_seed: u64) {
         imp.reorder * 100.0,
         imp.duplicate * 100.0
     );
-    let mut receiver = Proc::spawn("receiver", &format!("receiver:{count}"));
-    let mut sender = Proc::spawn("sender", &format!("sender:{count}"));
+    let mut receiver = Proc::spawn("receiver", ROLE_ENV, &format!("receiver:{count}"), |_| {});
+    let mut sender = Proc::spawn("sender", ROLE_ENV, &format!("sender:{count}"), |_| {});
     let rname = receiver.expect("NAME", deadline);
     let sname = sender.expect("NAME", deadline);
     let raddr: SocketAddr = rname.parse().unwrap_or_else(|_| panic!("receiver's name {rname:?}"));

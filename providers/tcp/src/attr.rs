@@ -7,7 +7,7 @@ use fabric_core::{
     fi_log, AddrFormat, Address, AvType, Caps, DomainAttr, EpAttr, EpType, Error, FabricAttr, Hints, Info, Mode,
     MrMode, MsgOrder, Progress, Protocol, ResourceMgmt, Result, RxAttr, Threading, TxAttr,
 };
-use fabric_util::iface::{self, Iface, SelectOpts, Selection};
+use fabric_util::iface::{self, Iface, SelectOpts};
 use std::net::SocketAddr;
 
 /// Most iov entries in one operation.
@@ -142,46 +142,13 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
     }
     let opts =
         SelectOpts { prov: NAME, proto: "tcp", only_iface: cfg.iface.as_deref(), only_iface_var: "FI_TCP_IFACE" };
-    let Selection { ifaces, src, dest } = iface::select(h, &opts)?;
+    let sel = iface::select(h, &opts)?;
     let types: &[EpType] = match h.ep_type {
         EpType::Unspec => &[EpType::Msg, EpType::Rdm],
         EpType::Msg => &[EpType::Msg],
         _ => &[EpType::Rdm],
     };
-    let mut out = Vec::new();
-    let mut reasons = Vec::new();
-    for iface in &ifaces {
-        for t in types {
-            let mut info = base_info(iface, *t);
-            if let Some(s) = src {
-                let ip = if s.ip().is_unspecified() { iface.addr } else { s.ip() };
-                info.src_addr = Some(Address::Sockaddr(SocketAddr::new(ip, s.port())));
-            }
-            if let Some(d) = dest {
-                info.dest_addr = Some(Address::Sockaddr(d));
-            }
-            // Data progress is manual unless automatic is asked for: then the
-            // domain runs a progress thread.
-            if h.data_progress == Progress::Auto {
-                info.domain_attr.data_progress = Progress::Auto;
-            }
-            // Regions are addressed by virtual address and keyed by the provider,
-            // unless the application supports neither: then by offset, and with
-            // the keys it asks for.
-            if let Some(m) = h.mr_mode {
-                info.domain_attr.mr_mode &= m | !(MrMode::VIRT_ADDR | MrMode::PROV_KEY);
-            }
-            match info.check(h) {
-                Ok(()) => out.push(info),
-                Err(why) => reasons.push(format!("{} {}: {why}", iface.name, t)),
-            }
-        }
-    }
-    if out.is_empty() {
-        let why = if reasons.is_empty() { "no interface up".to_string() } else { reasons.join("; ") };
-        return Err(refuse(why));
-    }
-    Ok(out)
+    iface::entries(h, NAME, &sel, types, base_info)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! the interface list and resolves names), but it moves no data.
 
 use fabric_core::log::Level;
-use fabric_core::{fi_log, Error, Hints, Result};
+use fabric_core::{fi_log, Address, EpType, Error, Hints, Info, MrMode, Progress, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -301,6 +301,55 @@ pub struct SelectOpts<'a> {
     pub only_iface: Option<&'a str>,
     /// The variable that set `only_iface`, for the log.
     pub only_iface_var: &'a str,
+}
+
+/// The entries a query gets from a sockets provider: `base` made for each
+/// selected interface address and endpoint type of `types`, with the selection's
+/// source and destination, automatic progress and the memory-registration mode
+/// as the hints ask, kept where they satisfy the hints. `FI_ENODATA` (the reasons
+/// logged for `prov`) when none does.
+pub fn entries(
+    h: &Hints,
+    prov: &'static str,
+    sel: &Selection,
+    types: &[EpType],
+    base: impl Fn(&Iface, EpType) -> Info,
+) -> Result<Vec<Info>> {
+    let mut out = Vec::new();
+    let mut reasons = Vec::new();
+    for iface in &sel.ifaces {
+        for &t in types {
+            let mut info = base(iface, t);
+            if let Some(s) = sel.src {
+                let ip = if s.ip().is_unspecified() { iface.addr } else { s.ip() };
+                info.src_addr = Some(Address::Sockaddr(SocketAddr::new(ip, s.port())));
+            }
+            if let Some(d) = sel.dest {
+                info.dest_addr = Some(Address::Sockaddr(d));
+            }
+            // Data progress is manual unless automatic is asked for: then the
+            // domain runs a progress thread.
+            if h.data_progress == Progress::Auto {
+                info.domain_attr.data_progress = Progress::Auto;
+            }
+            // Regions are addressed by virtual address and keyed by the provider,
+            // unless the application supports neither: then by offset, and with
+            // the keys it asks for.
+            if let Some(m) = h.mr_mode {
+                info.domain_attr.mr_mode &= m | !(MrMode::VIRT_ADDR | MrMode::PROV_KEY);
+            }
+            match info.check(h) {
+                Ok(()) => out.push(info),
+                Err(why) => reasons.push(format!("{} {}: {why}", iface.name, t)),
+            }
+        }
+    }
+    if out.is_empty() {
+        let why = if reasons.is_empty() { "no interface up".to_string() } else { reasons.join("; ") };
+        fi_log!(Level::Info, prov, "core", "no entry: {why}");
+        return Err(Error::NoData);
+    }
+    Ok(out)
 }
 
 /// The interfaces (and source and destination) a query selects, as libfabric's
