@@ -326,13 +326,31 @@ pub trait EndpointOps: Send + Sync {
     /// Set the address (before `enable`).
     fn setname(&self, addr: &Address) -> Result<()>;
     /// The connected peer's address (MSG endpoints).
-    fn getpeer(&self) -> Result<Address>;
+    ///
+    /// Connectionless endpoints (RDM, DGRAM) keep this default: `FI_EOPNOTSUPP`.
+    fn getpeer(&self) -> Result<Address> {
+        Err(crate::Error::OpNotSupp)
+    }
     /// Connect to a passive endpoint, sending `param` (MSG endpoints).
-    fn connect(&self, addr: &Address, param: &[u8]) -> Result<()>;
+    ///
+    /// Connectionless endpoints (RDM, DGRAM) keep this default: `FI_EOPNOTSUPP`.
+    fn connect(&self, addr: &Address, param: &[u8]) -> Result<()> {
+        let _ = (addr, param);
+        Err(crate::Error::OpNotSupp)
+    }
     /// Accept the connection request this endpoint was opened for, sending `param`.
-    fn accept(&self, param: &[u8]) -> Result<()>;
+    ///
+    /// Connectionless endpoints (RDM, DGRAM) keep this default: `FI_EOPNOTSUPP`.
+    fn accept(&self, param: &[u8]) -> Result<()> {
+        let _ = param;
+        Err(crate::Error::OpNotSupp)
+    }
     /// Shut the connection down; both sides get `FI_SHUTDOWN`.
-    fn shutdown(&self) -> Result<()>;
+    ///
+    /// Connectionless endpoints (RDM, DGRAM) keep this default: `FI_EOPNOTSUPP`.
+    fn shutdown(&self) -> Result<()> {
+        Err(crate::Error::OpNotSupp)
+    }
     /// Post a send (tagged when `flags` has `TAGGED`).
     ///
     /// # Safety

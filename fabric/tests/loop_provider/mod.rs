@@ -656,15 +656,6 @@ impl EndpointOps for LoopEp {
     fn getpeer(&self) -> Result<Address> {
         Err(Error::NotConn)
     }
-    fn connect(&self, _addr: &Address, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-    fn accept(&self, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-    fn shutdown(&self) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let tx = loop_cq(&self.tx_cq).ok_or(Error::NoCq)?;
         let mut data = Vec::with_capacity(IoVec::total(op.iov));

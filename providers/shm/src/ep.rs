@@ -1923,12 +1923,7 @@ impl EndpointOps for ShmEp {
         if g.enabled {
             return Ok(());
         }
-        if g.b.tx_cq.is_none() && g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        if g.b.av.is_none() {
-            return Err(Error::NoAv);
-        }
+        g.b.check_enable(true)?;
         g.enabled = true;
         Ok(())
     }
@@ -1940,22 +1935,6 @@ impl EndpointOps for ShmEp {
     fn setname(&self, _addr: &Address) -> Result<()> {
         // The name is the segment's: fixed when the endpoint opens (give it in
         // the info's src_addr).
-        Err(Error::OpNotSupp)
-    }
-
-    fn getpeer(&self) -> Result<Address> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn connect(&self, _addr: &Address, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn accept(&self, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn shutdown(&self) -> Result<()> {
         Err(Error::OpNotSupp)
     }
 

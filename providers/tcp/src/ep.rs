@@ -1133,14 +1133,9 @@ impl EndpointOps for TcpEp {
         if g.enabled {
             return Ok(());
         }
-        if g.b.tx_cq.is_none() && g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
+        g.b.check_enable(self.ep_type == EpType::Rdm)?;
         match self.ep_type {
             EpType::Rdm => {
-                if g.b.av.is_none() {
-                    return Err(Error::NoAv);
-                }
                 let want = g.name.unwrap_or_else(|| "127.0.0.1:0".parse().expect("literal"));
                 let l = crate::pep::bind_listener(want)?;
                 g.name = Some(l.local_addr()?);

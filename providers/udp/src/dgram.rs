@@ -420,12 +420,7 @@ impl EndpointOps for DgramEp {
         if g.enabled {
             return Ok(());
         }
-        if g.b.tx_cq.is_none() && g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        if g.b.av.is_none() {
-            return Err(Error::NoAv);
-        }
+        g.b.check_enable(true)?;
         let want = g.name.unwrap_or_else(|| self.domain.default_name(self.ipv6));
         let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
         let bound = self.domain.bind_socket(sock, want)?;
@@ -450,22 +445,6 @@ impl EndpointOps for DgramEp {
         }
         g.name = Some(sa);
         Ok(())
-    }
-
-    fn getpeer(&self) -> Result<Address> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn connect(&self, _addr: &Address, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn accept(&self, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn shutdown(&self) -> Result<()> {
-        Err(Error::OpNotSupp)
     }
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {

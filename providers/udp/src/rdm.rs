@@ -1497,12 +1497,7 @@ impl EndpointOps for UdpRdmEp {
         if g.enabled {
             return Ok(());
         }
-        if g.b.tx_cq.is_none() && g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        if g.b.av.is_none() {
-            return Err(Error::NoAv);
-        }
+        g.b.check_enable(true)?;
         g.enabled = true;
         Ok(())
     }
@@ -1514,22 +1509,6 @@ impl EndpointOps for UdpRdmEp {
     fn setname(&self, _addr: &Address) -> Result<()> {
         // The socket is bound when the endpoint opens (give the address in the
         // info's src_addr).
-        Err(Error::OpNotSupp)
-    }
-
-    fn getpeer(&self) -> Result<Address> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn connect(&self, _addr: &Address, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn accept(&self, _param: &[u8]) -> Result<()> {
-        Err(Error::OpNotSupp)
-    }
-
-    fn shutdown(&self) -> Result<()> {
         Err(Error::OpNotSupp)
     }
 

@@ -47,6 +47,18 @@ impl Bindings {
         Ok(())
     }
 
+    /// What `fi_enable` requires of the bindings: a completion queue, and an
+    /// address vector where the endpoint addresses peers through one (`need_av`).
+    pub fn check_enable(&self, need_av: bool) -> Result<(), Error> {
+        if self.tx_cq.is_none() && self.rx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        if need_av && self.av.is_none() {
+            return Err(Error::NoAv);
+        }
+        Ok(())
+    }
+
     /// Bind a counter to the events `flags` names: transmit and receive
     /// completions, remote writes and remote reads of our regions.
     pub fn set_cntr(&mut self, c: &Arc<UtilCntr>, flags: BindFlags) {
