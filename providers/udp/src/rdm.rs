@@ -66,10 +66,6 @@ const SOCK_BUF: usize = 4 << 20;
 /// The most bytes of eager sends copied and completed before the peer has
 /// acknowledged them; beyond, eager sends complete when acknowledged.
 const COPY_BUDGET: usize = 1 << 20;
-/// In the `id` of a `Msg` frame: its sender waits for the acknowledgement to
-/// complete the send (it kept no copy), so the receiver acknowledges at once
-/// instead of after its delay.
-const ACK_AT_ONCE: u64 = 1;
 /// The largest message sent eagerly; larger ones wait at the sender until the
 /// receiver has matched them (`Rts`, `Cts`, then `Data`).
 pub(crate) const EAGER_MAX: usize = 64 << 10;
@@ -215,6 +211,9 @@ struct Frame {
     src: FrameSrc,
     /// Whether the acknowledgement completes the operation (sends).
     ack_completes: bool,
+    /// Whether a completion waits for the acknowledgement (the peer then
+    /// acknowledges it at once: [`Channel::send_awaited`]).
+    awaited: bool,
 }
 
 impl Frame {
@@ -223,7 +222,7 @@ impl Frame {
         head[..HDR_LEN].copy_from_slice(&h.encode());
         let n = prefix.len().min(HEAD_MAX - HDR_LEN);
         head[HDR_LEN..HDR_LEN + n].copy_from_slice(&prefix[..n]);
-        Frame { op, head, head_len: HDR_LEN + n, src, ack_completes }
+        Frame { op, head, head_len: HDR_LEN + n, src, ack_completes, awaited: false }
     }
 
     fn len(&self) -> usize {
@@ -306,8 +305,6 @@ struct Peer {
     rx: Option<InFrame>,
     /// A protocol violation seen while taking its segments.
     broken: Option<String>,
-    /// A frame whose sender waits for our acknowledgement arrived.
-    ack_asap: bool,
     /// Its write operations arriving in several requests: (operation id, the
     /// refusal of its first request, which every later one shares).
     writes: Vec<(u64, Option<Error>)>,
@@ -477,7 +474,6 @@ impl UdpRdmEp {
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
             rx: None,
             broken: None,
-            ack_asap: false,
             writes: Vec::new(),
             fi_addr: FiAddr::NOTAVAIL,
             av_version: u64::MAX,
@@ -534,13 +530,14 @@ impl UdpRdmEp {
 
     /// Give a frame to a peer's channel.
     fn queue_frame(g: &mut Inner, peer: PeerId, f: Frame, now: Instant) -> Result<()> {
-        let len = f.len();
+        let (len, awaited) = (f.len(), f.awaited);
         let fid = g.frames.insert(f);
         let Some(p) = Self::peer(g, peer) else {
             g.frames.remove(fid);
             return Err(Error::HostUnreach);
         };
-        if p.chan.send(now, fid, len).is_err() {
+        let sent = if awaited { p.chan.send_awaited(now, fid, len) } else { p.chan.send(now, fid, len) };
+        if sent.is_err() {
             g.frames.remove(fid);
             return Err(Error::HostUnreach);
         }
@@ -623,10 +620,11 @@ impl UdpRdmEp {
             }
             Frame::new(opid, &h, &[], FrameSrc::None, false)
         } else {
-            if !copy && inject.is_none() {
-                h.id = ACK_AT_ONCE;
-            }
-            Frame::new(opid, &h, &[], FrameSrc::Op { off: 0, len }, true)
+            let mut f = Frame::new(opid, &h, &[], FrameSrc::Op { off: 0, len }, true);
+            // Unless it completed from its copy, the send waits for this frame's
+            // acknowledgement.
+            f.awaited = !copy && inject.is_none();
+            f
         };
         if let Err(e) = Self::queue_frame(g, peer, f, now) {
             if let Some(o) = g.ops.remove(opid) {
@@ -957,9 +955,6 @@ impl UdpRdmEp {
             }
             return;
         }
-        if std::mem::take(&mut p.ack_asap) {
-            p.chan.request_ack();
-        }
         if p.chan.is_failed() {
             fi_log!(Level::Info, NAME, "ep_data", "peer {} is unreachable: failing what is in flight with it", p.addr);
             self.peer_down(g, id, Error::HostUnreach);
@@ -1021,9 +1016,8 @@ impl UdpRdmEp {
         let src = Self::src_of(g, id);
         let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return Ok(()) };
-        let Peer { chan, rx: state, broken, writes, ack_asap, .. } = p;
-        let mut t =
-            Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes, ack_asap };
+        let Peer { chan, rx: state, broken, writes, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes };
         chan.handle(now, h, payload, &mut |seg| t.segment(seg))
     }
 
@@ -1032,9 +1026,8 @@ impl UdpRdmEp {
         let src = Self::src_of(g, id);
         let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return };
-        let Peer { chan, rx: state, broken, writes, ack_asap, .. } = p;
-        let mut t =
-            Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes, ack_asap };
+        let Peer { chan, rx: state, broken, writes, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes };
         chan.poll_deliver(&mut |seg| t.segment(seg));
     }
 
@@ -1138,7 +1131,6 @@ struct Taker<'a> {
     state: &'a mut Option<InFrame>,
     broken: &'a mut Option<String>,
     writes: &'a mut Vec<(u64, Option<Error>)>,
-    ack_asap: &'a mut bool,
 }
 
 impl Taker<'_> {
@@ -1307,9 +1299,6 @@ impl Taker<'_> {
     /// The arriving frame is complete.
     fn end(&mut self, f: InFrame) -> std::result::Result<(), String> {
         let hdr = f.hdr;
-        if hdr.op == OpCode::Data || (hdr.op == OpCode::Msg && hdr.id == ACK_AT_ONCE) {
-            *self.ack_asap = true;
-        }
         match f.dest {
             Dest::Recv { target } => self.rx.complete(self.b, target, &hdr, self.src, false),
             Dest::Unexp { buf, m } => {
@@ -1371,7 +1360,8 @@ impl Taker<'_> {
                 let mut h = Header::new(OpCode::Data);
                 h.id = hdr.id;
                 h.len = o.len as u64;
-                let f = Frame::new(hdr.id, &h, &[], FrameSrc::Op { off: 0, len: o.len }, true);
+                let mut f = Frame::new(hdr.id, &h, &[], FrameSrc::Op { off: 0, len: o.len }, true);
+                f.awaited = true;
                 self.outbox.push((self.peer, f));
             }
             Dest::Skip if hdr.op == OpCode::Nack => {

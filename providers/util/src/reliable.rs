@@ -46,7 +46,7 @@
 //! | 0 | magic | [`MAGIC`] |
 //! | 1 | version | [`VERSION`] |
 //! | 2 | kind | [`Kind`] |
-//! | 3 | flags | [`FLAG_FIRST`], [`FLAG_LAST`], [`FLAG_SUMMED`] |
+//! | 3 | flags | [`FLAG_FIRST`], [`FLAG_LAST`], [`FLAG_SUMMED`], [`FLAG_ACK_NOW`] |
 //! | 4..8 | epoch | the sender's incarnation (a restarted peer has a new one) |
 //! | 8..12 | checksum | over the datagram with this field zero |
 //! | 12..16 | len | payload bytes (must match the datagram) |
@@ -71,7 +71,11 @@ pub const FLAG_FIRST: u8 = 1;
 pub const FLAG_LAST: u8 = 2;
 /// The checksum covers the payload too.
 pub const FLAG_SUMMED: u8 = 4;
-const FLAGS_ALL: u8 = FLAG_FIRST | FLAG_LAST | FLAG_SUMMED;
+/// Data flag (on a message's last segment): the sender completes the message
+/// only when it is acknowledged ([`Channel::send_awaited`]), so the receiver
+/// acknowledges at once rather than after its delay.
+pub const FLAG_ACK_NOW: u8 = 8;
+const FLAGS_ALL: u8 = FLAG_FIRST | FLAG_LAST | FLAG_SUMMED | FLAG_ACK_NOW;
 /// Segments a selective acknowledgement describes.
 const SACK_SPAN: u64 = 64;
 
@@ -444,6 +448,8 @@ struct TxMsg {
     cut: usize,
     /// The message's last segment, once cut.
     last_seq: Option<u64>,
+    /// The sender waits for its acknowledgement ([`FLAG_ACK_NOW`]).
+    awaited: bool,
 }
 
 /// A segment sent and not yet acknowledged cumulatively.
@@ -607,6 +613,18 @@ impl Channel {
     /// [`Event::Acked`] or [`Event::Failed`] for `id` comes out of
     /// [`Channel::poll_event`]. Fails only on a failed or closed channel.
     pub fn send(&mut self, now: Instant, id: u64, len: usize) -> Result<(), Violation> {
+        self.push(now, id, len, false)
+    }
+
+    /// [`Channel::send`] for a message whose sender waits for its
+    /// acknowledgement (it completes on it): its last segment carries
+    /// [`FLAG_ACK_NOW`], so the receiver acknowledges it at once instead of after
+    /// its delay, even if it then stops making progress.
+    pub fn send_awaited(&mut self, now: Instant, id: u64, len: usize) -> Result<(), Violation> {
+        self.push(now, id, len, true)
+    }
+
+    fn push(&mut self, now: Instant, id: u64, len: usize, awaited: bool) -> Result<(), Violation> {
         if self.failed {
             return Err(Violation::Closed);
         }
@@ -614,7 +632,7 @@ impl Channel {
             // The peer's silence counts from now.
             self.last_heard = now;
         }
-        self.msgs.push_back(TxMsg { id, len, cut: 0, last_seq: None });
+        self.msgs.push_back(TxMsg { id, len, cut: 0, last_seq: None, awaited });
         Ok(())
     }
 
@@ -760,6 +778,9 @@ impl Channel {
             let seq = self.next_seq;
             if m.cut == m.len {
                 flags |= FLAG_LAST;
+                if m.awaited {
+                    flags |= FLAG_ACK_NOW;
+                }
                 m.last_seq = Some(seq);
                 self.cursor += 1;
             }
@@ -1007,7 +1028,7 @@ impl Channel {
             self.drain_held(deliver);
         }
         self.ack_owed += 1;
-        if self.ack_owed >= self.cfg.ack_every {
+        if self.ack_owed >= self.cfg.ack_every || h.flags & FLAG_ACK_NOW != 0 {
             self.ack_now = true;
         } else if self.ack_at.is_none() {
             self.ack_at = Some(now + self.cfg.ack_delay);
@@ -1052,15 +1073,6 @@ impl Channel {
         h.encode(out);
         self.stats.acks_sent += 1;
         Some(HEADER_LEN)
-    }
-
-    /// Acknowledge at once what was received (the caller knows the peer waits
-    /// for it: its send completes only when acknowledged); the acknowledgement
-    /// goes with the next [`Channel::poll_transmit`].
-    pub fn request_ack(&mut self) {
-        if !self.failed && (self.ack_at.is_some() || self.ack_owed > 0) {
-            self.ack_now = true;
-        }
     }
 
     /// Segments received and not yet taken by the caller.
@@ -1199,6 +1211,35 @@ mod tests {
         let ev: Vec<Event> = std::iter::from_fn(|| a.poll_event()).collect();
         assert_eq!(ev, (0..10).map(Event::Acked).collect::<Vec<_>>());
         assert!(a.is_idle());
+    }
+
+    #[test]
+    fn an_awaited_message_is_acknowledged_at_once() {
+        let (mut a, mut b, t) = pair(Config { mss: 100, ..Config::default() });
+        let mut buf = vec![0u8; HEADER_LEN + 100];
+        // A plain message: the receiver's acknowledgement waits for its delay.
+        a.send(t, 1, 150).unwrap();
+        while let Some(n) = a.poll_transmit(t, &mut buf, &mut |_, _, _| {}) {
+            let (h, p) = Header::decode(&buf[..n]).unwrap();
+            assert_eq!(h.flags & FLAG_ACK_NOW, 0);
+            b.handle(t, &h, p, &mut |_| true).unwrap();
+        }
+        assert!(b.poll_transmit(t, &mut buf, &mut |_, _, _| {}).is_none(), "no acknowledgement before the delay");
+        let late = t + b.config().ack_delay;
+        b.handle_timeout(late);
+        assert!(b.poll_transmit(late, &mut buf, &mut |_, _, _| {}).is_some());
+        // An awaited one: its last segment (only) asks, and the receiver answers now.
+        a.send_awaited(t, 2, 150).unwrap();
+        while let Some(n) = a.poll_transmit(late, &mut buf, &mut |_, _, _| {}) {
+            let (h, p) = Header::decode(&buf[..n]).unwrap();
+            assert_eq!(h.flags & FLAG_ACK_NOW != 0, h.flags & FLAG_LAST != 0);
+            b.handle(late, &h, p, &mut |_| true).unwrap();
+        }
+        let n = b.poll_transmit(late, &mut buf, &mut |_, _, _| {}).expect("acknowledged at once");
+        let (h, p) = Header::decode(&buf[..n]).unwrap();
+        a.handle(late, &h, p, &mut |_| true).unwrap();
+        let ev: Vec<Event> = std::iter::from_fn(|| a.poll_event()).collect();
+        assert_eq!(ev, vec![Event::Acked(1), Event::Acked(2)]);
     }
 
     #[test]
