@@ -863,6 +863,15 @@ impl UdpRdmEp {
         g.copied -= op_step(&mut g.ops, &g.b, opid, err);
     }
 
+    /// Complete an operation now with `err` (its first error, if it had one),
+    /// whatever it still waited for.
+    fn fail_op(g: &mut Inner, opid: u64, err: Error) {
+        if let Some(op) = g.ops.get_mut(opid) {
+            op.pending = 1;
+        }
+        Self::op_step(g, opid, Some(err));
+    }
+
     /// What a channel told us about one of its frames.
     fn on_event(g: &mut Inner, ev: Event) {
         let (fid, ok) = match ev {
@@ -875,9 +884,6 @@ impl UdpRdmEp {
         }
         if !ok {
             // The request is lost, and with it its answer.
-            if let Some(op) = g.ops.get_mut(f.op) {
-                op.err.get_or_insert(Error::HostUnreach);
-            }
             Self::op_step(g, f.op, Some(Error::HostUnreach));
         } else if f.ack_completes {
             Self::op_step(g, f.op, None);
@@ -1041,11 +1047,7 @@ impl UdpRdmEp {
             Self::on_event(g, ev);
         }
         for opid in g.ops.ids(|o| o.peer == id) {
-            if let Some(op) = g.ops.get_mut(opid) {
-                op.err.get_or_insert(err);
-                op.pending = 1;
-            }
-            Self::op_step(g, opid, Some(err));
+            Self::fail_op(g, opid, err);
         }
         if let Some(f) = arriving {
             if let Dest::Recv { target } = f.dest {
@@ -1093,11 +1095,7 @@ impl UdpRdmEp {
             g.rx.fail(&g.b, w.target, &w.hdr, w.src, Error::Canceled);
         }
         for opid in g.ops.ids(|_| true) {
-            if let Some(op) = g.ops.get_mut(opid) {
-                op.err.get_or_insert(Error::Canceled);
-                op.pending = 1;
-            }
-            Self::op_step(g, opid, Some(Error::Canceled));
+            Self::fail_op(g, opid, Error::Canceled);
         }
         for p in g.peers.iter_mut().flatten() {
             if let Some(f) = p.rx.take() {
