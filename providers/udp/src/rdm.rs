@@ -1212,20 +1212,21 @@ impl Taker<'_> {
                 let n = (hdr.len - RmaDesc::LEN as u64) as usize;
                 // The first request of an operation checks its whole range (`tag`
                 // is the operation's length), so a refused write lands nowhere.
+                let mrs = self.ep.domain.objs.mrs();
                 let err = match self.writes.iter().find(|w| w.0 == hdr.id) {
-                    Some(w) => w.1,
+                    // A later request shares the first one's refusal, and its own
+                    // range is checked.
+                    Some(w) => w.1.or_else(|| mrs.lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err()),
                     None => {
+                        // The whole range starts here and covers this request.
                         let whole = usize::try_from(hdr.tag).unwrap_or(usize::MAX).max(n);
-                        let err =
-                            self.ep.domain.objs.mrs().lookup(desc.key, desc.addr, whole, MrAccess::REMOTE_WRITE).err();
+                        let err = mrs.lookup(desc.key, desc.addr, whole, MrAccess::REMOTE_WRITE).err();
                         if !hdr.flags.has(HdrFlags::LAST) {
                             self.writes.push((hdr.id, err));
                         }
                         err
                     }
                 };
-                let err = err
-                    .or_else(|| self.ep.domain.objs.mrs().lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err());
                 if hdr.flags.has(HdrFlags::LAST) {
                     self.writes.retain(|w| w.0 != hdr.id);
                 }
