@@ -53,15 +53,13 @@
 
 mod children;
 
-use children::{expect_all, Proc};
+use children::{expect_all, say, Commands, Proc};
 use fabric::*;
 use fabric_shm::proto::INLINE_MAX;
 use fabric_shm::segment::{BOUNCE_SIZE, HEADER_SIZE, PREFIX, SHM_DIR, SLOTS, SLOT_SIZE};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -413,46 +411,7 @@ fn cma_fell_back(log: &str) -> bool {
 // Child side
 // ---------------------------------------------------------------------------------------
 
-/// Print a protocol line for the parent.
-fn say(key: &str, value: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "@@{key} {value}").and_then(|()| out.flush()).expect("write to the parent");
-}
-
-/// Commands from the parent, read by a thread from standard input. The process exits
-/// when its standard input closes: the parent is gone.
-struct Commands {
-    rx: Receiver<String>,
-}
-
 impl Commands {
-    fn start() -> Commands {
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in std::io::stdin().lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-            eprintln!("child {}: standard input closed (the parent is gone): exiting", std::process::id());
-            std::process::exit(3);
-        });
-        Commands { rx }
-    }
-
-    /// The next command (watchdog: `deadline`).
-    #[track_caller]
-    fn next(&self, deadline: Instant) -> String {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.rx.recv_timeout(left).unwrap_or_else(|e| panic!("no command from the parent in time: {e}"))
-    }
-
-    /// The next command if one came.
-    fn try_next(&self) -> Option<String> {
-        self.rx.try_recv().ok()
-    }
-
     /// The `PEERS` command: the names.
     #[track_caller]
     fn peers(&self, deadline: Instant) -> Vec<String> {

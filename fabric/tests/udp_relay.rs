@@ -66,14 +66,12 @@
 
 mod children;
 
-use children::Proc;
+use children::{say, Commands, Proc};
 use fabric::*;
 use std::collections::VecDeque;
-use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -704,39 +702,11 @@ fn relay_drops_reorders_and_duplicates() {
 // Child side
 // ---------------------------------------------------------------------------------------
 
-/// Print a protocol line for the parent.
-fn say(key: &str, value: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "@@{key} {value}").and_then(|()| out.flush()).expect("write to the parent");
-}
-
-/// Commands from the parent, read by a thread from standard input. The process
-/// exits when its standard input closes: the parent is gone.
-struct Commands {
-    rx: Receiver<String>,
-}
-
 impl Commands {
-    fn start() -> Commands {
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in std::io::stdin().lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-            eprintln!("child {}: standard input closed (the parent is gone): exiting", std::process::id());
-            std::process::exit(3);
-        });
-        Commands { rx }
-    }
-
     /// The `PEER` command: the address.
     #[track_caller]
     fn peer(&self, deadline: Instant) -> SocketAddr {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = self.rx.recv_timeout(left).unwrap_or_else(|e| panic!("no PEER from the parent in time: {e}"));
+        let line = self.next(deadline);
         let rest = line.strip_prefix("PEER ").unwrap_or_else(|| panic!("expected PEER, got {line:?}"));
         rest.trim().parse().unwrap_or_else(|_| panic!("PEER {rest:?}: not a socket address"))
     }
@@ -746,7 +716,7 @@ impl Commands {
     fn wait_exit(&self, cq: &CompletionQueue, deadline: Instant, what: &str) {
         let mut spins = 0;
         loop {
-            match self.rx.try_recv().ok().as_deref() {
+            match self.try_next().as_deref() {
                 Some("EXIT") => return,
                 Some(other) => panic!("expected EXIT, got {other:?}"),
                 None => {}

@@ -16,6 +16,48 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// Child side: print a protocol line for the parent.
+pub fn say(key: &str, value: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "@@{key} {value}").and_then(|()| out.flush()).expect("write to the parent");
+}
+
+/// Child side: commands from the parent, read by a thread from standard input.
+/// The process exits when its standard input closes: the parent is gone.
+pub struct Commands {
+    rx: Receiver<String>,
+}
+
+impl Commands {
+    /// Start reading commands.
+    pub fn start() -> Commands {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+            eprintln!("child {}: standard input closed (the parent is gone): exiting", std::process::id());
+            std::process::exit(3);
+        });
+        Commands { rx }
+    }
+
+    /// The next command (watchdog: `deadline`).
+    #[track_caller]
+    pub fn next(&self, deadline: Instant) -> String {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.rx.recv_timeout(left).unwrap_or_else(|e| panic!("no command from the parent in time: {e}"))
+    }
+
+    /// The next command if one came.
+    pub fn try_next(&self) -> Option<String> {
+        self.rx.try_recv().ok()
+    }
+}
+
 /// Most bytes of a child's output kept for a failure report (the tail).
 pub const LOG_CAP: usize = 8 << 20;
 
