@@ -18,6 +18,10 @@ fn builtins() -> &'static [Arc<dyn Provider>] {
     static BUILTINS: OnceLock<Vec<Arc<dyn Provider>>> = OnceLock::new();
     BUILTINS.get_or_init(|| {
         vec![
+            // Hardware first, as libfabric orders them: where a device exists it
+            // is the best; where none does, verbs offers nothing.
+            #[cfg(feature = "verbs")]
+            fabric_verbs::provider(),
             #[cfg(feature = "tcp")]
             fabric_tcp::provider(),
             #[cfg(feature = "shm")]

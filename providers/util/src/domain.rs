@@ -88,8 +88,9 @@ impl DomainObjects {
         self.avs.find(fid)
     }
 
-    /// The memory-key registry.
-    pub fn mrs(&self) -> &MrRegistry {
+    /// The memory-key registry (shared: a provider that registers regions itself,
+    /// under keys of its own, registers them here too).
+    pub fn mrs(&self) -> &Arc<MrRegistry> {
         &self.mrs
     }
 

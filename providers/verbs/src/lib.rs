@@ -1,0 +1,140 @@
+//! The verbs provider of fabric: RDMA devices (InfiniBand, RoCE, iWARP) through
+//! libibverbs and librdmacm, as libfabric's verbs provider (MSG endpoints on RC
+//! queue pairs) together with its rxm utility provider (RDM endpoints over RC
+//! connections made on demand).
+//!
+//! One domain per RDMA device port that has an IP address (RoCE: the address of
+//! the Ethernet interface the port's GIDs belong to; InfiniBand: IPoIB), named
+//! after the device; addresses are socket addresses (`FI_SOCKADDR_IN`,
+//! `FI_SOCKADDR_IN6`), resolved to the device by librdmacm, as users of RoCE and
+//! IPoIB expect.
+//!
+//! Files are named after the objects they implement, as in libfabric's
+//! `prov/<name>/src` (and as in the tcp, udp and shm providers): `attr` (what
+//! `getinfo` offers: discovery through `ibv_query_device` and `ibv_query_port`),
+//! `fabric`, `domain` (protection domain, memory registration), `pep` (passive
+//! endpoints), `ep` (MSG and RDM endpoints), `conn` (one RC connection and its
+//! data path), plus `ibv` (the thin layer over the C libraries).
+//!
+//! Building needs rdma-core's development packages (Debian: `libibverbs-dev
+//! librdmacm-dev`, and `libclang-dev clang pkg-config` for the bindings); running
+//! needs only the libraries (`libibverbs1 librdmacm1`, plus the device's user-space
+//! driver, `ibverbs-providers`). A binary built with the provider runs on a node
+//! without RDMA devices: `getinfo` finds none and says why at `FI_LOG_LEVEL=info`.
+
+mod attr;
+mod ibv;
+
+use fabric_core::param::{Param, ParamType};
+use std::sync::OnceLock;
+
+/// The provider's name.
+pub const NAME: &str = "verbs";
+/// The provider's version (`FI_VERSION(0, 1)`).
+pub const VERSION: u32 = fabric_core::info::version(0, 1);
+
+/// Parameters, read once from the environment.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    /// `FI_VERBS_IFACE`: only devices whose port belongs to this interface (a
+    /// name, or a prefix of names).
+    pub iface: Option<String>,
+    /// `FI_VERBS_DEVICE_NAME`: only the device with this name.
+    pub device_name: Option<String>,
+    /// `FI_VERBS_GID_IDX`: the GID index to use; `None` chooses (the RoCE v2 GID
+    /// of the interface's address).
+    pub gid_idx: Option<u32>,
+    /// `FI_VERBS_INLINE_SIZE`: the inline data size asked of each QP; `None`
+    /// uses the device's largest.
+    pub inline_size: Option<usize>,
+}
+
+pub(crate) fn params() -> Vec<Param> {
+    vec![
+        Param {
+            prov: NAME,
+            name: "iface",
+            kind: ParamType::Str,
+            help: "The prefix or the full name of the network interface whose RDMA device ports to use",
+            default: "",
+        },
+        Param {
+            prov: NAME,
+            name: "device_name",
+            kind: ParamType::Str,
+            help: "The name of the RDMA device to use (as ibv_devices lists it)",
+            default: "",
+        },
+        Param {
+            prov: NAME,
+            name: "gid_idx",
+            kind: ParamType::Int,
+            help: "The GID index to use; by default the RoCE v2 GID of the interface's address (the GID itself on InfiniBand)",
+            default: "-1",
+        },
+        Param {
+            prov: NAME,
+            name: "inline_size",
+            kind: ParamType::Size,
+            help: "The most bytes sent inline (copied into the work request); 0 uses the device's largest",
+            default: "0",
+        },
+    ]
+}
+
+pub(crate) fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let p = params();
+        let get = |n: &str| p.iter().find(|x| x.name == n).expect("declared parameter");
+        let s = |n: &str| get(n).raw().filter(|s| !s.is_empty());
+        Config {
+            iface: s("iface"),
+            device_name: s("device_name"),
+            gid_idx: get("gid_idx")
+                .raw()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|v| *v >= 0)
+                .map(|v| v as u32),
+            inline_size: get("inline_size").get_usize().filter(|v| *v > 0),
+        }
+    })
+}
+
+mod domain;
+mod ep;
+mod fabric;
+mod pep;
+
+use fabric_core::prov::{FabricOps, Provider};
+use fabric_core::{Hints, Info, Result};
+use std::sync::Arc;
+
+/// The verbs provider.
+pub fn provider() -> Arc<dyn Provider> {
+    Arc::new(VerbsProvider)
+}
+
+struct VerbsProvider;
+
+impl Provider for VerbsProvider {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> u32 {
+        VERSION
+    }
+
+    fn params(&self) -> Vec<Param> {
+        params()
+    }
+
+    fn getinfo(&self, hints: &Hints) -> Result<Vec<Info>> {
+        attr::getinfo(hints)
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Arc<dyn FabricOps>> {
+        Ok(fabric::VerbsFabric::new(info))
+    }
+}
