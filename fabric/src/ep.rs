@@ -262,6 +262,13 @@ impl Endpoint {
         self.ops.accept(data)
     }
 
+    /// The most connection data `connect` and `accept` carry
+    /// (`fi_getopt(FI_OPT_CM_DATA_SIZE)`): 256 bytes over tcp, 51 over verbs
+    /// (an RC connect request's private data).
+    pub fn cm_data_size(&self) -> usize {
+        self.ops.cm_data_size()
+    }
+
     /// Shut the connection down; both sides get a `Shutdown` event.
     pub fn shutdown(&self) -> Result<()> {
         self.ops.shutdown()
@@ -630,6 +637,11 @@ impl PassiveEndpoint {
     /// Choose the address to listen on (before `listen`).
     pub fn set_name(&self, addr: &Address) -> Result<()> {
         self.ops.setname(addr)
+    }
+
+    /// The most connection data `reject` carries (`FI_OPT_CM_DATA_SIZE`).
+    pub fn cm_data_size(&self) -> usize {
+        self.ops.cm_data_size()
     }
 
     /// Refuse the connection request of a `ConnReq` event's `info` (its `handle`),

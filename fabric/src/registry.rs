@@ -32,6 +32,20 @@ fn builtins() -> &'static [Arc<dyn Provider>] {
     })
 }
 
+/// How to get a provider this build leaves out (an opt-in cargo feature), for
+/// the tools to say when asked for it: `None` for a provider built in or unknown.
+pub fn not_built_hint(name: &str) -> Option<&'static str> {
+    match name {
+        #[cfg(not(feature = "verbs"))]
+        "verbs" => Some(
+            "the verbs provider is not built in: build with `--features verbs` \
+             (Debian packages: libibverbs-dev librdmacm-dev libclang-dev clang pkg-config; \
+             at run time libibverbs1 librdmacm1 ibverbs-providers)",
+        ),
+        _ => None,
+    }
+}
+
 /// Register an out-of-tree provider at run time. It is listed after the built-in
 /// ones; a provider registered under a name already listed (built-in or
 /// registered) replaces that one, in its place.

@@ -215,6 +215,11 @@ conformance_suite!(tcp, "tcp");
 conformance_suite!(shm, "shm");
 #[cfg(feature = "udp")]
 conformance_suite!(udp, "udp");
+/// verbs runs where a device exists: in the QEMU guest of
+/// `providers/verbs/guest/ci.sh` (Soft-RoCE); elsewhere every test skips, since
+/// `getinfo` finds no device.
+#[cfg(feature = "verbs")]
+conformance_suite!(verbs, "verbs");
 
 /// The shm suite again in a child process with `FI_SHM_DISABLE_CMA=1`, so that the
 /// fallback (large messages and RMA as chunks through the shared segment) passes

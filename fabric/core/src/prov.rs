@@ -25,6 +25,10 @@ use std::time::Duration;
 /// (`FI_EOVERRUN` reports). The safe layer never uses it for an operation.
 pub const NO_CONTEXT: u64 = 0;
 
+/// The connection data a connect, accept or reject carries unless the provider
+/// says otherwise ([`EndpointOps::cm_data_size`]): libfabric's tcp figure.
+pub const CM_DATA_SIZE: usize = 256;
+
 /// Allocate a process-unique object id (libfabric's `fid`), never 0.
 pub fn next_fid() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -303,6 +307,10 @@ pub trait PassiveEpOps: Send + Sync {
     fn setname(&self, addr: &Address) -> Result<()>;
     /// Refuse a connection request, sending `data` to the peer.
     fn reject(&self, handle: &crate::info::ConnHandle, data: &[u8]) -> Result<()>;
+    /// The most connection data a reject carries (`FI_OPT_CM_DATA_SIZE`).
+    fn cm_data_size(&self) -> usize {
+        CM_DATA_SIZE
+    }
     /// Stop listening.
     fn close(&self) -> Result<()>;
 }
@@ -344,6 +352,11 @@ pub trait EndpointOps: Send + Sync {
     fn accept(&self, param: &[u8]) -> Result<()> {
         let _ = param;
         Err(crate::Error::OpNotSupp)
+    }
+    /// The most connection data a connect or accept carries
+    /// (`FI_OPT_CM_DATA_SIZE`); more fails the call with `FI_EINVAL`.
+    fn cm_data_size(&self) -> usize {
+        CM_DATA_SIZE
     }
     /// Shut the connection down; both sides get `FI_SHUTDOWN`.
     ///

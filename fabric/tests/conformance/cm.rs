@@ -14,7 +14,7 @@ pub fn conn_data_both_ways(prov: &'static str) {
     let Some(info) = msg_info(prov) else { return };
     let l = listen(&info);
     let a = msg_side("a", None, &info, Opts::default());
-    let cdata = pattern(CM_DATA_MAX, 1);
+    let cdata = pattern(a.ep.cm_data_size(), 1);
     a.ep.connect(&l.pep.name().expect("listener name"), &cdata).expect("connect with data");
     let (req, data) = expect_connreq(&l, &a.drivers());
     assert_bytes(&data, &cdata, "connection data at the listener");
@@ -45,7 +45,7 @@ pub fn conn_data_too_large(prov: &'static str) {
     let l = listen(&info);
     let addr = l.pep.name().expect("listener name");
     let a = msg_side("a", None, &info, Opts::default());
-    let big = pattern(CM_DATA_MAX + 1, 3);
+    let big = pattern(a.ep.cm_data_size() + 1, 3);
     assert!(a.ep.connect(&addr, &big).is_err(), "connect with {} bytes of data must fail", big.len());
     a.ep.connect(&addr, b"ok").expect("connect after the refused attempt");
     let (req, data) = expect_connreq(&l, &a.drivers());
@@ -65,7 +65,7 @@ pub fn reject_with_data(prov: &'static str) {
     let a = msg_side("a", None, &info, Opts::default());
     a.ep.connect(&l.pep.name().expect("listener name"), b"let me in").expect("connect");
     let (req, _) = expect_connreq(&l, &a.drivers());
-    assert!(l.pep.reject(&req, &pattern(CM_DATA_MAX + 1, 0)).is_err(), "reject with too much data must fail");
+    assert!(l.pep.reject(&req, &pattern(l.pep.cm_data_size() + 1, 0)).is_err(), "reject with too much data must fail");
     l.pep.reject(&req, b"go away").expect("reject");
     let mut d = a.drivers();
     d.push(&l.eq);

@@ -18,9 +18,6 @@ pub const TEST_WATCHDOG: Duration = Duration::from_secs(300);
 pub const QUIET: Duration = Duration::from_millis(300);
 /// Filler of receive buffers, to see bytes written past a message.
 pub const FILL: u8 = 0xEE;
-/// The connection data a connect, accept or reject may carry
-/// (libfabric's `FI_OPT_CM_DATA_SIZE` for sockets providers).
-pub const CM_DATA_MAX: usize = 256;
 
 /// Run one test on its own thread under the test watchdog: a hang fails the test.
 pub fn run(name: &'static str, prov: &'static str, f: fn(&'static str)) {
@@ -259,6 +256,14 @@ pub fn err(r: Res, what: &str) -> CompletionError {
         Err(e) => e,
         Ok(c) => panic!("{what}: expected an error completion, got a success: {c:?}"),
     }
+}
+
+/// Whether a refused remote access ends the connection: an RC queue pair (a
+/// verbs MSG endpoint, `FI_PROTO_RDMA_CM_IB_RC`) goes to the error state on a
+/// remote access error, by the InfiniBand specification; there is nothing left
+/// to check the connection's survival on.
+pub fn access_error_breaks_connection(info: &Info) -> bool {
+    info.ep_attr.ep_type == EpType::Msg && info.ep_attr.protocol == fabric::Protocol::RdmaCmIbRc
 }
 
 /// The first entry of `prov` for an endpoint type and caps: on the loopback

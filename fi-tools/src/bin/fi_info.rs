@@ -36,6 +36,9 @@ fn run() -> i32 {
             Err(e) => {
                 // libfabric prints the number alone; the text says why.
                 eprintln!("fi_getinfo: {} ({e})", -e.errno());
+                if let Some(hint) = hints.prov_name.as_deref().and_then(fabric::not_built_hint) {
+                    eprintln!("fi_info: {hint}");
+                }
                 return e.errno();
             }
         },

@@ -599,9 +599,21 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
     let mut out = Vec::new();
     let mut reasons = Vec::new();
     let mut any_port = false;
-    // In the selection's order (best interface first).
-    for ifc in &sel.ifaces {
-        for p in ports.iter().filter(|p| p.iface.name == ifc.name && p.iface.addr == ifc.addr) {
+    // In the selection's order (best interface first). A loopback destination
+    // (no source asked for) is reached through any device: librdmacm loops it
+    // back on the device it binds to.
+    let loopback_dest = sel.src.is_none() && sel.dest.is_some_and(|d| d.ip().is_loopback());
+    let on_selected = |p: &&Port| sel.ifaces.iter().any(|i| p.iface.name == i.name && p.iface.addr == i.addr);
+    let chosen: Vec<&Port> = if loopback_dest && !ports.iter().any(|p| on_selected(&p)) {
+        ports.iter().collect()
+    } else {
+        sel.ifaces
+            .iter()
+            .flat_map(|ifc| ports.iter().filter(move |p| p.iface.name == ifc.name && p.iface.addr == ifc.addr))
+            .collect()
+    };
+    {
+        for p in chosen {
             any_port = true;
             for &t in types {
                 let mut info = base_info(p, t);

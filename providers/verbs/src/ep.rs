@@ -74,13 +74,10 @@ pub(crate) const MAX_MSG: usize = 1 << 30;
 const RESOLVE_MS: i32 = 2000;
 /// Outstanding RDMA reads and atomics per QP asked of the connection manager.
 const RD_ATOMIC: u8 = 16;
-/// The most connection data a connect carries (private data of an RC connect
-/// request, 56 bytes, less our 4-byte header).
-pub(crate) const CONNECT_DATA_MAX: usize = 52;
-/// The most connection data an accept carries (196 less our header).
-pub(crate) const ACCEPT_DATA_MAX: usize = 192;
-/// The most connection data a reject carries (148 less our header).
-pub(crate) const REJECT_DATA_MAX: usize = 144;
+/// The most connection data a connect, accept or reject carries
+/// (`FI_OPT_CM_DATA_SIZE`): the private data of an RC connect request (56 bytes,
+/// the smallest of the three) less our 5-byte header.
+pub(crate) const CM_DATA_MAX: usize = 51;
 /// The first bytes of our private data: magic, version, kind (MSG or RDM).
 const PD_MAGIC: [u8; 2] = [0xFB, 0x56];
 const PD_MSG: u8 = 1;
@@ -88,20 +85,25 @@ const PD_RDM: u8 = 2;
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 
-/// Our private-data header followed by `data`.
+/// Our private-data header (magic, version, kind, length) followed by `data`
+/// (at most 255 bytes). The length is needed: the connection manager reports
+/// the private data of an event padded to the transport's fixed size.
 pub(crate) fn private_data(kind: u8, data: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(4 + data.len());
+    let n = data.len().min(255);
+    let mut v = Vec::with_capacity(5 + n);
     v.extend_from_slice(&PD_MAGIC);
     v.push(1);
     v.push(kind);
-    v.extend_from_slice(data);
+    v.push(n as u8);
+    v.extend_from_slice(&data[..n]);
     v
 }
 
-/// The application's part of private data, if it carries our header.
+/// The kind and the application's part of private data, if it carries our header.
 pub(crate) fn strip_private(data: &[u8]) -> Option<(u8, &[u8])> {
-    if data.len() >= 4 && data[..2] == PD_MAGIC && data[2] == 1 {
-        Some((data[3], &data[4..]))
+    if data.len() >= 5 && data[..2] == PD_MAGIC && data[2] == 1 {
+        let n = data[4] as usize;
+        data.get(5..5 + n).map(|d| (data[3], d))
     } else {
         None
     }
@@ -1303,7 +1305,11 @@ impl VerbsEp {
         loop {
             let n = {
                 let mut cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
-                cq.drain_events();
+                if cq.drain_events() {
+                    // The notification was used: ask for the next one, so the
+                    // wait descriptor keeps telling pollers about completions.
+                    let _ = cq.arm();
+                }
                 cq.poll(&mut wcs).unwrap_or(0)
             };
             for wc in &wcs[..n] {
@@ -1726,7 +1732,7 @@ impl EndpointOps for VerbsEp {
         if self.rdm() {
             return Err(Error::OpNotSupp);
         }
-        if param.len() > CONNECT_DATA_MAX {
+        if param.len() > CM_DATA_MAX {
             return Err(Error::Inval);
         }
         let peer = addr.sockaddr().ok_or(Error::Inval)?;
@@ -1757,7 +1763,7 @@ impl EndpointOps for VerbsEp {
         if self.rdm() {
             return Err(Error::OpNotSupp);
         }
-        if param.len() > ACCEPT_DATA_MAX {
+        if param.len() > CM_DATA_MAX {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
@@ -1776,6 +1782,10 @@ impl EndpointOps for VerbsEp {
             Error::from(e)
         })?;
         Ok(())
+    }
+
+    fn cm_data_size(&self) -> usize {
+        CM_DATA_MAX
     }
 
     fn shutdown(&self) -> Result<()> {
@@ -1888,6 +1898,13 @@ mod tests {
             assert_eq!(decode_name(rest), Some(a));
         }
         assert_eq!(strip_private(b"xx"), None);
+        // Padded as the connection manager reports it: the length says where
+        // the data ends.
+        let mut padded = private_data(PD_MSG, b"abc");
+        padded.resize(56, 0);
+        assert_eq!(strip_private(&padded), Some((PD_MSG, &b"abc"[..])));
+        padded[4] = 200;
+        assert_eq!(strip_private(&padded), None, "a length past the end is refused");
         assert_eq!(decode_name(&[9u8; 20]), None);
         assert_eq!(decode_name(&[4u8; 3]), None);
     }

@@ -3,7 +3,7 @@
 //! answers one with reject data, and an endpoint opened with the request's info
 //! takes its identifier over for `accept`.
 
-use crate::ep::{private_data, strip_private, REJECT_DATA_MAX};
+use crate::ep::{private_data, strip_private, CM_DATA_MAX};
 use crate::fabric::VerbsFabric;
 use crate::ibv::{self, CmId, EventChannel};
 use crate::NAME;
@@ -146,7 +146,7 @@ impl PassiveEpOps for VerbsPep {
     }
 
     fn reject(&self, handle: &ConnHandle, data: &[u8]) -> Result<()> {
-        if data.len() > REJECT_DATA_MAX {
+        if data.len() > CM_DATA_MAX {
             return Err(Error::Inval);
         }
         let req = handle.0.downcast_ref::<ConnReq>().ok_or(Error::Inval)?;
@@ -155,6 +155,10 @@ impl PassiveEpOps for VerbsPep {
             fi_log!(Level::Info, NAME, "ep_ctrl", "rdma_reject failed: {e}");
             Error::from(e)
         })
+    }
+
+    fn cm_data_size(&self) -> usize {
+        CM_DATA_MAX
     }
 
     fn close(&self) -> Result<()> {

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The verbs provider, tested for real: build fabric with the `verbs` feature on
+# the host, boot a QEMU guest with a Soft-RoCE device (run-guest.sh) and run in
+# it, failing when any of these fails:
+#   1. fi_info -p verbs (both endpoint types listed; the reasons logged),
+#   2. fi_pingpong -p verbs -e msg and -e rdm, every size, data checked (-c),
+#   3. the conformance suite on verbs (cargo test's `verbs::` tests),
+#   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
+#      1 MiB, side by side in the same guest, with the ratios printed (only when
+#      libfabric's fi_pingpong is installed; emulation sets the absolute figures).
+#
+# Usage: ci.sh [--timeout SECS] [--keep DIR]
+# Needs: rdma-core development packages and the guest's packages (README.md,
+# "The verbs provider"); .ci/run installs them.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+timeout=${VERBS_GUEST_TIMEOUT:-3000}
+keep=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --timeout) timeout=$2; shift 2 ;;
+        --keep) keep=(--keep "$2"); shift 2 ;;
+        *) echo "ci.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+cd "$root"
+echo "ci.sh: building fi-tools and the conformance suite with the verbs feature"
+cargo build -j2 --release -p fi-tools --features verbs
+conf=$(cargo test -j2 --release -p fabric --features verbs --test conformance --no-run --message-format=json \
+    | python3 -c 'import json,sys
+for l in sys.stdin:
+    try: m = json.loads(l)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "conformance":
+        print(m["executable"])' | tail -1)
+[ -x "$conf" ] || { echo "ci.sh: no conformance test binary built" >&2; exit 1; }
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+cp target/release/fi_info target/release/fi_pingpong "$stage/"
+cp "$conf" "$stage/conformance"
+
+cat > "$stage/test.sh" <<'EOF'
+# Runs in the guest (busybox sh), in /opt.
+set -u
+addr=10.0.2.15
+step() { echo; echo "==== $*"; }
+die() { echo "VERBS-CI FAIL: $*"; exit 1; }
+
+step "fi_info -p verbs"
+FI_LOG_LEVEL=info ./fi_info -p verbs > info.txt 2>&1 || { cat info.txt; die "fi_info -p verbs"; }
+cat info.txt
+grep -q FI_EP_MSG info.txt || die "fi_info lists no MSG endpoint"
+grep -q FI_EP_RDM info.txt || die "fi_info lists no RDM endpoint"
+./fi_info -p verbs -e rdm -v | head -90
+
+# pp PROGRAM ENDPOINT ARGS...: server in the background, client to $addr.
+pp() {
+    prog=$1; shift
+    ep=$1; shift
+    $prog -p verbs -e "$ep" "$@" > srv.txt 2>&1 &
+    spid=$!
+    sleep 1
+    if ! timeout 600 $prog -p verbs -e "$ep" "$@" $addr > cli.txt 2>&1; then
+        cat cli.txt; echo "-- server:"; cat srv.txt; kill $spid 2>/dev/null; return 1
+    fi
+    if ! wait $spid; then cat cli.txt; echo "-- server:"; cat srv.txt; return 1; fi
+    cat cli.txt
+}
+
+step "fi_pingpong -p verbs -e msg -S all -c"
+pp ./fi_pingpong msg -S all -I 20 -c || die "fi_pingpong msg"
+step "fi_pingpong -p verbs -e rdm -S all -c"
+pp ./fi_pingpong rdm -S all -I 20 -c || die "fi_pingpong rdm"
+step "fi_pingpong -p verbs -e rdm -m tagged -S 4096 -c"
+pp ./fi_pingpong rdm -m tagged -S 4096 -I 100 -c || die "fi_pingpong rdm tagged"
+
+step "conformance suite on verbs"
+./conformance verbs:: --test-threads=2 > conf.txt 2>&1
+st=$?
+grep -E "^test |skipped|panicked|^test result" conf.txt
+[ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite"; }
+
+if command -v fi_pingpong > /dev/null 2>&1; then
+    step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (best of 2 runs each)"
+    # libfabric's rxm sizes its CQ by FI_UNIVERSE_SIZE (256 by default), past
+    # rxe's 32767 entries; 64 peers is plenty here.
+    export FI_UNIVERSE_SIZE=64
+    usec() { awk '$1 ~ /^[0-9]+$/ { v = $7 } END { print v }' cli.txt; }
+    for s in 64 4096 1048576; do
+        case $s in 64) it=2000 ;; 4096) it=1000 ;; *) it=50 ;; esac
+        best_o=; best_l=
+        for r in 1 2; do
+            pp ./fi_pingpong rdm -S $s -I $it > /dev/null || die "ours at $s"
+            o=$(usec)
+            pp fi_pingpong rdm -S $s -I $it > /dev/null || die "libfabric at $s"
+            l=$(usec)
+            best_o=$(awk -v a="$o" -v b="$best_o" 'BEGIN { print (b == "" || a < b) ? a : b }')
+            best_l=$(awk -v a="$l" -v b="$best_l" 'BEGIN { print (b == "" || a < b) ? a : b }')
+        done
+        awk -v s=$s -v o="$best_o" -v l="$best_l" 'BEGIN { printf "VERBS-RATIO size %-8s ours %10.2f  libfabric %10.2f  ratio %.2f\n", s, o, l, o / l }'
+    done
+else
+    echo "libfabric's fi_pingpong is not installed: no comparison"
+fi
+echo "VERBS-CI PASS"
+EOF
+
+"$here/run-guest.sh" --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
+    "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance"
