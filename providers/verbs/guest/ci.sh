@@ -96,7 +96,7 @@ if command -v fi_pingpong > /dev/null 2>&1; then
         for r in 1 2; do
             pp ./fi_pingpong rdm -S $s -I $it > /dev/null || die "ours at $s"
             o=$(usec)
-            pp fi_pingpong rdm -S $s -I $it > /dev/null || die "libfabric at $s"
+            pp fi_pingpong rdm -S $s -I $it > /dev/null || { echo "VERBS-RATIO size $s: libfabric failed (not a failure of ours)"; continue; }
             l=$(usec)
             best_o=$(awk -v a="$o" -v b="$best_o" 'BEGIN { print (b == "" || a < b) ? a : b }')
             best_l=$(awk -v a="$l" -v b="$best_l" 'BEGIN { print (b == "" || a < b) ? a : b }')
