@@ -65,6 +65,26 @@ bitflags! {
     }
 }
 
+impl Caps {
+    /// The capabilities of an endpoint's transmit context: those of initiating
+    /// operations (everything but the target-side and receive-side bits).
+    pub fn tx_part(self) -> Caps {
+        self & !(Caps::RECV
+            | Caps::MULTI_RECV
+            | Caps::DIRECTED_RECV
+            | Caps::SOURCE
+            | Caps::REMOTE_READ
+            | Caps::REMOTE_WRITE
+            | Caps::RMA_EVENT)
+    }
+
+    /// The capabilities of an endpoint's receive context: those of being a
+    /// target (everything but the initiating bits).
+    pub fn rx_part(self) -> Caps {
+        self & !(Caps::SEND | Caps::READ | Caps::WRITE)
+    }
+}
+
 bitflags! {
     /// Operation flags (`fi_sendmsg`, `fi_trecvmsg`, ...), with libfabric's values.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

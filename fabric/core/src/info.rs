@@ -298,6 +298,10 @@ pub const fn version_minor(v: u32) -> u32 {
     v & 0xffff
 }
 
+/// The generic tag format (libfabric's `FI_TAG_GENERIC`), the `mem_tag_format`
+/// of providers that match every tag bit.
+pub const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+
 /// The interface version fabric implements (libfabric's API it follows).
 pub const API_VERSION: u32 = version(1, 17);
 

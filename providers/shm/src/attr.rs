@@ -15,7 +15,6 @@ pub(crate) const IOV_LIMIT: usize = fabric_util::rx::IOV_LIMIT;
 /// Operations an endpoint keeps in flight per direction (advisory).
 pub(crate) const QUEUE_SIZE: usize = 1024;
 /// libfabric's generic tag format: all 64 bits usable.
-const TAG_GENERIC: u64 = 0xaaaa_aaaa_aaaa_aaaa;
 /// The scheme of an shm address.
 pub(crate) const SCHEME: &str = "fi_shm://";
 
@@ -37,15 +36,6 @@ pub(crate) fn base_info() -> Info {
         | Caps::DIRECTED_RECV
         | Caps::SOURCE
         | Caps::LOCAL_COMM;
-    let rx_caps = caps & !(Caps::SEND | Caps::READ | Caps::WRITE);
-    let tx_caps = caps
-        & !(Caps::RECV
-            | Caps::MULTI_RECV
-            | Caps::DIRECTED_RECV
-            | Caps::SOURCE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::RMA_EVENT);
     let order = MsgOrder::SAS;
     Info {
         caps,
@@ -55,7 +45,7 @@ pub(crate) fn base_info() -> Info {
         dest_addr: None,
         handle: None,
         tx_attr: TxAttr {
-            caps: tx_caps,
+            caps: caps.tx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -66,7 +56,7 @@ pub(crate) fn base_info() -> Info {
             rma_iov_limit: 1,
         },
         rx_attr: RxAttr {
-            caps: rx_caps,
+            caps: caps.rx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -84,7 +74,7 @@ pub(crate) fn base_info() -> Info {
             max_order_raw_size: 0,
             max_order_war_size: 0,
             max_order_waw_size: 0,
-            mem_tag_format: TAG_GENERIC,
+            mem_tag_format: fabric_core::info::TAG_GENERIC,
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
             auth_key_size: 0,

@@ -15,8 +15,6 @@ pub(crate) const IOV_LIMIT: usize = fabric_util::rx::IOV_LIMIT;
 /// Queue depths reported (operations are queued in software without a hard limit;
 /// these are the sizes the queues are pre-allocated for).
 pub(crate) const QUEUE_SIZE: usize = 1024;
-/// The generic tag format (libfabric's `FI_TAG_GENERIC`).
-pub(crate) const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 
 /// The entry offered on one interface address for one endpoint type.
 pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
@@ -40,16 +38,6 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
         _ => caps_common | Caps::MULTI_RECV,
     };
     let order = MsgOrder::SAS;
-    // Transmit: initiating; receive: being a target.
-    let rx_caps = caps & !(Caps::SEND | Caps::READ | Caps::WRITE);
-    let tx_caps = caps
-        & !(Caps::RECV
-            | Caps::MULTI_RECV
-            | Caps::DIRECTED_RECV
-            | Caps::SOURCE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::RMA_EVENT);
     Info {
         caps,
         mode: Mode::empty(),
@@ -58,7 +46,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
         dest_addr: None,
         handle: None,
         tx_attr: TxAttr {
-            caps: tx_caps,
+            caps: caps.tx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -69,7 +57,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
             rma_iov_limit: 1,
         },
         rx_attr: RxAttr {
-            caps: rx_caps,
+            caps: caps.rx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -87,7 +75,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType) -> Info {
             max_order_raw_size: 0,
             max_order_war_size: 0,
             max_order_waw_size: 0,
-            mem_tag_format: TAG_GENERIC,
+            mem_tag_format: fabric_core::info::TAG_GENERIC,
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
             auth_key_size: 0,

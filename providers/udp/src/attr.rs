@@ -20,8 +20,6 @@ pub(crate) const IOV_LIMIT: usize = fabric_util::rx::IOV_LIMIT;
 /// Queue depths: a DGRAM endpoint holds at most this many posted receives
 /// (more: `FI_EAGAIN`), allocated when it opens.
 pub(crate) const QUEUE_SIZE: usize = 1024;
-/// The generic tag format (libfabric's `FI_TAG_GENERIC`).
-const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 
 /// The capabilities of a DGRAM endpoint on an interface address (multicast
 /// groups are IPv4 only).
@@ -60,16 +58,6 @@ fn rdm_caps() -> Caps {
 pub(crate) fn base_info(iface: &Iface, ep_type: EpType, max_dgram: usize) -> Info {
     let dgram = ep_type == EpType::Dgram;
     let caps = if dgram { dgram_caps(iface.addr.is_ipv6()) } else { rdm_caps() };
-    // Transmit: initiating; receive: being a target.
-    let rx_caps = caps & !(Caps::SEND | Caps::READ | Caps::WRITE);
-    let tx_caps = caps
-        & !(Caps::RECV
-            | Caps::MULTI_RECV
-            | Caps::DIRECTED_RECV
-            | Caps::SOURCE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::RMA_EVENT);
     // Datagrams are neither ordered nor reliable; the RDM protocol orders sends.
     let order = if dgram { MsgOrder::empty() } else { MsgOrder::SAS };
     Info {
@@ -80,7 +68,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType, max_dgram: usize) -> Inf
         dest_addr: None,
         handle: None,
         tx_attr: TxAttr {
-            caps: tx_caps,
+            caps: caps.tx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -91,7 +79,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType, max_dgram: usize) -> Inf
             rma_iov_limit: if dgram { 0 } else { 1 },
         },
         rx_attr: RxAttr {
-            caps: rx_caps,
+            caps: caps.rx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -109,7 +97,7 @@ pub(crate) fn base_info(iface: &Iface, ep_type: EpType, max_dgram: usize) -> Inf
             max_order_raw_size: 0,
             max_order_war_size: 0,
             max_order_waw_size: 0,
-            mem_tag_format: if dgram { 0 } else { TAG_GENERIC },
+            mem_tag_format: if dgram { 0 } else { fabric_core::info::TAG_GENERIC },
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
             auth_key_size: 0,

@@ -29,8 +29,6 @@ use std::sync::OnceLock;
 const IOV_LIMIT: usize = fabric_util::rx::IOV_LIMIT;
 /// Queue depths offered: at most this, and at most the device's `max_qp_wr`.
 const QUEUE_SIZE: u32 = 1024;
-/// The generic tag format (libfabric's `FI_TAG_GENERIC`).
-const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 /// The largest message of an RDM endpoint (libfabric's rxm offers 1 GiB too).
 const RDM_MAX_MSG: usize = 1 << 30;
 /// The inline size the probe starts from and halves (above what devices accept
@@ -481,16 +479,6 @@ fn rdm_caps() -> Caps {
 pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
     let rdm = ep_type == EpType::Rdm;
     let caps = if rdm { rdm_caps() } else { msg_caps(p.atomics) };
-    // Transmit: initiating; receive: being a target.
-    let rx_caps = caps & !(Caps::SEND | Caps::READ | Caps::WRITE);
-    let tx_caps = caps
-        & !(Caps::RECV
-            | Caps::MULTI_RECV
-            | Caps::DIRECTED_RECV
-            | Caps::SOURCE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::RMA_EVENT);
     let order = MsgOrder::SAS;
     let queue = p.max_qp_wr.min(QUEUE_SIZE) as usize;
     let iov_limit = if rdm { IOV_LIMIT } else { (p.max_sge as usize).min(IOV_LIMIT) };
@@ -503,7 +491,7 @@ pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
         dest_addr: None,
         handle: None,
         tx_attr: TxAttr {
-            caps: tx_caps,
+            caps: caps.tx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -514,7 +502,7 @@ pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
             rma_iov_limit: 1,
         },
         rx_attr: RxAttr {
-            caps: rx_caps,
+            caps: caps.rx_part(),
             mode: Mode::empty(),
             op_flags: Default::default(),
             msg_order: order,
@@ -532,7 +520,7 @@ pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
             max_order_raw_size: 0,
             max_order_war_size: 0,
             max_order_waw_size: 0,
-            mem_tag_format: if rdm { TAG_GENERIC } else { 0 },
+            mem_tag_format: if rdm { fabric_core::info::TAG_GENERIC } else { 0 },
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
             auth_key_size: 0,
@@ -886,7 +874,7 @@ mod tests {
         assert!(r.caps.contains(rdm_caps()));
         assert!(!r.caps.contains(Caps::RMA_EVENT));
         assert_eq!((r.tx_attr.inject_size, r.ep_attr.max_msg_size), (RDM_INJECT, RDM_MAX_MSG));
-        assert_eq!(r.ep_attr.mem_tag_format, TAG_GENERIC);
+        assert_eq!(r.ep_attr.mem_tag_format, fabric_core::info::TAG_GENERIC);
         assert!(r.tx_attr.msg_order.contains(MsgOrder::SAS));
         let p2 = Port { port: 2, iface: eth("fd00::5", 3), ..p };
         let r = base_info(&p2, EpType::Rdm);
