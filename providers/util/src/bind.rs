@@ -88,8 +88,14 @@ impl Bindings {
 
     /// A transmit operation failed with `err`.
     pub fn tx_err(&self, e: CqEntry, err: Error) {
+        self.tx_err_prov(e, err, 0)
+    }
+
+    /// A transmit operation failed with `err`, and the provider's own error
+    /// number `prov_errno` (for verbs, the work completion's `IBV_WC_*` status).
+    pub fn tx_err_prov(&self, e: CqEntry, err: Error, prov_errno: i32) {
         if let Some(cq) = &self.tx_cq {
-            cq.push_err(CqErrEntry { entry: e, olen: 0, err, prov_errno: 0 });
+            cq.push_err(CqErrEntry { entry: e, olen: 0, err, prov_errno });
         }
         if let Some(c) = &self.tx_cntr {
             c.inc_err();

@@ -36,8 +36,8 @@ use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
 use fabric_core::{
-    fi_log, Address, AtomicKind, AtomicOp, BindFlags, Caps, CqEntry, CqErrEntry, Datatype, EpType, EqErrEntry, EqEvent,
-    Error, FiAddr, Info, OpFlags, Result,
+    fi_log, Address, AtomicKind, AtomicOp, BindFlags, Caps, CqEntry, Datatype, EpType, EqErrEntry, EqEvent, Error,
+    FiAddr, Info, OpFlags, Result,
 };
 use fabric_util::bind::Bindings;
 use fabric_util::eq::UtilEq;
@@ -812,14 +812,7 @@ impl VerbsEp {
         c.len = op.len;
         match op.err {
             None => g.b.tx_done(c),
-            Some((err, prov_errno)) => {
-                if let Some(cq) = &g.b.tx_cq {
-                    cq.push_err(CqErrEntry { entry: c, olen: 0, err, prov_errno });
-                }
-                if let Some(cn) = &g.b.tx_cntr {
-                    cn.inc_err();
-                }
-            }
+            Some((err, prov_errno)) => g.b.tx_err_prov(c, err, prov_errno),
         }
     }
 
