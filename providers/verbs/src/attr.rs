@@ -50,13 +50,9 @@ pub(crate) struct Port {
     pub dev: String,
     /// The port number (1-based).
     pub port: u8,
-    /// [`ibv::LINK_LAYER_ETHERNET`] (RoCE) or [`ibv::LINK_LAYER_INFINIBAND`].
-    pub link_layer: u8,
     /// The GID index used: `FI_VERBS_GID_IDX`; else on RoCE the RoCE v2 GID of the
     /// interface's address (IPv4 preferred); else (InfiniBand) 0.
     pub gid_index: u32,
-    /// The GID at that index.
-    pub gid: [u8; 16],
     /// The port's IP interface address (RoCE: the netdev of the chosen GID, with
     /// the address it encodes; InfiniBand: the IPoIB interface's address).
     pub iface: Iface,
@@ -73,8 +69,6 @@ pub(crate) struct Port {
     pub max_sge: u32,
     /// Most entries of a completion queue.
     pub max_cqe: u32,
-    /// Most outstanding RDMA reads and atomics a QP takes as target.
-    pub max_qp_rd_atom: u32,
     /// Most queue pairs of the device.
     pub max_qp: u32,
     /// Most completion queues of the device.
@@ -86,8 +80,6 @@ pub(crate) struct Port {
     /// The largest inline size an RC QP of the device accepts (probed), at most
     /// `FI_VERBS_INLINE_SIZE` when set.
     pub max_inline: usize,
-    /// The largest memory region.
-    pub max_mr_size: u64,
 }
 
 /// What discovery found: every device, the usable ports, and why the others are
@@ -327,9 +319,7 @@ fn discover() -> std::result::Result<Discovery, String> {
             d.ports.push(Port {
                 dev: dev.clone(),
                 port,
-                link_layer,
                 gid_index: g.index,
-                gid: g.gid,
                 iface: ifc,
                 fabric: fabric_name(&naming.gid),
                 mtu,
@@ -337,13 +327,11 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_qp_wr: limit(da.max_qp_wr),
                 max_sge: limit(da.max_sge),
                 max_cqe: limit(da.max_cqe),
-                max_qp_rd_atom: limit(da.max_qp_rd_atom),
                 max_qp: limit(da.max_qp),
                 max_cq: limit(da.max_cq),
                 max_mr: limit(da.max_mr),
                 atomics: da.atomic_cap != rdma_sys::ibv_atomic_cap::IBV_ATOMIC_NONE,
                 max_inline: cfg.inline_size.map_or(probed, |c| c.min(probed)),
-                max_mr_size: da.max_mr_size,
             });
         }
     }
@@ -680,9 +668,7 @@ mod tests {
         Port {
             dev: dev.into(),
             port: n,
-            link_layer: ibv::LINK_LAYER_ETHERNET,
             gid_index: 5,
-            gid: gid(5, addr, GID_TYPE_ROCE_V2, 3).gid,
             iface: eth(addr, 3),
             fabric: "IB-0xfe80000000000000".into(),
             mtu: 1024,
@@ -690,13 +676,11 @@ mod tests {
             max_qp_wr: 16384,
             max_sge: 32,
             max_cqe: 65536,
-            max_qp_rd_atom: 16,
             max_qp: 4096,
             max_cq: 8192,
             max_mr: 1 << 20,
             atomics: false,
             max_inline: 220,
-            max_mr_size: u64::MAX,
         }
     }
 

@@ -30,7 +30,6 @@
 //! (`ibv_req_notify_cq`) and sleeps on its completion channel and the CM channel.
 
 use crate::domain::VerbsDomain;
-use crate::fabric::VerbsFabric;
 use crate::ibv::{self, CmEvent, CmId, Cq, EventChannel, QpCaps};
 use crate::NAME;
 use fabric_core::log::Level;
@@ -42,14 +41,14 @@ use fabric_core::{
 use fabric_util::bind::Bindings;
 use fabric_util::eq::UtilEq;
 use fabric_util::matcher::MsgSpec;
-use fabric_util::progress::Progress;
+use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN};
 use rdma_sys as sys;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Bytes of one receive (and bounce) buffer.
@@ -210,8 +209,9 @@ struct Post {
     imm: Option<u32>,
     compare_add: u64,
     swap: u64,
-    /// Bytes an inline SEND carries (the SGE points at them).
-    owned: Vec<u8>,
+    /// Bytes an inline SEND carries: the SGE points at them, so they live here
+    /// until the post copies them.
+    _owned: Vec<u8>,
 }
 
 struct WrRec {
@@ -233,8 +233,6 @@ enum ConnState {
 struct Conn {
     id: CmId,
     state: ConnState,
-    /// We made it (RDM: we send our operations over it).
-    outgoing: bool,
     /// The peer's endpoint name (RDM), or the peer's address (MSG).
     peer: Option<SocketAddr>,
     /// The peer's AV handle (RDM), valid for `av_version`.
@@ -354,7 +352,7 @@ pub(crate) struct VerbsEp {
     /// The connection manager's events of the endpoint's identifiers.
     cm: EventChannel,
     /// The wait descriptor: an epoll set of the CQ channel and the CM channel.
-    epfd: OwnedFd,
+    wait: Waiter,
     /// Bounce buffers.
     tx: Pool,
     inline_max: usize,
@@ -364,22 +362,9 @@ pub(crate) struct VerbsEp {
     me: Weak<VerbsEp>,
 }
 
-fn epoll_with(fds: &[RawFd]) -> Result<OwnedFd> {
-    // SAFETY: plain system calls; the descriptor is owned once by OwnedFd.
-    unsafe {
-        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
-        if ep < 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        let owned = OwnedFd::from_raw_fd(ep);
-        for &fd in fds {
-            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
-            if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) < 0 {
-                return Err(std::io::Error::last_os_error().into());
-            }
-        }
-        Ok(owned)
-    }
+/// The error a peer's answer (`Cts`, `Nack`, `RmaResp`) reports in `data`.
+fn answer_err(hdr: &Header) -> Option<(Error, i32)> {
+    (hdr.data != 0).then(|| (Error::from_errno(hdr.data.min(i32::MAX as u64) as i32), 0))
 }
 
 fn msg_flags(tagged: bool) -> Caps {
@@ -393,7 +378,7 @@ fn msg_flags(tagged: bool) -> Caps {
 impl VerbsEp {
     fn new(domain: Arc<VerbsDomain>, info: &Info) -> Result<Arc<VerbsEp>> {
         let ep_type = info.ep_attr.ep_type;
-        let cq = Cq::new(&domain.ctx, CQ_DEPTH).map_err(|e| {
+        let cq = Cq::new(&domain.ctx, CQ_DEPTH.min(domain.port.max_cqe)).map_err(|e| {
             fi_log!(Level::Warn, NAME, "ep_ctrl", "ibv_create_cq failed: {e}");
             Error::from(e)
         })?;
@@ -426,7 +411,9 @@ impl VerbsEp {
             (None, None)
         };
         let tx = Pool::new(&domain, NTX)?;
-        let epfd = epoll_with(&[cq.fd(), cm.fd()])?;
+        let wait = Waiter::new()?;
+        wait.add_fd(cq.fd())?;
+        wait.add_fd(cm.fd())?;
         let inline_max = domain.port.max_inline;
         let info = info.clone();
         Ok(Arc::new_cyclic(|me| VerbsEp {
@@ -438,7 +425,7 @@ impl VerbsEp {
             cm,
             _listener: listener,
             name,
-            epfd,
+            wait,
             tx,
             inline_max,
             inner: Mutex::new(Inner {
@@ -480,12 +467,11 @@ impl VerbsEp {
     // ---- connections ------------------------------------------------------
 
     /// Register a new connection for identifier `id`.
-    fn add_conn(g: &mut Inner, id: CmId, state: ConnState, outgoing: bool, peer: Option<SocketAddr>) -> u64 {
+    fn add_conn(g: &mut Inner, id: CmId, state: ConnState, peer: Option<SocketAddr>) -> u64 {
         let key = id.raw() as usize;
         let c = Conn {
             id,
             state,
-            outgoing,
             peer,
             src: FiAddr::NOTAVAIL,
             av_version: u64::MAX,
@@ -554,6 +540,15 @@ impl VerbsEp {
                 return Ok(cid);
             }
         }
+        let name = self.name.expect("an RDM endpoint has a name");
+        let cid = self.start_connect(g, peer, private_data(PD_RDM, &encode_name(name)))?;
+        g.by_peer.insert(peer, cid);
+        Ok(cid)
+    }
+
+    /// Start a connection to `peer` (address resolution; the route, the QP and
+    /// the connect with `connect_data` follow as the connection manager answers).
+    fn start_connect(&self, g: &mut Inner, peer: SocketAddr, connect_data: Vec<u8>) -> Result<u64> {
         let id = CmId::new(&self.cm)?;
         let src = SocketAddr::new(self.domain.port.iface.addr, 0);
         let src = (src.is_ipv4() == peer.is_ipv4()).then_some(src);
@@ -561,12 +556,10 @@ impl VerbsEp {
             fi_log!(Level::Info, NAME, "ep_ctrl", "rdma_resolve_addr({peer}) failed: {e}");
             Error::from(e)
         })?;
-        let cid = Self::add_conn(g, id, ConnState::Resolving, true, Some(peer));
-        let name = self.name.expect("an RDM endpoint has a name");
+        let cid = Self::add_conn(g, id, ConnState::Resolving, Some(peer));
         if let Some(c) = g.conns.get_mut(cid) {
-            c.connect_data = private_data(PD_RDM, &encode_name(name));
+            c.connect_data = connect_data;
         }
-        g.by_peer.insert(peer, cid);
         Ok(cid)
     }
 
@@ -693,18 +686,11 @@ impl VerbsEp {
     }
 
     /// Send a frame (header, prefix bytes, payload gathered from `iov`) on
-    /// connection `cid` for operation `op` (0: an answer of ours). Inline when it
-    /// fits, else through a bounce slot. `Err(Again)` when no slot is free.
-    fn send_frame(
-        &self,
-        g: &mut Inner,
-        cid: u64,
-        hdr: &Header,
-        prefix: &[u8],
-        iov: &[IoVec],
-        op: u64,
-        user: bool,
-    ) -> Result<()> {
+    /// connection `cid` for operation `op` (0: an answer of ours, which may use
+    /// the bounce slots user operations leave). Inline when it fits, else through
+    /// a bounce slot. `Err(Again)` when no slot is free.
+    fn send_frame(&self, g: &mut Inner, cid: u64, hdr: &Header, prefix: &[u8], iov: &[IoVec], op: u64) -> Result<()> {
+        let user = op != 0;
         let plen = IoVec::total(iov);
         let total = HDR_LEN + prefix.len() + plen;
         debug_assert!(total <= BUF);
@@ -736,7 +722,7 @@ impl VerbsEp {
             imm: None,
             compare_add: 0,
             swap: 0,
-            owned,
+            _owned: owned,
         };
         self.submit(g, cid, WrKind::Frame { slot, op }, post);
         Ok(())
@@ -745,7 +731,7 @@ impl VerbsEp {
     /// Send an answer (`Cts`, `Nack`, `RmaResp`); deferred when no slot is free.
     fn answer(&self, g: &mut Inner, cid: u64, hdr: Header, payload: Vec<u8>) {
         let iov = [IoVec { base: payload.as_ptr() as *mut u8, len: payload.len() }];
-        if self.send_frame(g, cid, &hdr, &[], &iov, 0, false).is_err() {
+        if self.send_frame(g, cid, &hdr, &[], &iov, 0).is_err() {
             g.deferred.push_back((cid, hdr, payload));
         }
     }
@@ -969,12 +955,18 @@ impl VerbsEp {
             return;
         }
         let n = (wc.byte_len as usize).min(BUF);
-        let Some(pool) = g.conns.get(cid).and_then(|c| c.rx.as_ref()) else { return };
-        // SAFETY: the device wrote `n` bytes into this slot of the connection's
-        // pool; the slot is not re-posted until we are done with it.
+        // Held here while the frame is handled, so that its bytes stay valid
+        // whatever handling does to the connection; put back after.
+        let Some(pool) = g.conns.get_mut(cid).and_then(|c| c.rx.take()) else { return };
+        // SAFETY: the device wrote `n` bytes into this slot of the pool, which
+        // lives until the end of this function; the slot is not re-posted (and
+        // so not written) until this frame is handled.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(pool.slot(slot), n) };
-        let bytes = bytes.to_vec();
-        if let Err(why) = self.handle_frame(g, cid, &bytes) {
+        let r = self.handle_frame(g, cid, bytes);
+        if let Some(c) = g.conns.get_mut(cid) {
+            c.rx = Some(pool);
+        }
+        if let Err(why) = r {
             fi_log!(Level::Warn, NAME, "ep_data", "protocol error from a peer ({why}): dropping the connection");
             self.conn_failed(g, cid, Error::Io, 0);
         }
@@ -1029,12 +1021,10 @@ impl VerbsEp {
                 g.rx.arrive(&g.b, m, u);
             }
             OpCode::Cts | OpCode::Nack => {
-                let Some(o) = g.ops.get(hdr.id).filter(|o| o.conn == cid && o.kind == OpKind::Send) else {
+                if !g.ops.get(hdr.id).is_some_and(|o| o.conn == cid && o.kind == OpKind::Send) {
                     return Err(format!("completion of no message of ours ({:#x})", hdr.id));
-                };
-                let _ = o;
-                let err = (hdr.data != 0).then(|| (Error::from_errno(hdr.data.min(i32::MAX as u64) as i32), 0));
-                Self::finish_op(g, hdr.id, err, true);
+                }
+                Self::finish_op(g, hdr.id, answer_err(&hdr), true);
             }
             OpCode::AtomicReq => {
                 let desc = RmaDesc::decode(body).ok_or("atomic without its target")?;
@@ -1063,8 +1053,7 @@ impl VerbsEp {
                 if hdr.data == 0 && o.result[0].len > 0 {
                     fabric_util::rx::copy_into(&o.result, o.result[0].len, 0, body);
                 }
-                let err = (hdr.data != 0).then(|| (Error::from_errno(hdr.data.min(i32::MAX as u64) as i32), 0));
-                Self::finish_op(g, hdr.id, err, false);
+                Self::finish_op(g, hdr.id, answer_err(&hdr), false);
             }
             op => return Err(format!("frame {op:?} is not used over verbs")),
         }
@@ -1121,7 +1110,7 @@ impl VerbsEp {
                         imm: None,
                         compare_add: 0,
                         swap: 0,
-                        owned: Vec::new(),
+                        _owned: Vec::new(),
                     });
                     roff += n;
                     loff += n;
@@ -1165,7 +1154,7 @@ impl VerbsEp {
         }
         while let Some((cid, h, p)) = g.deferred.pop_front() {
             let iov = [IoVec { base: p.as_ptr() as *mut u8, len: p.len() }];
-            if self.send_frame(g, cid, &h, &[], &iov, 0, false).is_err() {
+            if self.send_frame(g, cid, &h, &[], &iov, 0).is_err() {
                 g.deferred.push_front((cid, h, p));
                 break;
             }
@@ -1272,7 +1261,7 @@ impl VerbsEp {
             let _ = id.reject(&[]);
             return;
         }
-        let cid = Self::add_conn(g, id, ConnState::Connecting, false, peer);
+        let cid = Self::add_conn(g, id, ConnState::Connecting, peer);
         if let Err(e) = self.setup_qp(g, cid) {
             fi_log!(Level::Warn, NAME, "ep_ctrl", "cannot accept a connection: {e}");
             if let Some(c) = g.conns.get(cid) {
@@ -1412,11 +1401,8 @@ impl VerbsEp {
             None => op.iov,
         };
         if len <= EAGER_MAX {
-            if Self::take_slot(g, true).map(|s| g.tx_free.push(s)).is_none() && HDR_LEN + len > self.inline_max {
-                return Err(Error::Again);
-            }
             let opid = g.ops.insert(txop);
-            if let Err(e) = self.send_frame(g, cid, &hdr, &[], iov, opid, true) {
+            if let Err(e) = self.send_frame(g, cid, &hdr, &[], iov, opid) {
                 g.ops.remove(opid);
                 return Err(e);
             }
@@ -1436,7 +1422,7 @@ impl VerbsEp {
         hdr.op = OpCode::Rts;
         let opid = g.ops.insert(txop);
         hdr.id = opid;
-        if let Err(e) = self.send_frame(g, cid, &hdr, &prefix, &[], opid, true) {
+        if let Err(e) = self.send_frame(g, cid, &hdr, &prefix, &[], opid) {
             g.ops.remove(opid);
             return Err(e);
         }
@@ -1525,7 +1511,7 @@ impl VerbsEp {
             imm,
             compare_add: 0,
             swap: 0,
-            owned,
+            _owned: owned,
         };
         let opid = g.ops.insert(txop);
         self.submit(g, cid, WrKind::Rma { op: opid }, post);
@@ -1575,7 +1561,7 @@ impl VerbsEp {
                 imm: None,
                 compare_add,
                 swap,
-                owned: Vec::new(),
+                _owned: Vec::new(),
             };
             let opid = g.ops.insert(txop);
             self.submit(g, cid, WrKind::Rma { op: opid }, post);
@@ -1607,7 +1593,7 @@ impl VerbsEp {
         let mut hdr = Header::new(OpCode::AtomicReq);
         hdr.id = opid;
         hdr.len = (prefix.len() + l.operand + l.compare) as u64;
-        if let Err(e) = self.send_frame(g, cid, &hdr, &prefix, &iov, opid, true) {
+        if let Err(e) = self.send_frame(g, cid, &hdr, &prefix, &iov, opid) {
             g.ops.remove(opid);
             return Err(e);
         }
@@ -1625,9 +1611,7 @@ impl VerbsEp {
         }
         g.msg_conn = None;
         g.rx.fail_all_posted(&g.b, Error::Canceled);
-        for r in g.rx.drain_unexpected() {
-            let _ = r;
-        }
+        g.rx.drain_unexpected().for_each(drop);
         g.pending_accept = None;
     }
 }
@@ -1639,7 +1623,7 @@ impl Progress for VerbsEp {
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.epfd.as_raw_fd())
+        Some(self.wait.fd())
     }
 
     fn prepare_sleep(&self) {
@@ -1737,17 +1721,7 @@ impl EndpointOps for VerbsEp {
         if g.msg_conn.is_some() || g.pending_accept.is_some() {
             return Err(Error::IsConn);
         }
-        let id = CmId::new(&self.cm)?;
-        let src = SocketAddr::new(self.domain.port.iface.addr, 0);
-        let src = (src.is_ipv4() == peer.is_ipv4()).then_some(src);
-        id.resolve_addr(src, peer, RESOLVE_MS).map_err(|e| {
-            fi_log!(Level::Info, NAME, "ep_ctrl", "rdma_resolve_addr({peer}) failed: {e}");
-            Error::from(e)
-        })?;
-        let cid = Self::add_conn(g, id, ConnState::Resolving, true, Some(peer));
-        if let Some(c) = g.conns.get_mut(cid) {
-            c.connect_data = private_data(PD_MSG, param);
-        }
+        let cid = self.start_connect(g, peer, private_data(PD_MSG, param))?;
         g.msg_conn = Some(cid);
         Ok(())
     }
@@ -1766,7 +1740,7 @@ impl EndpointOps for VerbsEp {
         }
         let id = g.pending_accept.take().ok_or(Error::OpBadState)?;
         let peer = id.peer_addr();
-        let cid = Self::add_conn(g, id, ConnState::Connecting, false, peer);
+        let cid = Self::add_conn(g, id, ConnState::Connecting, peer);
         g.msg_conn = Some(cid);
         self.setup_qp(g, cid)?;
         let c = g.conns.get(cid).expect("present");
@@ -1867,13 +1841,6 @@ pub(crate) fn new_ep(domain: Arc<VerbsDomain>, info: &Info) -> Result<Arc<dyn En
     domain.bind_auto_progress(ep.weak_progress())?;
     let ep: Arc<dyn EndpointOps> = ep;
     Ok(ep)
-}
-
-/// Used by the passive endpoint to build a listener's fabric reference (keeps
-/// the type in use for the MSG path).
-#[allow(dead_code)]
-pub(crate) fn fabric_of(d: &VerbsDomain) -> &Arc<VerbsFabric> {
-    d.fabric()
 }
 
 #[cfg(test)]

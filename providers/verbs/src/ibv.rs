@@ -80,11 +80,6 @@ impl DeviceList {
         Ok(DeviceList { list, n: n.max(0) as usize })
     }
 
-    /// The number of devices.
-    pub(crate) fn len(&self) -> usize {
-        self.n
-    }
-
     /// The devices' names, in the library's order.
     pub(crate) fn names(&self) -> Vec<String> {
         (0..self.n)
@@ -562,8 +557,6 @@ pub(crate) struct CmEvent {
     pub kind: u32,
     /// The identifier the event is about (for a connection request: the new one).
     pub id: *mut sys::rdma_cm_id,
-    /// The listener (connection requests).
-    pub listen_id: *mut sys::rdma_cm_id,
     /// The status (negative errno, or the reject reason).
     pub status: i32,
     /// The private data that came with it.
@@ -609,7 +602,7 @@ impl EventChannel {
             let (p, n) = (e.param.conn.private_data, e.param.conn.private_data_len as usize);
             let data =
                 if p.is_null() || n == 0 { Vec::new() } else { std::slice::from_raw_parts(p as *const u8, n).to_vec() };
-            let out = CmEvent { kind: e.event, id: e.id, listen_id: e.listen_id, status: e.status, data };
+            let out = CmEvent { kind: e.event, id: e.id, status: e.status, data };
             sys::rdma_ack_cm_event(ev);
             Some(out)
         }
@@ -741,13 +734,6 @@ impl CmId {
     /// The raw identifier.
     pub(crate) fn raw(&self) -> *mut sys::rdma_cm_id {
         self.0
-    }
-
-    /// The device context the identifier is bound to (after address resolution or
-    /// binding to a device's address); null before.
-    pub(crate) fn verbs(&self) -> *mut sys::ibv_context {
-        // SAFETY: a live identifier.
-        unsafe { (*self.0).verbs }
     }
 
     /// `rdma_bind_addr`.

@@ -5,7 +5,7 @@
 
 use crate::ep::{private_data, strip_private, CM_DATA_MAX};
 use crate::fabric::VerbsFabric;
-use crate::ibv::{self, CmId, EventChannel};
+use crate::ibv::{CmId, EventChannel};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::prov::{EqOps, PassiveEpOps};
@@ -39,7 +39,7 @@ struct Inner {
 pub(crate) struct VerbsPep {
     fid: u64,
     info: Info,
-    _fabric: Arc<VerbsFabric>,
+    fabric: Arc<VerbsFabric>,
     inner: Mutex<Inner>,
     // Declared after `inner`: the listener is destroyed before its channel.
     cm: EventChannel,
@@ -53,7 +53,7 @@ impl VerbsPep {
         Ok(Arc::new_cyclic(|me| VerbsPep {
             fid: fabric_core::prov::next_fid(),
             info: info.clone(),
-            _fabric: fabric,
+            fabric,
             inner: Mutex::new(Inner { listener: None, name, eq: None, closed: false }),
             cm,
             me: me.clone(),
@@ -104,7 +104,7 @@ impl PassiveEpOps for VerbsPep {
     }
 
     fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()> {
-        let e = self._fabric.find_eq(eq.fid()).ok_or(Error::Domain)?;
+        let e = self.fabric.find_eq(eq.fid()).ok_or(Error::Domain)?;
         self.lock().eq = Some(e.clone());
         e.bind(self.me.clone() as Weak<dyn Progress>)
     }
@@ -167,10 +167,4 @@ impl PassiveEpOps for VerbsPep {
         g.listener = None;
         Ok(())
     }
-}
-
-/// Keep the helper in use for logging (event names).
-#[allow(dead_code)]
-fn event_name(kind: u32) -> String {
-    ibv::cm_event_str(kind)
 }
