@@ -89,7 +89,8 @@ if command -v fi_pingpong > /dev/null 2>&1; then
     # libfabric's rxm sizes its CQ by FI_UNIVERSE_SIZE (256 by default), past
     # rxe's 32767 entries; 64 peers is plenty here.
     export FI_UNIVERSE_SIZE=64
-    usec() { awk '$1 ~ /^[0-9]+$/ { v = $7 } END { print v }' cli.txt; }
+    # The data row: its size column reads 64, 4k, 1m (both tools print it so).
+    usec() { awk '$1 ~ /^[0-9.]+[kmg]?$/ && NF >= 8 { v = $7 } END { print v }' cli.txt; }
     for s in 64 4096 1048576; do
         case $s in 64) it=2000 ;; 4096) it=1000 ;; *) it=50 ;; esac
         best_o=; best_l=
@@ -101,6 +102,10 @@ if command -v fi_pingpong > /dev/null 2>&1; then
             best_o=$(awk -v a="$o" -v b="$best_o" 'BEGIN { print (b == "" || a < b) ? a : b }')
             best_l=$(awk -v a="$l" -v b="$best_l" 'BEGIN { print (b == "" || a < b) ? a : b }')
         done
+        if [ -z "$best_o" ] || [ -z "$best_l" ]; then
+            echo "VERBS-RATIO size $s: no figure read (ours '$best_o', libfabric '$best_l')"
+            continue
+        fi
         awk -v s=$s -v o="$best_o" -v l="$best_l" 'BEGIN { printf "VERBS-RATIO size %-8s ours %10.2f  libfabric %10.2f  ratio %.2f\n", s, o, l, o / l }'
     done
 else
