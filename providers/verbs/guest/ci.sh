@@ -7,7 +7,10 @@
 #   3. the conformance suite on verbs (cargo test's `verbs::` tests),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
 #      1 MiB, side by side in the same guest, with the ratios printed (only when
-#      libfabric's fi_pingpong is installed; emulation sets the absolute figures).
+#      libfabric's fi_pingpong is installed; emulation sets the absolute figures),
+#   5. the source GID of the QPs: the domain's by default, FI_VERBS_GID_IDX's when
+#      set, also where the connection manager would pick another (read back from
+#      the QP and logged at FI_LOG_LEVEL=info).
 #
 # Usage: ci.sh [--timeout SECS] [--keep DIR]
 # Needs: rdma-core development packages and the guest's packages (README.md,
@@ -64,7 +67,7 @@ pp() {
     $prog -p verbs -e "$ep" "$@" > srv.txt 2>&1 &
     spid=$!
     sleep 1
-    if ! timeout 600 $prog -p verbs -e "$ep" "$@" $addr > cli.txt 2>&1; then
+    if ! timeout "${PP_TIMEOUT:-600}" $prog -p verbs -e "$ep" "$@" $addr > cli.txt 2>&1; then
         cat cli.txt; echo "-- server:"; cat srv.txt; kill $spid 2>/dev/null; return 1
     fi
     if ! wait $spid; then cat cli.txt; echo "-- server:"; cat srv.txt; return 1; fi
@@ -111,6 +114,65 @@ if command -v fi_pingpong > /dev/null 2>&1; then
 else
     echo "libfabric's fi_pingpong is not installed: no comparison"
 fi
+
+step "FI_VERBS_GID_IDX: the QPs' source GID is the one the domain chose"
+# The GID table index of the IPv4 address whose last two bytes are $1 (hex).
+gid_of() {
+    for f in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+        case "$(cat "$f" 2>/dev/null)" in *":ffff:$1") basename "$f"; return ;; esac
+    done
+}
+# qp_gid WANT CM FILE...: every file logs a QP with source GID index WANT, the
+# connection manager having proposed CM.
+qp_gid() {
+    want=$1; cm=$2; shift 2
+    for f in "$@"; do
+        grep "GID index" "$f" | head -2
+        grep -q "GID index $want (the connection manager's: $cm)" "$f" || { cat "$f"; die "$f: no QP with GID index $want (CM: $cm)"; }
+    done
+}
+i15=$(gid_of 0a00:020f)
+[ -n "$i15" ] || { grep . /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null; die "no GID of 10.0.2.15"; }
+export FI_LOG_LEVEL=info
+pp ./fi_pingpong msg -S 64 -I 10 -c > /dev/null || die "fi_pingpong msg at the default GID"
+qp_gid "$i15" "$i15" cli.txt srv.txt
+# A second address (so a second RoCE v2 GID) on eth0, chosen by FI_VERBS_GID_IDX.
+ip addr add 10.0.2.16/24 dev eth0 || die "cannot add a second address"
+sleep 2
+i16=$(gid_of 0a00:0210)
+[ -n "$i16" ] || { grep . /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null; die "no GID of 10.0.2.16"; }
+echo "GID table: 10.0.2.15 at $i15, 10.0.2.16 at $i16"
+export FI_VERBS_GID_IDX=$i16
+addr=10.0.2.16
+pp ./fi_pingpong rdm -S 64 -I 10 -c > /dev/null || die "fi_pingpong rdm with FI_VERBS_GID_IDX=$i16"
+qp_gid "$i16" "$i16" cli.txt srv.txt
+addr=10.0.2.15
+ip addr del 10.0.2.16/24 dev eth0 || die "cannot remove the second address"
+sleep 1
+# GID 0 is the link-local fe80:: one, on no address the domain can offer: the
+# domain keeps 10.0.2.15, which the connection manager's GID ($i15) goes with,
+# and the QPs are asked for GID 0 all the same. A kernel refuses a source GID of
+# another IP family than the route's (EINVAL): then the accept fails, the
+# client hears "connection refused", and nobody hangs.
+export FI_VERBS_GID_IDX=0
+./fi_pingpong -p verbs -e msg -S 64 -I 5 > srv.txt 2>&1 &
+spid=$!
+sleep 1
+timeout 60 ./fi_pingpong -p verbs -e msg -S 64 -I 5 $addr > cli.txt 2>&1
+st=$?
+sleep 1
+kill $spid 2>/dev/null
+wait $spid 2>/dev/null
+grep -h "GID index\|error" cli.txt srv.txt
+[ $st -ne 124 ] || die "fi_pingpong hung with FI_VERBS_GID_IDX=0"
+if grep -q "GID index 0 (the connection manager's: $i15)" srv.txt; then
+    echo "the QPs use GID 0 where the connection manager chose $i15 (client exit status $st)"
+elif grep -q "cannot move it to RTS (GID index 0," srv.txt && grep -q "Connection refused" cli.txt; then
+    echo "the kernel refused GID 0 with an IPv4 route; the connection was refused cleanly"
+else
+    cat cli.txt srv.txt; die "FI_VERBS_GID_IDX=0 did not reach the QP"
+fi
+unset FI_VERBS_GID_IDX FI_LOG_LEVEL
 echo "VERBS-CI PASS"
 EOF
 

@@ -43,6 +43,16 @@ const GID_TYPE_ROCE_V2: u32 = rdma_sys::IBV_GID_TYPE_ROCE_V2;
 /// bounce buffer of the provider's).
 pub(crate) const RDM_INJECT: usize = 8192;
 
+/// The most RDMA reads and atomics a connection asks to have in flight each way
+/// (libfabric's verbs provider asks for the device's limits; more than 16 buys
+/// nothing for one endpoint's traffic).
+pub(crate) const RD_ATOMIC_MAX: u8 = 16;
+
+/// A device's read/atomic depth limit, within `0..=RD_ATOMIC_MAX`.
+fn rd_atomic(device_max: i32) -> u8 {
+    device_max.clamp(0, RD_ATOMIC_MAX as i32) as u8
+}
+
 /// One usable RDMA device port, as discovered.
 #[derive(Debug, Clone)]
 pub(crate) struct Port {
@@ -77,6 +87,14 @@ pub(crate) struct Port {
     pub max_mr: u32,
     /// Whether the device does atomics (`atomic_cap` is not `IBV_ATOMIC_NONE`).
     pub atomics: bool,
+    /// Whether the port is InfiniBand (else Ethernet: RoCE).
+    pub infiniband: bool,
+    /// RDMA reads and atomics a QP answers at once (`max_qp_rd_atom`, at most
+    /// [`RD_ATOMIC_MAX`]).
+    pub max_rd_atomic: u8,
+    /// RDMA reads and atomics a QP has outstanding at once
+    /// (`max_qp_init_rd_atom`, at most [`RD_ATOMIC_MAX`]).
+    pub max_init_rd_atomic: u8,
     /// The largest inline size an RC QP of the device accepts (probed), at most
     /// `FI_VERBS_INLINE_SIZE` when set.
     pub max_inline: usize,
@@ -331,6 +349,9 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_cq: limit(da.max_cq),
                 max_mr: limit(da.max_mr),
                 atomics: da.atomic_cap != rdma_sys::ibv_atomic_cap::IBV_ATOMIC_NONE,
+                infiniband: link_layer == ibv::LINK_LAYER_INFINIBAND,
+                max_rd_atomic: rd_atomic(da.max_qp_rd_atom),
+                max_init_rd_atomic: rd_atomic(da.max_qp_init_rd_atom),
                 max_inline: cfg.inline_size.map_or(probed, |c| c.min(probed)),
             });
         }
@@ -680,6 +701,9 @@ mod tests {
             max_cq: 8192,
             max_mr: 1 << 20,
             atomics: false,
+            infiniband: false,
+            max_rd_atomic: 16,
+            max_init_rd_atomic: 16,
             max_inline: 220,
         }
     }

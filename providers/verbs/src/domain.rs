@@ -120,7 +120,9 @@ impl VerbsDomain {
         let mut g = self.async_events.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((t, qpn)) = self.ctx.async_event() {
             if qpn == 0 {
-                fi_log!(Level::Warn, NAME, "domain", "{}: asynchronous event {t}", self.port.dev);
+                let (name, failure) = ibv::async_event_str(t);
+                let level = if failure { Level::Warn } else { Level::Info };
+                fi_log!(level, NAME, "domain", "{}: {name} ({t})", self.port.dev);
             } else {
                 g.push((t, qpn));
             }

@@ -30,7 +30,7 @@
 //! (`ibv_req_notify_cq`) and sleeps on its completion channel and the CM channel.
 
 use crate::domain::VerbsDomain;
-use crate::ibv::{self, CmEvent, CmId, Cq, EventChannel, QpCaps};
+use crate::ibv::{self, CmEvent, CmId, Cq, EventChannel, QpCaps, QpPath};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
@@ -71,8 +71,6 @@ const CQ_DEPTH: u32 = 8192;
 pub(crate) const MAX_MSG: usize = 1 << 30;
 /// Address and route resolution time-out.
 const RESOLVE_MS: i32 = 2000;
-/// Outstanding RDMA reads and atomics per QP asked of the connection manager.
-const RD_ATOMIC: u8 = 16;
 /// The most connection data a connect, accept or reject carries
 /// (`FI_OPT_CM_DATA_SIZE`): the private data of an RC connect request (56 bytes,
 /// the smallest of the three) less our 5-byte header.
@@ -499,7 +497,7 @@ impl VerbsEp {
         let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
         let c = g.conns.get_mut(cid).ok_or(Error::NotConn)?;
         c.caps = c.id.create_qp(&self.domain.pd, &cq, want).map_err(|e| {
-            fi_log!(Level::Warn, NAME, "ep_ctrl", "rdma_create_qp failed: {e}");
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "ibv_create_qp failed: {e}");
             Error::from(e)
         })?;
         drop(cq);
@@ -1167,7 +1165,7 @@ impl VerbsEp {
         use sys::rdma_cm_event_type::*;
         if ev.kind == RDMA_CM_EVENT_CONNECT_REQUEST {
             // SAFETY: the identifier a connection request created is ours to own.
-            let id = unsafe { CmId::from_raw(ev.id) };
+            let id = unsafe { CmId::from_request(&ev) };
             self.incoming(g, id, &ev.data);
             return;
         }
@@ -1191,24 +1189,29 @@ impl VerbsEp {
                 }
                 let c = g.conns.get_mut(cid).expect("present");
                 c.state = ConnState::Connecting;
-                if let Err(e) = c.id.connect(&c.connect_data, RD_ATOMIC) {
+                let port = &self.domain.port;
+                if let Err(e) = c.id.connect(&c.connect_data, port.max_rd_atomic, port.max_init_rd_atomic) {
                     fi_log!(Level::Info, NAME, "ep_ctrl", "rdma_connect failed: {e}");
                     self.connect_failed(g, cid, Error::from(e), 0, Vec::new());
                 }
             }
-            RDMA_CM_EVENT_ESTABLISHED => {
-                if let Some(c) = g.conns.get_mut(cid) {
-                    c.state = ConnState::Up;
+            RDMA_CM_EVENT_CONNECT_RESPONSE => {
+                // Active side: our QP goes to RTS, then the passive side hears
+                // we are ready (librdmacm reports no ESTABLISHED after this).
+                let offered = (ev.responder_resources, ev.initiator_depth);
+                let r = self.ready_qp(g, cid, offered).and_then(|_| {
+                    let c = g.conns.get(cid).ok_or(Error::NotConn)?;
+                    c.id.establish().map_err(|e| {
+                        fi_log!(Level::Info, NAME, "ep_ctrl", "rdma_establish failed: {e}");
+                        Error::from(e)
+                    })
+                });
+                match r {
+                    Ok(()) => self.established(g, cid, &ev.data),
+                    Err(e) => self.connect_failed(g, cid, e, 0, Vec::new()),
                 }
-                if !self.rdm() && g.msg_conn == Some(cid) && !g.connected {
-                    g.connected = true;
-                    let data = strip_private(&ev.data).map(|(_, d)| d.to_vec()).unwrap_or_default();
-                    if let Some(eq) = &g.b.eq {
-                        eq.push(EqEvent::Connected { fid: self.fid, data });
-                    }
-                }
-                self.drain_backlog(g, cid);
             }
+            RDMA_CM_EVENT_ESTABLISHED => self.established(g, cid, &ev.data),
             RDMA_CM_EVENT_REJECTED => {
                 let data = strip_private(&ev.data).map(|(_, d)| d.to_vec()).unwrap_or_default();
                 self.connect_failed(g, cid, Error::ConnRefused, ev.status, data);
@@ -1232,6 +1235,64 @@ impl VerbsEp {
         }
     }
 
+    /// Connection `cid` is up (`data`: the private data that came with it).
+    fn established(&self, g: &mut Inner, cid: u64, data: &[u8]) {
+        if let Some(c) = g.conns.get_mut(cid) {
+            c.state = ConnState::Up;
+        }
+        if !self.rdm() && g.msg_conn == Some(cid) && !g.connected {
+            g.connected = true;
+            let data = strip_private(data).map(|(_, d)| d.to_vec()).unwrap_or_default();
+            if let Some(eq) = &g.b.eq {
+                eq.push(EqEvent::Connected { fid: self.fid, data });
+            }
+        }
+        self.drain_backlog(g, cid);
+    }
+
+    /// Move connection `cid`'s QP to RTS with the domain's GID index and the
+    /// read/atomic depths both sides allow (`offered`: the peer's, from our side:
+    /// responder resources, initiator depth); the depths used.
+    fn ready_qp(&self, g: &mut Inner, cid: u64, offered: (u8, u8)) -> Result<QpPath> {
+        let port = &self.domain.port;
+        let want = QpPath {
+            sgid_index: port.gid_index.min(u8::MAX as u32) as u8,
+            cm_sgid_index: 0,
+            responder_resources: port.max_rd_atomic.min(offered.0),
+            initiator_depth: port.max_init_rd_atomic.min(offered.1),
+        };
+        let c = g.conns.get(cid).ok_or(Error::NotConn)?;
+        c.id.ready(&want, port.infiniband).map_err(|e| {
+            fi_log!(
+                Level::Warn,
+                NAME,
+                "ep_ctrl",
+                "QP {:#x}: cannot move it to RTS (GID index {}, reads/atomics {} in, {} out): {e}",
+                c.qpn,
+                want.sgid_index,
+                want.responder_resources,
+                want.initiator_depth
+            );
+            Error::from(e)
+        })?;
+        match c.id.path() {
+            Ok(p) => fi_log!(
+                Level::Info,
+                NAME,
+                "ep_ctrl",
+                "QP {:#x} to {}: GID index {} (the connection manager's: {}), reads/atomics {} in, {} out",
+                c.qpn,
+                c.peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
+                p.sgid_index,
+                p.cm_sgid_index,
+                p.responder_resources,
+                p.initiator_depth
+            ),
+            Err(e) => fi_log!(Level::Debug, NAME, "ep_ctrl", "ibv_query_qp failed: {e}"),
+        }
+        Ok(want)
+    }
+
     /// A connection attempt failed: fail what waits on it; MSG reports an EQ error.
     fn connect_failed(&self, g: &mut Inner, cid: u64, err: Error, status: i32, data: Vec<u8>) {
         let established_before = g.conns.get(cid).is_some_and(|c| c.state == ConnState::Up);
@@ -1249,6 +1310,17 @@ impl VerbsEp {
         if let Some(eq) = &g.b.eq {
             eq.push_err(EqErrEntry { fid: self.fid, err, prov_errno: status, data });
         }
+    }
+
+    /// Passive side: ready connection `cid`'s QP (set up) and accept with `data`.
+    fn accept_conn(&self, g: &mut Inner, cid: u64, data: &[u8]) -> Result<()> {
+        let offered = g.conns.get(cid).ok_or(Error::NotConn)?.id.offered();
+        let path = self.ready_qp(g, cid, offered)?;
+        let c = g.conns.get(cid).ok_or(Error::NotConn)?;
+        c.id.accept(data, path.responder_resources, path.initiator_depth).map_err(|e| {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "rdma_accept failed: {e}");
+            Error::from(e)
+        })
     }
 
     /// RDM: a peer connects to us.
@@ -1270,10 +1342,9 @@ impl VerbsEp {
             self.drop_conn(g, cid, e, 0);
             return;
         }
-        let c = g.conns.get(cid).expect("present");
-        if let Err(e) = c.id.accept(&private_data(PD_RDM, &[]), RD_ATOMIC) {
-            fi_log!(Level::Warn, NAME, "ep_ctrl", "rdma_accept failed: {e}");
-            self.drop_conn(g, cid, Error::from(e), 0);
+        let r = self.accept_conn(g, cid, &private_data(PD_RDM, &[]));
+        if let Err(e) = r {
+            self.drop_conn(g, cid, e, 0);
         }
     }
 
@@ -1318,8 +1389,13 @@ impl VerbsEp {
         for (t, qpn) in self.domain.take_async(&|q| qpns.contains(&q)) {
             use sys::ibv_event_type as E;
             let fatal = [E::IBV_EVENT_QP_FATAL, E::IBV_EVENT_QP_REQ_ERR, E::IBV_EVENT_QP_ACCESS_ERR];
-            if fatal.iter().any(|e| *e as u32 == t) {
-                fi_log!(Level::Warn, NAME, "ep_ctrl", "QP {qpn}: asynchronous error event {t}");
+            if t == E::IBV_EVENT_COMM_EST as u32 {
+                if let Some(c) = g.by_qpn.get(&qpn).and_then(|&cid| g.conns.get(cid)) {
+                    c.id.notify_established();
+                }
+            } else if fatal.iter().any(|e| *e as u32 == t) {
+                let (name, _) = ibv::async_event_str(t);
+                fi_log!(Level::Warn, NAME, "ep_ctrl", "QP {qpn:#x}: {name} ({t})");
                 if let Some(&cid) = g.by_qpn.get(&qpn) {
                     if let Some(eq) = &g.b.eq {
                         eq.push_err(EqErrEntry {
@@ -1743,12 +1819,7 @@ impl EndpointOps for VerbsEp {
         let cid = Self::add_conn(g, id, ConnState::Connecting, peer);
         g.msg_conn = Some(cid);
         self.setup_qp(g, cid)?;
-        let c = g.conns.get(cid).expect("present");
-        c.id.accept(&private_data(PD_MSG, param), RD_ATOMIC).map_err(|e| {
-            fi_log!(Level::Warn, NAME, "ep_ctrl", "rdma_accept failed: {e}");
-            Error::from(e)
-        })?;
-        Ok(())
+        self.accept_conn(g, cid, &private_data(PD_MSG, param))
     }
 
     fn cm_data_size(&self) -> usize {

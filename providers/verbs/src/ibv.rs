@@ -561,6 +561,12 @@ pub(crate) struct CmEvent {
     pub status: i32,
     /// The private data that came with it.
     pub data: Vec<u8>,
+    /// RDMA reads and atomics the peer may have outstanding towards us
+    /// (connection request and response events; else 0).
+    pub responder_resources: u8,
+    /// RDMA reads and atomics we may have outstanding towards the peer
+    /// (connection request and response events; else 0).
+    pub initiator_depth: u8,
 }
 
 impl EventChannel {
@@ -602,7 +608,14 @@ impl EventChannel {
             let (p, n) = (e.param.conn.private_data, e.param.conn.private_data_len as usize);
             let data =
                 if p.is_null() || n == 0 { Vec::new() } else { std::slice::from_raw_parts(p as *const u8, n).to_vec() };
-            let out = CmEvent { kind: e.event, id: e.id, status: e.status, data };
+            let out = CmEvent {
+                kind: e.event,
+                id: e.id,
+                status: e.status,
+                data,
+                responder_resources: e.param.conn.responder_resources,
+                initiator_depth: e.param.conn.initiator_depth,
+            };
             sys::rdma_ack_cm_event(ev);
             Some(out)
         }
@@ -615,6 +628,34 @@ impl Drop for EventChannel {
         // them before the channel).
         unsafe { sys::rdma_destroy_event_channel(self.0) }
     }
+}
+
+/// The name of an asynchronous event type (`IBV_EVENT_*`), and whether it
+/// reports a failure (else it is news: a port up, a GID table change).
+pub(crate) fn async_event_str(t: u32) -> (&'static str, bool) {
+    const NAMES: [(&str, bool); 20] = [
+        ("IBV_EVENT_CQ_ERR", true),
+        ("IBV_EVENT_QP_FATAL", true),
+        ("IBV_EVENT_QP_REQ_ERR", true),
+        ("IBV_EVENT_QP_ACCESS_ERR", true),
+        ("IBV_EVENT_COMM_EST", false),
+        ("IBV_EVENT_SQ_DRAINED", false),
+        ("IBV_EVENT_PATH_MIG", false),
+        ("IBV_EVENT_PATH_MIG_ERR", true),
+        ("IBV_EVENT_DEVICE_FATAL", true),
+        ("IBV_EVENT_PORT_ACTIVE", false),
+        ("IBV_EVENT_PORT_ERR", true),
+        ("IBV_EVENT_LID_CHANGE", false),
+        ("IBV_EVENT_PKEY_CHANGE", false),
+        ("IBV_EVENT_SM_CHANGE", false),
+        ("IBV_EVENT_SRQ_ERR", true),
+        ("IBV_EVENT_SRQ_LIMIT_REACHED", false),
+        ("IBV_EVENT_QP_LAST_WQE_REACHED", false),
+        ("IBV_EVENT_CLIENT_REREGISTER", false),
+        ("IBV_EVENT_GID_CHANGE", false),
+        ("IBV_EVENT_WQ_FATAL", true),
+    ];
+    NAMES.get(t as usize).copied().unwrap_or(("an unknown asynchronous event", true))
 }
 
 /// The text of an rdmacm event type.
@@ -694,7 +735,22 @@ pub(crate) unsafe fn from_sockaddr(sa: *const libc::sockaddr) -> Option<SocketAd
 
 /// An rdmacm connection identifier with (once created) its RC queue pair. Drop
 /// destroys the QP and the identifier.
-pub(crate) struct CmId(*mut sys::rdma_cm_id);
+///
+/// The QP is ours, not librdmacm's (`ibv_create_qp`, not `rdma_create_qp`): the
+/// connection manager fills in the attributes of each state (`rdma_init_qp_attr`)
+/// and we make the transitions, so that the source GID index is the one the
+/// domain chose (`FI_VERBS_GID_IDX`, or the RoCE v2 GID of its address) rather
+/// than the one librdmacm derives from the bound address, and the RDMA read and
+/// atomic depths stay within the device's limits.
+pub(crate) struct CmId {
+    /// The identifier; owned, destroyed on drop (after the QP).
+    id: *mut sys::rdma_cm_id,
+    /// Our QP, or null before [`CmId::create_qp`]; owned, destroyed on drop.
+    qp: *mut sys::ibv_qp,
+    /// What the peer's connection request offered, from our side:
+    /// `(responder_resources, initiator_depth)`; `(0, 0)` on an active identifier.
+    offered: (u8, u8),
+}
 
 // SAFETY: see the module docs.
 unsafe impl Send for CmId {}
@@ -714,39 +770,59 @@ pub(crate) struct QpCaps {
     pub inline: u32,
 }
 
+/// How a connected QP is set up: what [`CmId::ready`] asks for, and what
+/// [`CmId::path`] reads back from the QP (`ibv_query_qp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpPath {
+    /// The source GID index (`ah_attr.grh.sgid_index`; used where the path is
+    /// global, as on RoCE).
+    pub sgid_index: u8,
+    /// The index the connection manager proposed (read back only).
+    pub cm_sgid_index: u8,
+    /// RDMA reads and atomics the QP answers at once (`max_dest_rd_atomic`).
+    pub responder_resources: u8,
+    /// RDMA reads and atomics the QP has outstanding at once (`max_rd_atomic`).
+    pub initiator_depth: u8,
+}
+
+/// `IBV_QP_*` attribute bits (21-23) the kernel's `rdma_init_qp_attr` may set
+/// for RoCE only; an InfiniBand port refuses them (librdmacm clears them too).
+const ROCE_ONLY_MASK: i32 = 0x00e0_0000;
+
 impl CmId {
     /// A new identifier on `ch` (RDMA_PS_TCP: reliable connections).
     pub(crate) fn new(ch: &EventChannel) -> io::Result<CmId> {
         let mut id = ptr::null_mut();
         // SAFETY: a live channel; valid out-pointer.
         check(unsafe { sys::rdma_create_id(ch.raw(), &mut id, ptr::null_mut(), sys::rdma_port_space::RDMA_PS_TCP) })?;
-        Ok(CmId(id))
+        Ok(CmId { id, qp: ptr::null_mut(), offered: (0, 0) })
     }
 
-    /// Take ownership of an identifier a connection request created.
+    /// Take ownership of the identifier a connection request `ev` created.
     ///
     /// # Safety
-    /// `id` must be such an identifier, owned by nobody else.
-    pub(crate) unsafe fn from_raw(id: *mut sys::rdma_cm_id) -> CmId {
-        CmId(id)
+    /// `ev` must be an `RDMA_CM_EVENT_CONNECT_REQUEST` whose identifier is owned
+    /// by nobody else.
+    pub(crate) unsafe fn from_request(ev: &CmEvent) -> CmId {
+        CmId { id: ev.id, qp: ptr::null_mut(), offered: (ev.responder_resources, ev.initiator_depth) }
     }
 
     /// The raw identifier.
     pub(crate) fn raw(&self) -> *mut sys::rdma_cm_id {
-        self.0
+        self.id
     }
 
     /// `rdma_bind_addr`.
     pub(crate) fn bind(&self, a: SocketAddr) -> io::Result<()> {
         let (mut ss, _) = to_sockaddr(a);
         // SAFETY: a live identifier; `ss` holds a valid address.
-        check(unsafe { sys::rdma_bind_addr(self.0, &mut ss as *mut _ as *mut _) })
+        check(unsafe { sys::rdma_bind_addr(self.id, &mut ss as *mut _ as *mut _) })
     }
 
     /// `rdma_listen`.
     pub(crate) fn listen(&self, backlog: i32) -> io::Result<()> {
         // SAFETY: a live, bound identifier.
-        check(unsafe { sys::rdma_listen(self.0, backlog) })
+        check(unsafe { sys::rdma_listen(self.id, backlog) })
     }
 
     /// `rdma_resolve_addr` from `src` (if any) to `dst`.
@@ -756,20 +832,52 @@ impl CmId {
         let sp: *mut libc::sockaddr_storage = s.as_mut().map_or(ptr::null_mut(), |s| s as *mut _);
         let dp: *mut libc::sockaddr_storage = &mut d;
         // SAFETY: a live identifier; both addresses valid for the call.
-        check(unsafe { sys::rdma_resolve_addr(self.0, sp.cast(), dp.cast(), timeout_ms) })
+        check(unsafe { sys::rdma_resolve_addr(self.id, sp.cast(), dp.cast(), timeout_ms) })
     }
 
     /// `rdma_resolve_route`.
     pub(crate) fn resolve_route(&self, timeout_ms: i32) -> io::Result<()> {
         // SAFETY: a live identifier with its address resolved.
-        check(unsafe { sys::rdma_resolve_route(self.0, timeout_ms) })
+        check(unsafe { sys::rdma_resolve_route(self.id, timeout_ms) })
     }
 
-    /// Create the identifier's RC QP on `pd`, both queues completing on `cq`;
-    /// the capabilities granted (inline lowered until the device accepts it).
-    pub(crate) fn create_qp(&self, pd: &Pd, cq: &Cq, want: QpCaps) -> io::Result<QpCaps> {
+    /// Whether the identifier's device is iWARP (whose connection manager moves
+    /// the QP itself).
+    fn iwarp(&self) -> bool {
+        // SAFETY: a live identifier bound to a device (route or request known):
+        // `verbs` and its `device` are live while the identifier is.
+        unsafe {
+            let v = (*self.id).verbs;
+            !v.is_null()
+                && !(*v).device.is_null()
+                && (*(*v).device).transport_type == sys::ibv_transport_type::IBV_TRANSPORT_IWARP
+        }
+    }
+
+    /// Move the QP to `state` with the attributes the connection manager gives for
+    /// it, changed by `edit` (which may also change the mask).
+    fn transition(&self, state: u32, edit: impl FnOnce(&mut sys::ibv_qp_attr, &mut i32)) -> io::Result<()> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = state;
+        let mut mask = 0;
+        // SAFETY: a live identifier with its route (or request) known; `a` and
+        // `mask` valid out-parameters.
+        check(unsafe { sys::rdma_init_qp_attr(self.id, &mut a, &mut mask) })?;
+        edit(&mut a, &mut mask);
+        // SAFETY: our live QP; `a` holds the attributes `mask` names.
+        check(unsafe { sys::ibv_modify_qp(self.qp, &mut a, mask) })
+    }
+
+    /// Create the identifier's RC QP on `pd`, both queues completing on `cq`,
+    /// and move it to INIT (receives may be posted); the capabilities granted
+    /// (inline lowered until the device accepts it).
+    pub(crate) fn create_qp(&mut self, pd: &Pd, cq: &Cq, want: QpCaps) -> io::Result<QpCaps> {
+        if !self.qp.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        }
         let mut inline = want.inline;
-        loop {
+        let (qp, caps) = loop {
             // SAFETY: plain data.
             let mut a: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
             a.send_cq = cq.raw();
@@ -781,15 +889,17 @@ impl CmId {
             a.cap.max_send_sge = want.sge;
             a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = inline;
-            // SAFETY: a live identifier bound to the PD's device; `a` valid.
-            let r = unsafe { sys::rdma_create_qp(self.0, pd.raw(), &mut a) };
-            if r == 0 {
-                return Ok(QpCaps {
-                    send_wr: a.cap.max_send_wr,
-                    recv_wr: a.cap.max_recv_wr,
-                    sge: a.cap.max_send_sge,
-                    inline: a.cap.max_inline_data,
-                });
+            // SAFETY: a live PD and CQ of the identifier's device; `a` valid.
+            let qp = unsafe { sys::ibv_create_qp(pd.raw(), &mut a) };
+            if !qp.is_null() {
+                let c = a.cap;
+                let caps = QpCaps {
+                    send_wr: c.max_send_wr,
+                    recv_wr: c.max_recv_wr,
+                    sge: c.max_send_sge,
+                    inline: c.max_inline_data,
+                };
+                break (qp, caps);
             }
             let e = last_err();
             if inline == 0 {
@@ -799,89 +909,181 @@ impl CmId {
             if inline < 16 {
                 inline = 0;
             }
+        };
+        self.qp = qp;
+        if let Err(e) = self.transition(sys::ibv_qp_state::IBV_QPS_INIT, |_, _| {}) {
+            // SAFETY: the QP just created, unused; forgotten here.
+            unsafe { sys::ibv_destroy_qp(self.qp) };
+            self.qp = ptr::null_mut();
+            return Err(e);
         }
+        Ok(caps)
     }
 
-    /// The QP, if created.
-    pub(crate) fn qp(&self) -> *mut sys::ibv_qp {
-        // SAFETY: a live identifier.
-        unsafe { (*self.0).qp }
+    /// Move the QP to RTR and RTS with the connection manager's attributes
+    /// changed by `path`; on iWARP the connection manager does this itself and
+    /// nothing happens. Called on the passive side before [`CmId::accept`], on the
+    /// active side when the connect response arrives (before
+    /// [`CmId::establish`]).
+    pub(crate) fn ready(&self, path: &QpPath, infiniband: bool) -> io::Result<()> {
+        if self.iwarp() {
+            return Ok(());
+        }
+        // INIT again: now that the connection exists, the connection manager
+        // gives the access flags it negotiated (remote reads and atomics with
+        // responder resources), which it could not when the QP was created.
+        self.transition(sys::ibv_qp_state::IBV_QPS_INIT, |_, _| {})?;
+        self.transition(sys::ibv_qp_state::IBV_QPS_RTR, |a, mask| {
+            if infiniband {
+                // libibverbs refuses the RoCE-only bits on InfiniBand ports.
+                *mask &= !ROCE_ONLY_MASK;
+            }
+            if a.ah_attr.is_global != 0 {
+                a.ah_attr.grh.sgid_index = path.sgid_index;
+            }
+            a.max_dest_rd_atomic = path.responder_resources;
+        })?;
+        self.transition(sys::ibv_qp_state::IBV_QPS_RTS, |a, _| a.max_rd_atomic = path.initiator_depth)
+    }
+
+    /// The connection manager's proposed source GID index (what librdmacm would
+    /// have used), if the path is global.
+    fn cm_sgid_index(&self) -> Option<u8> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        let mut mask = 0;
+        // SAFETY: as `transition`; nothing is modified.
+        let r = unsafe { sys::rdma_init_qp_attr(self.id, &mut a, &mut mask) };
+        (r == 0 && a.ah_attr.is_global != 0).then_some(a.ah_attr.grh.sgid_index)
+    }
+
+    /// How the connected QP is set up (for the log and the tests).
+    pub(crate) fn path(&self) -> io::Result<QpPath> {
+        if self.qp.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTCONN));
+        }
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        let mask = (sys::ibv_qp_attr_mask::IBV_QP_AV
+            | sys::ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC
+            | sys::ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC)
+            .0 as i32;
+        // SAFETY: our live QP; valid out-parameters.
+        check(unsafe { sys::ibv_query_qp(self.qp, &mut a, mask, &mut init) })?;
+        let sgid = a.ah_attr.grh.sgid_index;
+        Ok(QpPath {
+            sgid_index: sgid,
+            cm_sgid_index: self.cm_sgid_index().unwrap_or(sgid),
+            responder_resources: a.max_dest_rd_atomic,
+            initiator_depth: a.max_rd_atomic,
+        })
+    }
+
+    /// What the peer's connection request offered, from our side:
+    /// `(responder_resources, initiator_depth)`.
+    pub(crate) fn offered(&self) -> (u8, u8) {
+        self.offered
     }
 
     /// The QP's number (0 without a QP).
     pub(crate) fn qp_num(&self) -> u32 {
-        let qp = self.qp();
-        if qp.is_null() {
+        if self.qp.is_null() {
             0
         } else {
-            // SAFETY: a live QP.
-            unsafe { (*qp).qp_num }
+            // SAFETY: our live QP.
+            unsafe { (*self.qp).qp_num }
         }
     }
 
-    fn conn_param(data: &[u8]) -> sys::rdma_conn_param {
+    fn conn_param(&self, data: &[u8], responder_resources: u8, initiator_depth: u8) -> sys::rdma_conn_param {
         sys::rdma_conn_param {
             private_data: data.as_ptr().cast(),
             private_data_len: data.len().min(255) as u8,
-            responder_resources: 16,
-            initiator_depth: 16,
+            responder_resources,
+            initiator_depth,
             flow_control: 1,
             retry_count: 7,
             // Infinite RNR retries: a sender waits for the receiver to post.
             rnr_retry_count: 7,
             srq: 0,
-            qp_num: 0,
+            qp_num: self.qp_num(),
         }
     }
 
-    /// `rdma_connect` with private data.
-    pub(crate) fn connect(&self, data: &[u8], rd_atomic: u8) -> io::Result<()> {
-        let mut p = Self::conn_param(data);
-        p.initiator_depth = rd_atomic;
-        p.responder_resources = rd_atomic;
+    /// `rdma_connect` with private data, offering the given read/atomic depths.
+    pub(crate) fn connect(&self, data: &[u8], responder_resources: u8, initiator_depth: u8) -> io::Result<()> {
+        let mut p = self.conn_param(data, responder_resources, initiator_depth);
         // SAFETY: a live identifier with its route resolved and its QP created;
         // `p` points at `data`, valid for the call.
-        check(unsafe { sys::rdma_connect(self.0, &mut p) })
+        check(unsafe { sys::rdma_connect(self.id, &mut p) })
     }
 
-    /// `rdma_accept` with private data.
-    pub(crate) fn accept(&self, data: &[u8], rd_atomic: u8) -> io::Result<()> {
-        let mut p = Self::conn_param(data);
-        p.initiator_depth = rd_atomic;
-        p.responder_resources = rd_atomic;
-        // SAFETY: a live identifier of a connection request with its QP created.
-        check(unsafe { sys::rdma_accept(self.0, &mut p) })
+    /// `rdma_establish`: tell the passive side we are ready (after the connect
+    /// response, with the QP moved by [`CmId::ready`]).
+    pub(crate) fn establish(&self) -> io::Result<()> {
+        // SAFETY: a live identifier whose connect response arrived; it has no
+        // librdmacm QP, as rdma_establish requires.
+        check(unsafe { sys::rdma_establish(self.id) })
+    }
+
+    /// `rdma_accept` with private data and the read/atomic depths the QP was
+    /// readied with.
+    pub(crate) fn accept(&self, data: &[u8], responder_resources: u8, initiator_depth: u8) -> io::Result<()> {
+        let mut p = self.conn_param(data, responder_resources, initiator_depth);
+        // SAFETY: a live identifier of a connection request with its QP created;
+        // `p` points at `data`, valid for the call.
+        check(unsafe { sys::rdma_accept(self.id, &mut p) })
     }
 
     /// `rdma_reject` with private data.
     pub(crate) fn reject(&self, data: &[u8]) -> io::Result<()> {
         // SAFETY: a live identifier of a connection request; `data` valid.
-        check(unsafe { sys::rdma_reject(self.0, data.as_ptr().cast(), data.len().min(255) as u8) })
+        check(unsafe { sys::rdma_reject(self.id, data.as_ptr().cast(), data.len().min(255) as u8) })
     }
 
-    /// `rdma_disconnect` (errors ignored: the connection may be gone already).
+    /// Move the QP to the error state (outstanding work requests flush), then
+    /// `rdma_disconnect`; errors ignored: the connection may be gone already.
+    /// (librdmacm moves only a QP of its own.)
     pub(crate) fn disconnect(&self) {
+        if !self.qp.is_null() && !self.iwarp() {
+            // SAFETY: plain data.
+            let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+            a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+            // SAFETY: our live QP; `a` holds the state the mask names.
+            unsafe { sys::ibv_modify_qp(self.qp, &mut a, sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+        }
         // SAFETY: a live identifier.
-        unsafe { sys::rdma_disconnect(self.0) };
+        unsafe { sys::rdma_disconnect(self.id) };
+    }
+
+    /// `rdma_notify(IBV_EVENT_COMM_EST)`: data arrived on the QP before the
+    /// connection manager heard the connection is up (its last message lost or
+    /// late); it completes the connection now.
+    pub(crate) fn notify_established(&self) {
+        // SAFETY: a live identifier; the event is a valid enumerator.
+        unsafe { sys::rdma_notify(self.id, sys::ibv_event_type::IBV_EVENT_COMM_EST) };
     }
 
     /// `rdma_migrate_id` to another channel.
     pub(crate) fn migrate(&self, ch: &EventChannel) -> io::Result<()> {
         // SAFETY: a live identifier and channel.
-        check(unsafe { sys::rdma_migrate_id(self.0, ch.raw()) })
+        check(unsafe { sys::rdma_migrate_id(self.id, ch.raw()) })
     }
 
     /// The local address.
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         // SAFETY: a live identifier; the route's source address is a sockaddr of
         // its family.
-        unsafe { from_sockaddr(&(*self.0).route.addr.src_addr_union.src_addr) }
+        unsafe { from_sockaddr(&(*self.id).route.addr.src_addr_union.src_addr) }
     }
 
     /// The peer's address.
     pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
         // SAFETY: as `local_addr`.
-        unsafe { from_sockaddr(&(*self.0).route.addr.dst_addr_union.dst_addr) }
+        unsafe { from_sockaddr(&(*self.id).route.addr.dst_addr_union.dst_addr) }
     }
 
     /// Post a list of send work requests.
@@ -890,9 +1092,12 @@ impl CmId {
     /// Every request's scatter-gather entries must describe memory registered on
     /// the QP's PD (or be inline) and stay valid until the request completes.
     pub(crate) unsafe fn post_send(&self, wr: *mut sys::ibv_send_wr) -> io::Result<()> {
+        if self.qp.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTCONN));
+        }
         let mut bad = ptr::null_mut();
-        // SAFETY: the caller's contract; a live QP.
-        check(unsafe { sys::ibv_post_send(self.qp(), wr, &mut bad) })
+        // SAFETY: the caller's contract; our live QP.
+        check(unsafe { sys::ibv_post_send(self.qp, wr, &mut bad) })
     }
 
     /// Post one receive work request.
@@ -901,22 +1106,25 @@ impl CmId {
     /// The scatter-gather entries must describe registered memory that stays
     /// valid until the request completes.
     pub(crate) unsafe fn post_recv(&self, wr: *mut sys::ibv_recv_wr) -> io::Result<()> {
+        if self.qp.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTCONN));
+        }
         let mut bad = ptr::null_mut();
-        // SAFETY: the caller's contract; a live QP.
-        check(unsafe { sys::ibv_post_recv(self.qp(), wr, &mut bad) })
+        // SAFETY: the caller's contract; our live QP.
+        check(unsafe { sys::ibv_post_recv(self.qp, wr, &mut bad) })
     }
 }
 
 impl Drop for CmId {
     fn drop(&mut self) {
-        // SAFETY: owned by us; the QP (if any) is destroyed before the identifier,
-        // and no event of it is held unacknowledged (events are acknowledged as
-        // they are read).
+        // SAFETY: both owned by us; the QP (if any) is destroyed before the
+        // identifier, and no event of it is held unacknowledged (events are
+        // acknowledged as they are read).
         unsafe {
-            if !(*self.0).qp.is_null() {
-                sys::rdma_destroy_qp(self.0);
+            if !self.qp.is_null() {
+                sys::ibv_destroy_qp(self.qp);
             }
-            sys::rdma_destroy_id(self.0);
+            sys::rdma_destroy_id(self.id);
         }
     }
 }

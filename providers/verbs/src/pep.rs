@@ -73,7 +73,7 @@ impl Progress for VerbsPep {
                 continue;
             }
             // SAFETY: a connection request's new identifier is ours to own.
-            let id = unsafe { CmId::from_raw(ev.id) };
+            let id = unsafe { CmId::from_request(&ev) };
             let data = match strip_private(&ev.data) {
                 Some((1, d)) if !g.closed => d.to_vec(),
                 _ => {
