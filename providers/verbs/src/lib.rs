@@ -25,6 +25,8 @@
 mod attr;
 mod ibv;
 
+use fabric_core::fi_log;
+use fabric_core::log::Level;
 use fabric_core::param::{Param, ParamType};
 use std::sync::OnceLock;
 
@@ -69,7 +71,7 @@ pub(crate) fn params() -> Vec<Param> {
             prov: NAME,
             name: "gid_idx",
             kind: ParamType::Int,
-            help: "The GID index to use; by default the RoCE v2 GID of the interface's address (the GID itself on InfiniBand)",
+            help: "The GID index (0-255) of every QP's source GID, and of the address offered; by default the RoCE v2 GID of the interface's address (GID 0 on InfiniBand)",
             default: "-1",
         },
         Param {
@@ -91,14 +93,28 @@ pub(crate) fn config() -> &'static Config {
         Config {
             iface: s("iface"),
             device_name: s("device_name"),
-            gid_idx: get("gid_idx")
-                .raw()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|v| *v >= 0)
-                .map(|v| v as u32),
+            gid_idx: get("gid_idx").raw().and_then(|v| gid_idx(&v)),
             inline_size: get("inline_size").get_usize().filter(|v| *v > 0),
         }
     })
+}
+
+/// An `FI_VERBS_GID_IDX` setting: an index of 0 to 255 (a QP's `sgid_index` is
+/// one byte); -1 (the default) chooses; anything else is logged and chooses.
+fn gid_idx(v: &str) -> Option<u32> {
+    match v.trim().parse::<i64>() {
+        Ok(-1) => None,
+        Ok(n @ 0..=255) => Some(n as u32),
+        _ => {
+            fi_log!(
+                Level::Warn,
+                NAME,
+                "core",
+                "FI_VERBS_GID_IDX={v} is no GID index (0 to 255, or -1 to choose); choosing"
+            );
+            None
+        }
+    }
 }
 
 mod domain;
@@ -136,5 +152,19 @@ impl Provider for VerbsProvider {
 
     fn fabric(&self, info: &Info) -> Result<Arc<dyn FabricOps>> {
         Ok(fabric::VerbsFabric::new(info))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn gid_idx_settings() {
+        assert_eq!(super::gid_idx("3"), Some(3));
+        assert_eq!(super::gid_idx(" 0 "), Some(0));
+        assert_eq!(super::gid_idx("255"), Some(255));
+        assert_eq!(super::gid_idx("-1"), None);
+        for bad in ["256", "-2", "x", "", "1.5"] {
+            assert_eq!(super::gid_idx(bad), None, "{bad}");
+        }
     }
 }
