@@ -50,6 +50,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 /// Bytes of one receive (and bounce) buffer.
 const BUF: usize = 16 << 10;
@@ -69,6 +70,9 @@ const SQ_DEPTH: u32 = 256;
 const CQ_DEPTH: u32 = 8192;
 /// The largest message (and RMA operation) of an RDM endpoint.
 pub(crate) const MAX_MSG: usize = 1 << 30;
+/// How often a polling endpoint reads its control channels (connection manager
+/// events, completion channel events) at most; every progress call polls the CQ.
+const CTL_INTERVAL: Duration = Duration::from_micros(50);
 /// Address and route resolution time-out.
 const RESOLVE_MS: i32 = 2000;
 /// The most connection data a connect, accept or reject carries
@@ -334,6 +338,12 @@ struct Inner {
     shut: bool,
     /// Polls since the device's asynchronous events were last read.
     async_tick: u32,
+    /// When the control channels (connection manager, completion channel) were
+    /// last read; they are read at most every [`CTL_INTERVAL`] while polling.
+    last_ctl: Instant,
+    /// Read the control channels on the next progress whatever the time (set
+    /// when a sleep ends: a channel may be what woke the waiter).
+    force_ctl: bool,
 }
 
 /// A verbs endpoint (MSG or RDM).
@@ -445,6 +455,8 @@ impl VerbsEp {
                 connected: false,
                 shut: false,
                 async_tick: 0,
+                last_ctl: Instant::now(),
+                force_ctl: true,
             }),
             me: me.clone(),
         }))
@@ -1351,18 +1363,27 @@ impl VerbsEp {
     // ---- progress ----------------------------------------------------------
 
     fn progress_locked(&self, g: &mut Inner) {
-        while let Some(ev) = self.cm.next() {
-            self.handle_cm(g, ev);
+        // The control channels cost a system call each to read, even empty;
+        // a polling loop reads them every CTL_INTERVAL, not on every poll.
+        let now = Instant::now();
+        let ctl = g.force_ctl || now.duration_since(g.last_ctl) >= CTL_INTERVAL;
+        if ctl {
+            g.force_ctl = false;
+            g.last_ctl = now;
+            while let Some(ev) = self.cm.next() {
+                self.handle_cm(g, ev);
+            }
+            let mut cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
+            if cq.drain_events() {
+                // The notification was used: ask for the next one, so the
+                // wait descriptor keeps telling pollers about completions.
+                let _ = cq.arm();
+            }
         }
         let mut wcs: [sys::ibv_wc; 32] = std::array::from_fn(|_| ibv::empty_wc());
         loop {
             let n = {
-                let mut cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
-                if cq.drain_events() {
-                    // The notification was used: ask for the next one, so the
-                    // wait descriptor keeps telling pollers about completions.
-                    let _ = cq.arm();
-                }
+                let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
                 cq.poll(&mut wcs).unwrap_or(0)
             };
             for wc in &wcs[..n] {
@@ -1705,6 +1726,13 @@ impl Progress for VerbsEp {
     fn prepare_sleep(&self) {
         let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
         let _ = cq.arm();
+        drop(cq);
+        // The progress before the sleep reads every channel.
+        self.lock().force_ctl = true;
+    }
+
+    fn end_sleep(&self) {
+        self.lock().force_ctl = true;
     }
 }
 
