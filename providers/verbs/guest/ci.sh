@@ -6,7 +6,8 @@
 #   2. fi_pingpong -p verbs -e msg and -e rdm, every size, data checked (-c),
 #   3. the conformance suite on verbs (cargo test's `verbs::` tests),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
-#      1 MiB, side by side in the same guest, with the ratios printed (only when
+#      1 MiB, side by side in the same guest, five alternating runs each, with
+#      the ratios of the medians and of the best runs printed (only when
 #      libfabric's fi_pingpong is installed; emulation sets the absolute figures),
 #   5. the source GID of the QPs: the domain's by default, FI_VERBS_GID_IDX's when
 #      set, also where the connection manager would pick another (read back from
@@ -88,28 +89,33 @@ grep -E "^test |skipped|panicked|^test result" conf.txt
 [ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite"; }
 
 if command -v fi_pingpong > /dev/null 2>&1; then
-    step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (best of 2 runs each)"
+    step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (5 alternating runs each: median, best)"
     # libfabric's rxm sizes its CQ by FI_UNIVERSE_SIZE (256 by default), past
     # rxe's 32767 entries; 64 peers is plenty here.
     export FI_UNIVERSE_SIZE=64
     # The data row: its size column reads 64, 4k, 1m (both tools print it so).
     usec() { awk '$1 ~ /^[0-9.]+[kmg]?$/ && NF >= 8 { v = $7 } END { print v }' cli.txt; }
+    # stats FILE: "median best" of the numbers in FILE (one per line).
+    stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)], v[1] }'; }
     for s in 64 4096 1048576; do
         case $s in 64) it=2000 ;; 4096) it=1000 ;; *) it=50 ;; esac
-        best_o=; best_l=
-        for r in 1 2; do
+        : > ours.txt; : > lf.txt
+        for r in 1 2 3 4 5; do
             pp ./fi_pingpong rdm -S $s -I $it > /dev/null || die "ours at $s"
-            o=$(usec)
-            pp fi_pingpong rdm -S $s -I $it > /dev/null || { echo "VERBS-RATIO size $s: libfabric failed (not a failure of ours)"; continue; }
-            l=$(usec)
-            best_o=$(awk -v a="$o" -v b="$best_o" 'BEGIN { print (b == "" || a < b) ? a : b }')
-            best_l=$(awk -v a="$l" -v b="$best_l" 'BEGIN { print (b == "" || a < b) ? a : b }')
+            v=$(usec); [ -z "$v" ] || echo "$v" >> ours.txt
+            if pp fi_pingpong rdm -S $s -I $it > /dev/null; then
+                v=$(usec); [ -z "$v" ] || echo "$v" >> lf.txt
+            else
+                echo "VERBS-RATIO size $s: libfabric failed in run $r (not a failure of ours)"
+            fi
         done
-        if [ -z "$best_o" ] || [ -z "$best_l" ]; then
-            echo "VERBS-RATIO size $s: no figure read (ours '$best_o', libfabric '$best_l')"
+        o=$(stats ours.txt); l=$(stats lf.txt)
+        echo "size $s: ours $(tr '\n' ' ' < ours.txt)| libfabric $(tr '\n' ' ' < lf.txt)"
+        if [ -z "$o" ] || [ -z "$l" ]; then
+            echo "VERBS-RATIO size $s: no figures read (ours '$o', libfabric '$l')"
             continue
         fi
-        awk -v s=$s -v o="$best_o" -v l="$best_l" 'BEGIN { printf "VERBS-RATIO size %-8s ours %10.2f  libfabric %10.2f  ratio %.2f\n", s, o, l, o / l }'
+        echo "$o $l" | awk -v s=$s '{ printf "VERBS-RATIO size %-8s median ours %10.2f libfabric %10.2f ratio %.2f | best ours %10.2f libfabric %10.2f ratio %.2f\n", s, $1, $3, $1 / $3, $2, $4, $2 / $4 }'
     done
 else
     echo "libfabric's fi_pingpong is not installed: no comparison"
