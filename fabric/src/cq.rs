@@ -406,9 +406,20 @@ impl CompletionQueue {
     }
 
     /// A file descriptor that becomes readable when the queue may have entries
-    /// (for the application's own `poll`/`epoll`).
+    /// (for the application's own `poll`/`epoll`). As with libfabric's, call
+    /// [`CompletionQueue::trywait`] before each block on it.
     pub fn wait_fd(&self) -> Result<RawFd> {
         self.inner.ops.wait_fd()
+    }
+
+    /// Prepare to block on [`CompletionQueue::wait_fd`] (`fi_trywait`): `Ok` when
+    /// the application may block on the descriptor now (it becomes readable when
+    /// completions may be there); `Err(Again)` when completions are already
+    /// there (read them, then try again). `Err(NoSys)` for a queue opened without
+    /// an fd wait object. Some providers need it: a verbs completion queue is
+    /// armed for one notification here rather than after every completion.
+    pub fn trywait(&self) -> Result<()> {
+        self.inner.ops.trywait()
     }
 
     /// Wake a thread blocked in [`CompletionQueue::sread`] (`fi_cq_signal`).

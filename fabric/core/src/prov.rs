@@ -209,8 +209,17 @@ pub trait CqOps: Send + Sync {
     /// Wait up to `timeout` (`None`: forever) for completions, busy-polling briefly
     /// and then sleeping. `Err(Again)` on time-out.
     fn sread(&self, out: &mut [CqEntry], timeout: Option<Duration>) -> Result<usize>;
-    /// A file descriptor that becomes readable when the queue may have entries.
+    /// A file descriptor that becomes readable when the queue may have entries,
+    /// once [`CqOps::trywait`] said `Ok`.
     fn wait_fd(&self) -> Result<RawFd>;
+    /// Prepare for the application to block on `wait_fd` (`fi_trywait`): `Ok`
+    /// when it may block now (the descriptor becomes readable when completions
+    /// may be there), `Err(Again)` when completions are there already (read them
+    /// first), `Err(NoSys)` without an fd wait object. The default makes no
+    /// preparation: for queues whose descriptor needs none.
+    fn trywait(&self) -> Result<()> {
+        self.wait_fd().map(|_| ())
+    }
     /// Wake a thread blocked in `sread` (`fi_cq_signal`).
     fn signal(&self);
 }

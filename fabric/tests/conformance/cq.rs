@@ -46,7 +46,8 @@ fn fd_cq_offered(info: &Info) -> Option<()> {
 }
 
 /// The wait fd is a valid descriptor that `poll` reports readable once a
-/// completion may be there.
+/// completion may be there, after `trywait` said the application may block
+/// (`fi_trywait`); `trywait` says `Again` while completions are queued.
 pub fn wait_fd_is_pollable(prov: &'static str) {
     let Some(info) = find_info(prov, EpType::Rdm, Caps::MSG) else { return };
     if fd_cq_offered(&info).is_none() {
@@ -61,6 +62,7 @@ pub fn wait_fd_is_pollable(prov: &'static str) {
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     assert_ne!(flags, -1, "wait fd {fd} is not an open descriptor: {}", std::io::Error::last_os_error());
     p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+    p.b.cq.cq.trywait().expect("trywait on an empty queue");
     p.a.ep.send(Buf::from(b"poll me"), p.a_to_b, 2).expect("post send");
     let (n, revents) = with_driver(&[&p.a.cq], || {
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
@@ -75,6 +77,18 @@ pub fn wait_fd_is_pollable(prov: &'static str) {
         if n < 0 { std::io::Error::last_os_error().to_string() } else { "timed out".into() }
     );
     assert_ne!(revents & libc::POLLIN, 0, "wait fd readable");
+    // The completion is (or is about to be) queued: no blocking now.
+    let start = Instant::now();
+    loop {
+        match p.b.cq.cq.trywait() {
+            Err(Error::Again) => break,
+            Ok(()) => {
+                assert!(start.elapsed() < WAIT, "trywait says Ok with a completion due");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("trywait: {e}"),
+        }
+    }
     let c = p.ok_b();
     assert_eq!((c.context, c.bytes()), (1, &b"poll me"[..]));
     p.ok_a();

@@ -292,6 +292,13 @@ impl CqOps for UtilCq {
         Ok(self.waiter.fd())
     }
 
+    /// Progress, then arm the bound objects' descriptors unless completions are
+    /// queued (`Err(Again)`). `Err(NoSys)` for a queue opened with `WaitObj::None`.
+    fn trywait(&self) -> Result<()> {
+        self.blocking_allowed()?;
+        self.waiter.trywait(|| self.entries.load(Ordering::Acquire) > 0)
+    }
+
     /// Wake a thread blocked in `sread`, which returns `Err(Again)` unless
     /// completions arrived. As with `fi_cq_signal`, a signal with no one waiting
     /// ends the next `sread` that finds the queue empty.

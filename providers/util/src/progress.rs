@@ -32,6 +32,12 @@ pub trait Progress: Send + Sync {
     fn prepare_sleep(&self) {}
     /// The sleep announced by [`Progress::prepare_sleep`] ended.
     fn end_sleep(&self) {}
+    /// The application is about to block on a queue's descriptor itself
+    /// ([`Waiter::trywait`], `fi_trywait`): from now on, whatever would make
+    /// progress possible must make `wait_fd` readable (a device completion queue
+    /// is armed for one notification). Unlike a sleep there is no end: progress
+    /// runs once more after this call, and later progress takes over.
+    fn trywait(&self) {}
     /// The next time progress has work even if nothing arrives (a retransmission
     /// or acknowledgement timer): a blocking wait sleeps no longer than this.
     fn next_deadline(&self) -> Option<Instant> {
@@ -172,6 +178,25 @@ impl Waiter {
     /// Drive progress of every bound object once.
     pub fn progress(&self) {
         self.each_bound(|o| o.progress());
+    }
+
+    /// Prepare for the application to block on [`Waiter::fd`] (`fi_trywait`):
+    /// progress; `Err(Again)` when `ready` says there is something to read;
+    /// else tell every bound object ([`Progress::trywait`]), progress once more
+    /// (so what arrived meanwhile is not missed) and check again. `Ok`: the
+    /// descriptor becomes readable when progress may be possible.
+    pub fn trywait(&self, mut ready: impl FnMut() -> bool) -> Result<()> {
+        self.progress();
+        if ready() {
+            return Err(Error::Again);
+        }
+        self.each_bound(|o| o.trywait());
+        self.progress();
+        if ready() {
+            Err(Error::Again)
+        } else {
+            Ok(())
+        }
     }
 
     /// Call `f` on every bound object that is still alive. No lock is held while

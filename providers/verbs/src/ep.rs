@@ -1373,12 +1373,11 @@ impl VerbsEp {
             while let Some(ev) = self.cm.next() {
                 self.handle_cm(g, ev);
             }
+            // Notifications of an armed CQ (armed only before a sleep or a
+            // trywait: an armed CQ costs an event per completion) are consumed
+            // and not asked for again; the polling below finds the completions.
             let mut cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
-            if cq.drain_events() {
-                // The notification was used: ask for the next one, so the
-                // wait descriptor keeps telling pollers about completions.
-                let _ = cq.arm();
-            }
+            cq.drain_events();
         }
         let mut wcs: [sys::ibv_wc; 32] = std::array::from_fn(|_| ibv::empty_wc());
         loop {
@@ -1732,6 +1731,13 @@ impl Progress for VerbsEp {
     }
 
     fn end_sleep(&self) {
+        self.lock().force_ctl = true;
+    }
+
+    fn trywait(&self) {
+        let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = cq.arm();
+        drop(cq);
         self.lock().force_ctl = true;
     }
 }

@@ -424,8 +424,6 @@ pub(crate) struct Cq {
     chan: *mut sys::ibv_comp_channel,
     /// Events taken from the channel and not yet acknowledged.
     unacked: u32,
-    /// Events taken in all (wrapping).
-    taken: u32,
 }
 
 // SAFETY: see the module docs.
@@ -451,7 +449,7 @@ impl Cq {
             unsafe { sys::ibv_destroy_comp_channel(chan) };
             return Err(e);
         }
-        let q = Cq { cq, chan, unacked: 0, taken: 0 };
+        let q = Cq { cq, chan, unacked: 0 };
         set_nonblocking(fd)?;
         q.arm()?;
         Ok(q)
@@ -475,10 +473,9 @@ impl Cq {
         check(unsafe { sys::ibv_req_notify_cq(self.cq, 0) })
     }
 
-    /// Take the channel's events (non-blocking); acknowledged in batches.
-    /// Whether there was one (the queue must then be armed again).
-    pub(crate) fn drain_events(&mut self) -> bool {
-        let before = self.taken;
+    /// Take the channel's events (non-blocking); acknowledged in batches. Each
+    /// one used up an [`Cq::arm`].
+    pub(crate) fn drain_events(&mut self) {
         loop {
             let mut cq = ptr::null_mut();
             let mut ctx = ptr::null_mut();
@@ -487,15 +484,12 @@ impl Cq {
                 break;
             }
             self.unacked += 1;
-            self.taken = self.taken.wrapping_add(1);
         }
-        let got = self.taken != before;
         if self.unacked >= 64 {
             // SAFETY: the events were taken from this queue's channel.
             unsafe { sys::ibv_ack_cq_events(self.cq, self.unacked) };
             self.unacked = 0;
         }
-        got
     }
 
     /// Poll up to `wc.len()` completions; their number.
