@@ -12,7 +12,7 @@ use crate::table::{RecBufs, Record};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::{EndpointOps, IoVec, Op, PassiveEpOps};
-use fabric_core::{Address, BindFlags, Error, FiAddr, Info, OpFlags, Result};
+use fabric_core::{Address, BindFlags, Caps, Error, FiAddr, Info, OpFlags, Result};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -138,6 +138,8 @@ pub struct Endpoint {
     rx: OnceLock<Arc<CqInner>>,
     bound: Mutex<Bound>,
     closed: bool,
+    /// The endpoint's capabilities (its `Info`'s): what flags a post may carry.
+    caps: Caps,
 }
 
 impl fmt::Debug for Endpoint {
@@ -160,6 +162,7 @@ impl Endpoint {
             rx: OnceLock::new(),
             bound: Mutex::new(Bound::default()),
             closed: false,
+            caps: info.caps,
         })
     }
 
@@ -355,6 +358,11 @@ impl Endpoint {
         })
     }
 
+    /// The provider's endpoint.
+    pub(crate) fn ops(&self) -> &Arc<dyn EndpointOps> {
+        &self.ops
+    }
+
     /// Record an operation's buffers in the table of the queue bound for its
     /// direction (`rx`: receive, else transmit), describe them as IoVecs (a
     /// buffer's whole capacity when `whole`, else its contents), and make the
@@ -377,11 +385,6 @@ impl Endpoint {
     /// `close` returned (after which it touches no buffer), or never if `close`
     /// failed (see `close_inner`). The safe API binds no queue with selective
     /// completion, so every operation posted here gets a completion.
-    /// The provider's endpoint.
-    pub(crate) fn ops(&self) -> &Arc<dyn EndpointOps> {
-        &self.ops
-    }
-
     pub(crate) fn post_with(
         &self,
         rx: bool,
@@ -446,7 +449,27 @@ impl Endpoint {
         Ok(())
     }
 
+    /// `Err(BadFlags)` for a send flag the endpoint's capabilities do not cover:
+    /// `MULTICAST` without `FI_MULTICAST` (the provider would read the group's
+    /// handle as a peer's).
+    fn check_send_flags(&self, flags: OpFlags) -> Result<()> {
+        if flags.contains(OpFlags::MULTICAST) && !self.caps.contains(Caps::MULTICAST) {
+            fi_log!(
+                Level::Info,
+                "core",
+                "ep",
+                "endpoint {}: FI_MULTICAST send on an endpoint without FI_MULTICAST",
+                self.ops.fid()
+            );
+            return Err(Error::BadFlags);
+        }
+        Ok(())
+    }
+
     fn send_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
+        if let Err(e) = self.check_send_flags(flags) {
+            return Err(PostError::new(e, buffers));
+        }
         self.post(false, buffers, f, flags)
     }
 

@@ -149,6 +149,7 @@ macro_rules! conformance_suite {
                     no_cq_returns_buffers,
                     ops_before_enable,
                     double_cq_bind,
+                    multicast_flag_needs_the_cap,
                     msg_send_unconnected,
                     rdm_receiver_dies_during_rendezvous,
                     msg_receiver_dies_during_rendezvous,

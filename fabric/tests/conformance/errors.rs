@@ -96,6 +96,26 @@ pub fn double_cq_bind(prov: &'static str) {
     assert_eq!(ep.bind_cq(&other, BindFlags::empty()), Err(Error::BadFlags), "no direction");
 }
 
+/// `FI_MULTICAST` on a send needs the capability: without it the send is
+/// refused with `FI_EBADFLAGS`, the buffer given back and nothing sent (the
+/// destination is no group).
+pub fn multicast_flag_needs_the_cap(prov: &'static str) {
+    let Some(g) = Group::new(prov, Caps::MSG | Caps::TAGGED, &[Opts::default()]) else { return };
+    if g.info.caps.contains(Caps::MULTICAST) {
+        skip("the endpoint has FI_MULTICAST");
+        return;
+    }
+    let s = &g.sides[0];
+    let dest = g.addr[0][0];
+    let m = SendMsg::new(Buf::from(b"group?"), dest, 1);
+    let e = s.ep.sendmsg(m, OpFlags::MULTICAST).expect_err("multicast send without FI_MULTICAST");
+    assert_eq!(e.error, Error::BadFlags);
+    assert_eq!(e.buffers.into_buf().expect("buffer back").as_slice(), b"group?", "untouched");
+    let m = SendMsg::new(Buf::from(b"group?"), dest, 2);
+    assert_refused(s.ep.tsendmsg(m, OpFlags::MULTICAST), Some(Error::BadFlags), 1, "tagged multicast send");
+    assert_eq!(s.cq.cq.in_flight(), 0, "nothing recorded for the refused posts");
+}
+
 /// A MSG endpoint enabled but not connected cannot send.
 pub fn msg_send_unconnected(prov: &'static str) {
     let Some(info) = find_info(prov, EpType::Msg, Caps::MSG) else { return };
