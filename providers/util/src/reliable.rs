@@ -127,6 +127,8 @@ pub enum DecodeError {
     Flags(u8),
     /// The length field disagrees with the datagram.
     Length,
+    /// A segment number on an acknowledgement or a probe (data only carry one).
+    Seq,
     /// The checksum does not match.
     Checksum,
 }
@@ -140,6 +142,7 @@ impl fmt::Display for DecodeError {
             DecodeError::Kind(k) => write!(f, "unknown datagram kind {k}"),
             DecodeError::Flags(b) => write!(f, "flag bits {b:#x} not allowed"),
             DecodeError::Length => write!(f, "length field disagrees with the datagram"),
+            DecodeError::Seq => write!(f, "a segment number on an acknowledgement or probe"),
             DecodeError::Checksum => write!(f, "checksum mismatch"),
         }
     }
@@ -324,16 +327,11 @@ impl Header {
         if got != want {
             return Err(DecodeError::Checksum);
         }
-        let h = Header {
-            kind,
-            flags,
-            epoch: u32_at(4),
-            len,
-            seq: if kind == Kind::Data { u64_at(16) } else { 0 },
-            ack: u64_at(24),
-            sack: u64_at(32),
-            wnd: u64_at(40),
-        };
+        let seq = u64_at(16);
+        if kind != Kind::Data && seq != 0 {
+            return Err(DecodeError::Seq);
+        }
+        let h = Header { kind, flags, epoch: u32_at(4), len, seq, ack: u64_at(24), sack: u64_at(32), wnd: u64_at(40) };
         Ok((h, &dgram[HEADER_LEN..]))
     }
 }
@@ -1160,8 +1158,10 @@ mod tests {
             let mut d = vec![0u8; HEADER_LEN + payload.len()];
             d[HEADER_LEN..].copy_from_slice(payload);
             let flags = if kind == Kind::Data { FLAG_FIRST | FLAG_SUMMED } else { FLAG_SUMMED };
-            let h = Header { kind, flags, epoch: 7, len: payload.len() as u32, seq: 9, ack: 3, sack: 5, wnd: 99 };
+            let seq = if kind == Kind::Data { 9 } else { 0 };
+            let h = Header { kind, flags, epoch: 7, len: payload.len() as u32, seq, ack: 3, sack: 5, wnd: 99 };
             h.encode(&mut d);
+            assert_eq!(Header::decode(&d).map(|(h, _)| h), Ok(h), "{kind:?} before the flips");
             let bits = d.len() * 8;
             for i in 0..bits {
                 for j in i + 1..bits {
@@ -1171,6 +1171,21 @@ mod tests {
                     assert!(Header::decode(&e).is_err(), "{kind:?}: flips of bits {i} and {j} accepted");
                 }
             }
+        }
+    }
+
+    /// Only data carry a segment number: an acknowledgement or probe with one
+    /// (checksum right) is malformed, not read as segment 0.
+    #[test]
+    fn seq_on_ack_or_probe_is_refused() {
+        for kind in [Kind::Ack, Kind::Probe] {
+            let mut d = vec![0u8; HEADER_LEN];
+            let h = Header { kind, flags: FLAG_SUMMED, epoch: 1, len: 0, seq: 5, ack: 2, sack: 0, wnd: 8 };
+            h.encode(&mut d);
+            assert_eq!(Header::decode(&d).map(|(h, _)| h), Err(DecodeError::Seq), "{kind:?}");
+            let h = Header { seq: 0, ..h };
+            h.encode(&mut d);
+            assert_eq!(Header::decode(&d).map(|(h, _)| h), Ok(h), "{kind:?} without one");
         }
     }
 
