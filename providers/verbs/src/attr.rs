@@ -780,6 +780,17 @@ mod tests {
         assert_eq!(e, "has no GID at index 9 (FI_VERBS_GID_IDX)");
     }
 
+    /// The read/atomic depths asked of a connection stay within the device's
+    /// limits (librdmacm refuses more with EINVAL) and at most RD_ATOMIC_MAX.
+    #[test]
+    fn rd_atomic_depths_follow_the_device() {
+        assert_eq!(rd_atomic(4), 4);
+        assert_eq!(rd_atomic(16), 16);
+        assert_eq!(rd_atomic(128), RD_ATOMIC_MAX);
+        assert_eq!(rd_atomic(0), 0);
+        assert_eq!(rd_atomic(-1), 0);
+    }
+
     #[test]
     fn infiniband_uses_gid_0_and_ipoib() {
         let g0 = GidEntry {
