@@ -152,6 +152,9 @@ export FI_VERBS_GID_IDX=$i16
 addr=10.0.2.16
 pp ./fi_pingpong rdm -S 64 -I 10 -c > /dev/null || die "fi_pingpong rdm with FI_VERBS_GID_IDX=$i16"
 qp_gid "$i16" "$i16" cli.txt srv.txt
+# rxe has shared receive queues: every connection of an RDM endpoint receives
+# through its endpoint's.
+grep -q "shared receive queue" srv.txt || { cat srv.txt; die "the RDM endpoint has no shared receive queue"; }
 addr=10.0.2.15
 ip addr del 10.0.2.16/24 dev eth0 || die "cannot remove the second address"
 sleep 1

@@ -89,6 +89,8 @@ pub(crate) struct Port {
     pub atomics: bool,
     /// Whether the port is InfiniBand (else Ethernet: RoCE).
     pub infiniband: bool,
+    /// Most receives a shared receive queue holds (0: the device has none).
+    pub max_srq_wr: u32,
     /// RDMA reads and atomics a QP answers at once (`max_qp_rd_atom`, at most
     /// [`RD_ATOMIC_MAX`]).
     pub max_rd_atomic: u8,
@@ -350,6 +352,7 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_mr: limit(da.max_mr),
                 atomics: da.atomic_cap != rdma_sys::ibv_atomic_cap::IBV_ATOMIC_NONE,
                 infiniband: link_layer == ibv::LINK_LAYER_INFINIBAND,
+                max_srq_wr: if da.max_srq > 0 { limit(da.max_srq_wr) } else { 0 },
                 max_rd_atomic: rd_atomic(da.max_qp_rd_atom),
                 max_init_rd_atomic: rd_atomic(da.max_qp_init_rd_atom),
                 max_inline: cfg.inline_size.map_or(probed, |c| c.min(probed)),
@@ -702,6 +705,7 @@ mod tests {
             max_mr: 1 << 20,
             atomics: false,
             infiniband: false,
+            max_srq_wr: 16384,
             max_rd_atomic: 16,
             max_init_rd_atomic: 16,
             max_inline: 220,

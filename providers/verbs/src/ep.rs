@@ -17,6 +17,11 @@
 //! (`FI_ETRUNC`) instead of breaking the QP. Every QP retries RNR for ever: a
 //! sender waits, in the hardware, for the receiver to re-post its buffers.
 //!
+//! Receive buffers ([`BUF`] bytes each): an RDM endpoint posts [`NSRQ`] of them
+//! to one shared receive queue that all its connections receive through (memory
+//! per endpoint, none per peer), where the device has shared receive queues;
+//! otherwise, and for a MSG endpoint, each connection posts [`NRX`] of its own.
+//!
 //! RDM connections: an endpoint listens on its address (IP and port: its name);
 //! the first operation to a peer creates an identifier, resolves the address and
 //! route, creates the QP and connects, sending our name in the private data so the
@@ -26,11 +31,13 @@
 //! rendezvous) go back over the QP the request came on.
 //!
 //! Progress is manual: reading or waiting on a bound queue polls the endpoint's
-//! `ibv_cq` and its connection-manager channel. A blocking wait arms the CQ
-//! (`ibv_req_notify_cq`) and sleeps on its completion channel and the CM channel.
+//! `ibv_cq`, and its connection-manager and completion channels at most every
+//! [`CTL_INTERVAL`]. A blocking wait (or a `trywait`) arms the CQ
+//! (`ibv_req_notify_cq`) for one notification and sleeps on its completion
+//! channel and the CM channel.
 
 use crate::domain::VerbsDomain;
-use crate::ibv::{self, CmEvent, CmId, Cq, EventChannel, QpCaps, QpPath};
+use crate::ibv::{self, CmEvent, CmId, Cq, EventChannel, QpCaps, QpPath, Srq};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
@@ -60,6 +67,9 @@ const HEAD_MAX: usize = HDR_LEN + RmaDesc::LEN + AtomicHdr::LEN;
 pub(crate) const EAGER_MAX: usize = BUF - HEAD_MAX;
 /// Receive buffers posted per connection.
 const NRX: usize = 64;
+/// Receive buffers of an RDM endpoint's shared receive queue (all its
+/// connections), where the device has shared receive queues.
+const NSRQ: usize = 256;
 /// Bounce buffers per endpoint.
 const NTX: usize = 256;
 /// Bounce buffers user operations leave for the endpoint's own answers.
@@ -191,6 +201,9 @@ impl Pool {
 enum WrKind {
     /// Receive buffer `slot` of its connection.
     Recv { slot: usize },
+    /// Receive buffer `slot` of the endpoint's shared receive queue (the
+    /// connection is the completion's QP).
+    SharedRecv { slot: usize },
     /// A SEND of a frame: its bounce slot (none if inline), and the user
     /// operation it completes (0: none).
     Frame { slot: Option<usize>, op: u64 },
@@ -217,8 +230,11 @@ struct Post {
 }
 
 struct WrRec {
+    /// The connection (0, which no slab id is, for a shared receive: its
+    /// connection is the completion's QP).
     conn: u64,
     kind: WrKind,
+    /// The request, until it is posted.
     post: Option<Post>,
 }
 
@@ -240,7 +256,8 @@ struct Conn {
     /// The peer's AV handle (RDM), valid for `av_version`.
     src: FiAddr,
     av_version: u64,
-    /// Its receive buffers (once the QP exists).
+    /// Its receive buffers (once the QP exists), unless it receives through
+    /// the endpoint's shared receive queue.
     rx: Option<Pool>,
     caps: QpCaps,
     qpn: u32,
@@ -365,9 +382,21 @@ pub(crate) struct VerbsEp {
     tx: Pool,
     inline_max: usize,
     inner: Mutex<Inner>,
+    /// RDM: the shared receive queue of every connection and its buffers, where
+    /// the device has one. After `inner`: the QPs using it go first.
+    srx: Option<SharedRx>,
     /// Last: the domain's PD outlives the endpoint's registrations.
     domain: Arc<VerbsDomain>,
     me: Weak<VerbsEp>,
+}
+
+/// An RDM endpoint's shared receive queue and the buffers posted to it.
+struct SharedRx {
+    srq: Srq,
+    /// `n` buffers of [`BUF`] bytes, each posted to `srq` but while its frame
+    /// is handled.
+    pool: Pool,
+    n: usize,
 }
 
 /// The error a peer's answer (`Cts`, `Nack`, `RmaResp`) reports in `data`.
@@ -419,6 +448,7 @@ impl VerbsEp {
             (None, None)
         };
         let tx = Pool::new(&domain, NTX)?;
+        let srx = if ep_type == EpType::Rdm { Self::shared_rx(&domain) } else { None };
         let wait = Waiter::new()?;
         wait.add_fd(cq.fd())?;
         wait.add_fd(cm.fd())?;
@@ -458,8 +488,43 @@ impl VerbsEp {
                 last_ctl: Instant::now(),
                 force_ctl: true,
             }),
+            srx,
             me: me.clone(),
         }))
+        .and_then(|ep| {
+            if let Some(srx) = &ep.srx {
+                let mut g = ep.lock();
+                for slot in 0..srx.n {
+                    ep.post_shared_slot(&mut g, slot)?;
+                }
+            }
+            Ok(ep)
+        })
+    }
+
+    /// A shared receive queue with its buffers, if the device has shared
+    /// receive queues (else each connection gets its own buffers).
+    fn shared_rx(domain: &VerbsDomain) -> Option<SharedRx> {
+        let n = NSRQ.min(domain.port.max_srq_wr as usize);
+        if n < NRX {
+            fi_log!(
+                Level::Info,
+                NAME,
+                "ep_ctrl",
+                "no shared receive queue (the device holds {n}): buffers per connection"
+            );
+            return None;
+        }
+        let srq = match Srq::new(&domain.pd, n as u32) {
+            Ok(s) => s,
+            Err(e) => {
+                fi_log!(Level::Info, NAME, "ep_ctrl", "ibv_create_srq failed ({e}): buffers per connection");
+                return None;
+            }
+        };
+        let pool = Pool::new(domain, n).ok()?;
+        fi_log!(Level::Info, NAME, "ep_ctrl", "shared receive queue: {n} buffers of {BUF} bytes for every connection");
+        Some(SharedRx { srq, pool, n })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -505,20 +570,40 @@ impl VerbsEp {
             sge: (IOV_LIMIT + 1).min(self.domain.port.max_sge.max(1) as usize) as u32,
             inline: self.inline_max as u32,
         };
-        let pool = Pool::new(&self.domain, NRX)?;
+        let srq = self.srx.as_ref().map(|x| &x.srq);
+        let pool = if srq.is_some() { None } else { Some(Pool::new(&self.domain, NRX)?) };
         let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
         let c = g.conns.get_mut(cid).ok_or(Error::NotConn)?;
-        c.caps = c.id.create_qp(&self.domain.pd, &cq, want).map_err(|e| {
+        c.caps = c.id.create_qp(&self.domain.pd, &cq, srq, want).map_err(|e| {
             fi_log!(Level::Warn, NAME, "ep_ctrl", "ibv_create_qp failed: {e}");
             Error::from(e)
         })?;
         drop(cq);
         c.qpn = c.id.qp_num();
-        c.rx = Some(pool);
+        let own = pool.is_some();
+        c.rx = pool;
         let qpn = c.qpn;
         g.by_qpn.insert(qpn, cid);
-        for slot in 0..NRX {
-            self.post_recv_slot(g, cid, slot)?;
+        if own {
+            for slot in 0..NRX {
+                self.post_recv_slot(g, cid, slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Post buffer `slot` of the shared receive queue.
+    fn post_shared_slot(&self, g: &mut Inner, slot: usize) -> Result<()> {
+        let srx = self.srx.as_ref().ok_or(Error::NotConn)?;
+        let wid = g.wrs.insert(WrRec { conn: 0, kind: WrKind::SharedRecv { slot }, post: None });
+        let mut sge = sys::ibv_sge { addr: srx.pool.slot(slot) as u64, length: BUF as u32, lkey: srx.pool.mr.lkey() };
+        let mut wr = sys::ibv_recv_wr { wr_id: wid, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+        // SAFETY: the SGE is one slot of the shared pool, registered, which lives
+        // as long as the endpoint (and so the SRQ, dropped before it).
+        if let Err(e) = unsafe { srx.srq.post_recv(&mut wr) } {
+            g.wrs.remove(wid);
+            fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_srq_recv failed: {e}");
+            return Err(e.into());
         }
         Ok(())
     }
@@ -816,7 +901,7 @@ impl VerbsEp {
     fn wr_done(&self, g: &mut Inner, wid: u64, err: Option<(Error, i32)>) {
         let Some(rec) = g.wrs.remove(wid) else { return };
         match rec.kind {
-            WrKind::Recv { .. } => {}
+            WrKind::Recv { .. } | WrKind::SharedRecv { .. } => {}
             WrKind::Frame { slot, op } => {
                 if let Some(s) = slot {
                     g.tx_free.push(s);
@@ -882,6 +967,23 @@ impl VerbsEp {
         let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
         let Some(rec) = g.wrs.get(wid) else { return };
         let cid = rec.conn;
+        if let WrKind::SharedRecv { slot } = rec.kind {
+            g.wrs.remove(wid);
+            if wc.status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
+                return;
+            }
+            if !ok {
+                fi_log!(Level::Info, NAME, "ep_data", "receive failed: {}", ibv::wc_status_str(wc.status));
+            } else if let Some(&cid) = g.by_qpn.get(&wc.qp_num) {
+                self.handle_recv(g, cid, slot, true, wc);
+            }
+            // A frame of a connection gone meanwhile is dropped; the buffer goes
+            // back either way.
+            if !g.closed {
+                let _ = self.post_shared_slot(g, slot);
+            }
+            return;
+        }
         if let WrKind::Recv { slot } = rec.kind {
             g.wrs.remove(wid);
             if !ok {
@@ -890,7 +992,7 @@ impl VerbsEp {
                 }
                 return;
             }
-            self.handle_recv(g, cid, slot, wc);
+            self.handle_recv(g, cid, slot, false, wc);
             if g.conns.get(cid).is_some() {
                 let _ = self.post_recv_slot(g, cid, slot);
             }
@@ -953,8 +1055,9 @@ impl VerbsEp {
         c.src
     }
 
-    /// A frame arrived in receive buffer `slot` of connection `cid`.
-    fn handle_recv(&self, g: &mut Inner, cid: u64, slot: usize, wc: &sys::ibv_wc) {
+    /// A frame arrived on connection `cid` in receive buffer `slot` of its own
+    /// pool, or of the endpoint's shared pool when `shared`.
+    fn handle_recv(&self, g: &mut Inner, cid: u64, slot: usize, shared: bool, wc: &sys::ibv_wc) {
         if wc.opcode == sys::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM {
             // SAFETY: the union holds the immediate data for this opcode.
             let imm = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
@@ -965,17 +1068,26 @@ impl VerbsEp {
             return;
         }
         let n = (wc.byte_len as usize).min(BUF);
-        // Held here while the frame is handled, so that its bytes stay valid
-        // whatever handling does to the connection; put back after.
-        let Some(pool) = g.conns.get_mut(cid).and_then(|c| c.rx.take()) else { return };
-        // SAFETY: the device wrote `n` bytes into this slot of the pool, which
-        // lives until the end of this function; the slot is not re-posted (and
-        // so not written) until this frame is handled.
-        let bytes: &[u8] = unsafe { std::slice::from_raw_parts(pool.slot(slot), n) };
-        let r = self.handle_frame(g, cid, bytes);
-        if let Some(c) = g.conns.get_mut(cid) {
-            c.rx = Some(pool);
-        }
+        let r = if let Some(srx) = self.srx.as_ref().filter(|_| shared) {
+            // SAFETY: the device wrote `n` bytes into this slot of the shared
+            // pool, which lives as long as the endpoint; the slot is not
+            // re-posted (and so not written) until this frame is handled.
+            let bytes: &[u8] = unsafe { std::slice::from_raw_parts(srx.pool.slot(slot), n) };
+            self.handle_frame(g, cid, bytes)
+        } else {
+            // Held here while the frame is handled, so that its bytes stay valid
+            // whatever handling does to the connection; put back after.
+            let Some(pool) = g.conns.get_mut(cid).and_then(|c| c.rx.take()) else { return };
+            // SAFETY: the device wrote `n` bytes into this slot of the pool, which
+            // lives until the end of this block; the slot is not re-posted (and
+            // so not written) until this frame is handled.
+            let bytes: &[u8] = unsafe { std::slice::from_raw_parts(pool.slot(slot), n) };
+            let r = self.handle_frame(g, cid, bytes);
+            if let Some(c) = g.conns.get_mut(cid) {
+                c.rx = Some(pool);
+            }
+            r
+        };
         if let Err(why) = r {
             fi_log!(Level::Warn, NAME, "ep_data", "protocol error from a peer ({why}): dropping the connection");
             self.conn_failed(g, cid, Error::Io, 0);

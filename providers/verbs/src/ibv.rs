@@ -418,6 +418,50 @@ impl Drop for Mr {
     }
 }
 
+/// A shared receive queue: one set of receive buffers for every QP of an
+/// endpoint (instead of a set per connection). Drop destroys it; the QPs using
+/// it are destroyed first (their owners drop before it).
+pub(crate) struct Srq(*mut sys::ibv_srq);
+
+// SAFETY: see the module docs.
+unsafe impl Send for Srq {}
+// SAFETY: see the module docs.
+unsafe impl Sync for Srq {}
+
+impl Srq {
+    /// `ibv_create_srq` with room for `max_wr` one-SGE receives.
+    pub(crate) fn new(pd: &Pd, max_wr: u32) -> io::Result<Srq> {
+        // SAFETY: plain data.
+        let mut a: sys::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        a.attr.max_wr = max_wr;
+        a.attr.max_sge = 1;
+        // SAFETY: a live PD; `a` valid for the call.
+        let srq = unsafe { sys::ibv_create_srq(pd.raw(), &mut a) };
+        if srq.is_null() {
+            return Err(last_err());
+        }
+        Ok(Srq(srq))
+    }
+
+    /// Post one receive work request.
+    ///
+    /// # Safety
+    /// The scatter-gather entries must describe registered memory that stays
+    /// valid until the request completes.
+    pub(crate) unsafe fn post_recv(&self, wr: *mut sys::ibv_recv_wr) -> io::Result<()> {
+        let mut bad = ptr::null_mut();
+        // SAFETY: the caller's contract; a live SRQ.
+        check(unsafe { sys::ibv_post_srq_recv(self.0, wr, &mut bad) })
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // SAFETY: created by us, destroyed once, after every QP using it.
+        unsafe { sys::ibv_destroy_srq(self.0) };
+    }
+}
+
 /// A completion queue with its own completion channel (for blocking waits).
 pub(crate) struct Cq {
     cq: *mut sys::ibv_cq,
@@ -744,6 +788,8 @@ pub(crate) struct CmId {
     /// What the peer's connection request offered, from our side:
     /// `(responder_resources, initiator_depth)`; `(0, 0)` on an active identifier.
     offered: (u8, u8),
+    /// Whether the QP receives through a shared receive queue.
+    srq: bool,
 }
 
 // SAFETY: see the module docs.
@@ -789,7 +835,7 @@ impl CmId {
         let mut id = ptr::null_mut();
         // SAFETY: a live channel; valid out-pointer.
         check(unsafe { sys::rdma_create_id(ch.raw(), &mut id, ptr::null_mut(), sys::rdma_port_space::RDMA_PS_TCP) })?;
-        Ok(CmId { id, qp: ptr::null_mut(), offered: (0, 0) })
+        Ok(CmId { id, qp: ptr::null_mut(), offered: (0, 0), srq: false })
     }
 
     /// Take ownership of the identifier a connection request `ev` created.
@@ -798,7 +844,7 @@ impl CmId {
     /// `ev` must be an `RDMA_CM_EVENT_CONNECT_REQUEST` whose identifier is owned
     /// by nobody else.
     pub(crate) unsafe fn from_request(ev: &CmEvent) -> CmId {
-        CmId { id: ev.id, qp: ptr::null_mut(), offered: (ev.responder_resources, ev.initiator_depth) }
+        CmId { id: ev.id, qp: ptr::null_mut(), offered: (ev.responder_resources, ev.initiator_depth), srq: false }
     }
 
     /// The raw identifier.
@@ -864,9 +910,12 @@ impl CmId {
     }
 
     /// Create the identifier's RC QP on `pd`, both queues completing on `cq`,
-    /// and move it to INIT (receives may be posted); the capabilities granted
+    /// receiving through `srq` if given (else into its own receive queue), and
+    /// move it to INIT (receives may be posted); the capabilities granted
     /// (inline lowered until the device accepts it).
-    pub(crate) fn create_qp(&mut self, pd: &Pd, cq: &Cq, want: QpCaps) -> io::Result<QpCaps> {
+    ///
+    /// The SRQ must outlive the QP (the owner drops the identifier first).
+    pub(crate) fn create_qp(&mut self, pd: &Pd, cq: &Cq, srq: Option<&Srq>, want: QpCaps) -> io::Result<QpCaps> {
         if !self.qp.is_null() {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
@@ -879,9 +928,13 @@ impl CmId {
             a.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
             a.sq_sig_all = 0;
             a.cap.max_send_wr = want.send_wr;
-            a.cap.max_recv_wr = want.recv_wr;
+            if let Some(srq) = srq {
+                a.srq = srq.0;
+            } else {
+                a.cap.max_recv_wr = want.recv_wr;
+                a.cap.max_recv_sge = 1;
+            }
             a.cap.max_send_sge = want.sge;
-            a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = inline;
             // SAFETY: a live PD and CQ of the identifier's device; `a` valid.
             let qp = unsafe { sys::ibv_create_qp(pd.raw(), &mut a) };
@@ -905,6 +958,7 @@ impl CmId {
             }
         };
         self.qp = qp;
+        self.srq = srq.is_some();
         if let Err(e) = self.transition(sys::ibv_qp_state::IBV_QPS_INIT, |_, _| {}) {
             // SAFETY: the QP just created, unused; forgotten here.
             unsafe { sys::ibv_destroy_qp(self.qp) };
@@ -1002,7 +1056,7 @@ impl CmId {
             retry_count: 7,
             // Infinite RNR retries: a sender waits for the receiver to post.
             rnr_retry_count: 7,
-            srq: 0,
+            srq: self.srq as u8,
             qp_num: self.qp_num(),
         }
     }
