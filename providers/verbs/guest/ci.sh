@@ -4,7 +4,9 @@
 # it, failing when any of these fails:
 #   1. fi_info -p verbs (both endpoint types listed; the reasons logged),
 #   2. fi_pingpong -p verbs -e msg and -e rdm, every size, data checked (-c),
-#   3. the conformance suite on verbs (cargo test's `verbs::` tests),
+#   3. the conformance suite on verbs (cargo test's `verbs::` tests), twice: RDM
+#      connections on the endpoint's shared receive queue, then each with its own
+#      buffers (FI_VERBS_USE_SRQ=0),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
 #      1 MiB, side by side in the same guest, five alternating runs each, with
 #      the ratios of the medians and of the best runs printed (only when
@@ -87,6 +89,12 @@ step "conformance suite on verbs"
 st=$?
 grep -E "^test |skipped|panicked|^test result" conf.txt
 [ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite"; }
+
+step "conformance suite on verbs, RDM connections with their own buffers (FI_VERBS_USE_SRQ=0)"
+FI_VERBS_USE_SRQ=0 ./conformance verbs:: --test-threads=2 > conf.txt 2>&1
+st=$?
+grep -E "^test result" conf.txt
+[ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite without a shared receive queue"; }
 
 if command -v fi_pingpong > /dev/null 2>&1; then
     step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (5 alternating runs each: median, best)"

@@ -505,6 +505,15 @@ impl VerbsEp {
     /// A shared receive queue with its buffers, if the device has shared
     /// receive queues (else each connection gets its own buffers).
     fn shared_rx(domain: &VerbsDomain) -> Option<SharedRx> {
+        if !crate::config().use_srq {
+            fi_log!(
+                Level::Info,
+                NAME,
+                "ep_ctrl",
+                "no shared receive queue (FI_VERBS_USE_SRQ=0): buffers per connection"
+            );
+            return None;
+        }
         let n = NSRQ.min(domain.port.max_srq_wr as usize);
         if n < NRX {
             fi_log!(

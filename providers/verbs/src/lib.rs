@@ -49,6 +49,9 @@ pub(crate) struct Config {
     /// `FI_VERBS_INLINE_SIZE`: the inline data size asked of each QP; `None`
     /// uses the device's largest.
     pub inline_size: Option<usize>,
+    /// `FI_VERBS_USE_SRQ`: whether an RDM endpoint's connections share one
+    /// receive queue (where the device has them).
+    pub use_srq: bool,
 }
 
 pub(crate) fn params() -> Vec<Param> {
@@ -81,6 +84,13 @@ pub(crate) fn params() -> Vec<Param> {
             help: "The most bytes sent inline (copied into the work request); 0 uses the device's largest",
             default: "0",
         },
+        Param {
+            prov: NAME,
+            name: "use_srq",
+            kind: ParamType::Bool,
+            help: "Let every connection of an RDM endpoint receive through one shared receive queue (where the device has them); 0 gives each connection its own buffers",
+            default: "1",
+        },
     ]
 }
 
@@ -95,6 +105,7 @@ pub(crate) fn config() -> &'static Config {
             device_name: s("device_name"),
             gid_idx: get("gid_idx").raw().and_then(|v| gid_idx(&v)),
             inline_size: get("inline_size").get_usize().filter(|v| *v > 0),
+            use_srq: get("use_srq").get_bool(),
         }
     })
 }
