@@ -170,30 +170,40 @@ fn wc_error(status: u32) -> Error {
     }
 }
 
-/// A registered pool of `n` buffers of [`BUF`] bytes.
+/// A registered pool of `n` buffers of [`BUF`] bytes, page-aligned (a frame
+/// then spans as few pages as it can, for the device's page walks).
 struct Pool {
     // Declared first: deregistered before the memory is freed.
     mr: ibv::Mr,
+    /// The allocation: a page more than the buffers, which start at `off`.
     mem: Box<[u8]>,
+    /// Where the first buffer starts in `mem` (page-aligned).
+    off: usize,
 }
+
+/// The page size the buffers are aligned to.
+const PAGE: usize = 4096;
 
 impl Pool {
     fn new(d: &VerbsDomain, n: usize) -> Result<Pool> {
-        let mut mem = vec![0u8; n * BUF].into_boxed_slice();
-        // SAFETY: `mem` is owned by the pool and freed only after `mr` (field
-        // order); the device writes it only through receives and reads we post.
-        let mr =
-            unsafe { ibv::Mr::new(&d.pd, mem.as_mut_ptr(), mem.len(), crate::domain::ibv_access(Default::default())) }
-                .map_err(|e| {
-                    fi_log!(Level::Warn, NAME, "ep_ctrl", "cannot register {} bytes of buffers: {e}", n * BUF);
-                    Error::from(e)
-                })?;
-        Ok(Pool { mr, mem })
+        let mut mem = vec![0u8; n * BUF + PAGE].into_boxed_slice();
+        let off = mem.as_ptr().align_offset(PAGE);
+        // SAFETY: `off + n * BUF <= mem.len()` (align_offset < PAGE); `mem` is
+        // owned by the pool and freed only after `mr` (field order); the device
+        // writes it only through receives and reads we post.
+        let mr = unsafe {
+            ibv::Mr::new(&d.pd, mem.as_mut_ptr().add(off), n * BUF, crate::domain::ibv_access(Default::default()))
+        }
+        .map_err(|e| {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "cannot register {} bytes of buffers: {e}", n * BUF);
+            Error::from(e)
+        })?;
+        Ok(Pool { mr, mem, off })
     }
 
     fn slot(&self, i: usize) -> *mut u8 {
-        // SAFETY: callers pass i < n: the slot is inside `mem`.
-        unsafe { self.mem.as_ptr().add(i * BUF) as *mut u8 }
+        // SAFETY: callers pass i < n: the slot is inside `mem`, past `off`.
+        unsafe { self.mem.as_ptr().add(self.off + i * BUF) as *mut u8 }
     }
 }
 
