@@ -808,7 +808,9 @@ impl VerbsEp {
         let plen = IoVec::total(iov);
         let total = HDR_LEN + prefix.len() + plen;
         debug_assert!(total <= BUF);
-        let inline = total <= self.inline_max;
+        // Inline within what the endpoint allows and this QP was granted.
+        let granted = g.conns.get(cid).map_or(0, |c| c.caps.inline as usize);
+        let inline = total <= self.inline_max.min(granted);
         let slot = if inline { None } else { Some(Self::take_slot(g, user).ok_or(Error::Again)?) };
         let mut owned = Vec::new();
         let dst: *mut u8 = match slot {
@@ -1423,13 +1425,14 @@ impl VerbsEp {
                 Level::Info,
                 NAME,
                 "ep_ctrl",
-                "QP {:#x} to {}: GID index {} (the connection manager's: {}), reads/atomics {} in, {} out",
+                "QP {:#x} to {}: GID index {} (the connection manager's: {}), reads/atomics {} in, {} out, inline {}",
                 c.qpn,
                 c.peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
                 p.sgid_index,
                 p.cm_sgid_index,
                 p.responder_resources,
-                p.initiator_depth
+                p.initiator_depth,
+                c.caps.inline
             ),
             Err(e) => fi_log!(Level::Debug, NAME, "ep_ctrl", "ibv_query_qp failed: {e}"),
         }
