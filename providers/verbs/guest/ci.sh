@@ -152,8 +152,14 @@ pp ./fi_pingpong msg -S 64 -I 10 -c > /dev/null || die "fi_pingpong msg at the d
 qp_gid "$i15" "$i15" cli.txt srv.txt
 # A second address (so a second RoCE v2 GID) on eth0, chosen by FI_VERBS_GID_IDX.
 ip addr add 10.0.2.16/24 dev eth0 || die "cannot add a second address"
-sleep 2
-i16=$(gid_of 0a00:0210)
+# The kernel adds the address's GID shortly after (give an emulated CPU 20 s).
+i16=
+for t in $(seq 1 40); do
+    i16=$(gid_of 0a00:0210)
+    [ -n "$i16" ] && break
+    sleep 0.5
+done
+sleep 1
 [ -n "$i16" ] || { grep . /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null; die "no GID of 10.0.2.16"; }
 echo "GID table: 10.0.2.15 at $i15, 10.0.2.16 at $i16"
 export FI_VERBS_GID_IDX=$i16
@@ -165,7 +171,10 @@ qp_gid "$i16" "$i16" cli.txt srv.txt
 grep -q "shared receive queue" srv.txt || { cat srv.txt; die "the RDM endpoint has no shared receive queue"; }
 addr=10.0.2.15
 ip addr del 10.0.2.16/24 dev eth0 || die "cannot remove the second address"
-sleep 1
+for t in $(seq 1 40); do
+    [ -z "$(gid_of 0a00:0210)" ] && break
+    sleep 0.5
+done
 # GID 0 is the link-local fe80:: one, on no address the domain can offer: the
 # domain keeps 10.0.2.15, which the connection manager's GID ($i15) goes with,
 # and the QPs are asked for GID 0 all the same. A kernel refuses a source GID of
