@@ -468,6 +468,41 @@ mod tests {
         assert_eq!(got, 7);
     }
 
+    /// Counts its progress calls and the trywaits it was told of.
+    struct Armable {
+        progress: AtomicU64,
+        armed: AtomicU64,
+    }
+    impl Progress for Armable {
+        fn progress(&self) {
+            self.progress.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wait_fd(&self) -> Option<RawFd> {
+            None
+        }
+        fn trywait(&self) {
+            self.armed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn trywait_arms_only_when_nothing_is_ready() {
+        let w = Waiter::new().unwrap();
+        let a = Arc::new(Armable { progress: AtomicU64::new(0), armed: AtomicU64::new(0) });
+        let d: Arc<dyn Progress> = a.clone();
+        w.bind(Arc::downgrade(&d)).unwrap();
+        // Something to read: Again, after one progress, and nothing armed.
+        assert_eq!(w.trywait(|| true), Err(Error::Again));
+        assert_eq!((a.progress.load(Ordering::SeqCst), a.armed.load(Ordering::SeqCst)), (1, 0));
+        // Nothing: armed, then progress once more (what arrived meanwhile counts).
+        assert_eq!(w.trywait(|| false), Ok(()));
+        assert_eq!((a.progress.load(Ordering::SeqCst), a.armed.load(Ordering::SeqCst)), (3, 1));
+        // Something arrives during the second progress: Again, though armed.
+        let seen = a.progress.load(Ordering::SeqCst);
+        assert_eq!(w.trywait(|| a.progress.load(Ordering::SeqCst) >= seen + 2), Err(Error::Again));
+        assert_eq!(a.armed.load(Ordering::SeqCst), 2);
+    }
+
     #[test]
     fn wait_times_out_and_sleeps() {
         let w = Waiter::new().unwrap();
