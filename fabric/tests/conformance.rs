@@ -216,9 +216,9 @@ conformance_suite!(tcp, "tcp");
 conformance_suite!(shm, "shm");
 #[cfg(feature = "udp")]
 conformance_suite!(udp, "udp");
-/// verbs runs where a device exists: in the QEMU guest of
-/// `providers/verbs/guest/ci.sh` (Soft-RoCE); elsewhere every test skips, since
-/// `getinfo` finds no device.
+// verbs runs where a device exists: in the QEMU guest of
+// `providers/verbs/guest/ci.sh` (Soft-RoCE); elsewhere every test skips, since
+// `getinfo` finds no device.
 #[cfg(feature = "verbs")]
 conformance_suite!(verbs, "verbs");
 

@@ -1,12 +1,13 @@
 //! The data path allocates nothing: after a warm-up, ping-pongs of messages and
-//! tagged messages over tcp (RDM, eager sizes, inject included) and messages that
-//! arrive before their receive (buffered unexpected) make no heap allocation on
-//! the thread that drives them. Its own test binary,
+//! tagged messages (RDM, eager sizes, inject included) and messages that arrive
+//! before their receive (buffered unexpected) make no heap allocation on the
+//! thread that drives them; over tcp, and over verbs where a device is (the
+//! Soft-RoCE guest of `providers/verbs/guest/ci.sh`). Its own test binary,
 //! because it installs a counting global allocator.
 
-#![cfg(feature = "tcp")]
+#![cfg(any(feature = "tcp", feature = "verbs"))]
 
-use fabric::{AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints};
+use fabric::{AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints, Info};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,11 +65,33 @@ fn until(cqs: [&CompletionQueue; 2], slots: &mut [Option<Buf>; 4], ctx: usize) {
     }
 }
 
+#[cfg(feature = "tcp")]
 #[test]
 fn steady_state_ping_pong_allocates_nothing() {
     let info = fabric::getinfo(&Hints::new().provider("tcp").ep_type(EpType::Rdm).node("127.0.0.1").source(true))
         .unwrap()
         .remove(0);
+    steady_state(&info, &[64, 4096, 65536]);
+}
+
+/// Over verbs: eager sizes (larger messages register and read per operation).
+#[cfg(feature = "verbs")]
+#[test]
+fn verbs_steady_state_ping_pong_allocates_nothing() {
+    let info = match fabric::getinfo(&Hints::new().provider("verbs").ep_type(EpType::Rdm)) {
+        Ok(mut v) => v.remove(0),
+        Err(e) => {
+            eprintln!("skipped: no verbs device here ({e}); providers/verbs/guest/ci.sh runs this in a guest");
+            return;
+        }
+    };
+    steady_state(&info, &[64, 4096]);
+}
+
+/// Ping-pong rounds (plain, tagged with an inject back, unexpected) at each of
+/// `sizes` between two endpoints of `info`: none may allocate once warm.
+fn steady_state(info: &Info, sizes: &[usize]) {
+    let info = info.clone();
     let fab = Fabric::open(&info).unwrap();
     let mk = || {
         let dom = fab.domain(&info).unwrap();
@@ -84,7 +107,7 @@ fn steady_state_ping_pong_allocates_nothing() {
     let (b, bcq, bav) = mk();
     let to_b = aav.insert_one(&b.name().unwrap()).unwrap();
     let to_a = bav.insert_one(&a.name().unwrap()).unwrap();
-    for size in [64usize, 4096, 65536] {
+    for &size in sizes {
         let mut slots: [Option<Buf>; 4] = std::array::from_fn(|_| Some(Buf::new(size)));
         let small = vec![7u8; 64];
         let mut round = |mode: usize| {

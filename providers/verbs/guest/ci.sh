@@ -6,7 +6,7 @@
 #   2. fi_pingpong -p verbs -e msg and -e rdm, every size, data checked (-c),
 #   3. the conformance suite on verbs (cargo test's `verbs::` tests), twice: RDM
 #      connections on the endpoint's shared receive queue, then each with its own
-#      buffers (FI_VERBS_USE_SRQ=0),
+#      buffers (FI_VERBS_USE_SRQ=0); and the allocation test (no_alloc.rs),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
 #      1 MiB, side by side in the same guest, five alternating runs each, with
 #      the ratios of the medians and of the best runs printed (only when
@@ -35,19 +35,23 @@ done
 cd "$root"
 echo "ci.sh: building fi-tools and the conformance suite with the verbs feature"
 cargo build -j2 --release -p fi-tools --features verbs
-conf=$(cargo test -j2 --release -p fabric --features verbs --test conformance --no-run --message-format=json \
-    | python3 -c 'import json,sys
+tests=$(cargo test -j2 --release -p fabric --features verbs --test conformance --test no_alloc --no-run \
+    --message-format=json | python3 -c 'import json,sys
 for l in sys.stdin:
     try: m = json.loads(l)
     except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "conformance":
-        print(m["executable"])' | tail -1)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["target"]["name"], m["executable"])')
+conf=$(echo "$tests" | awk '$1 == "conformance" { print $2 }' | tail -1)
+noalloc=$(echo "$tests" | awk '$1 == "no_alloc" { print $2 }' | tail -1)
 [ -x "$conf" ] || { echo "ci.sh: no conformance test binary built" >&2; exit 1; }
+[ -x "$noalloc" ] || { echo "ci.sh: no no_alloc test binary built" >&2; exit 1; }
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp target/release/fi_info target/release/fi_pingpong "$stage/"
 cp "$conf" "$stage/conformance"
+cp "$noalloc" "$stage/no_alloc"
 
 cat > "$stage/test.sh" <<'EOF'
 # Runs in the guest (busybox sh), in /opt.
@@ -89,6 +93,13 @@ step "conformance suite on verbs"
 st=$?
 grep -E "^test |skipped|panicked|^test result" conf.txt
 [ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite"; }
+
+step "the data path allocates nothing once warm (eager sizes)"
+./no_alloc verbs_ --test-threads=1 > na.txt 2>&1
+st=$?
+grep -E "^test |skipped|panicked|allocations|^test result" na.txt
+[ $st -eq 0 ] || { cat na.txt | tail -40; die "allocation test"; }
+grep -q "skipped" na.txt && die "allocation test skipped: no verbs device"
 
 step "conformance suite on verbs, RDM connections with their own buffers (FI_VERBS_USE_SRQ=0)"
 FI_VERBS_USE_SRQ=0 ./conformance verbs:: --test-threads=2 > conf.txt 2>&1
@@ -203,4 +214,4 @@ echo "VERBS-CI PASS"
 EOF
 
 "$here/run-guest.sh" --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
-    "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance"
+    "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc"

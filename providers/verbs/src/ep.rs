@@ -227,7 +227,7 @@ enum WrKind {
 /// is full), or being posted.
 struct Post {
     opcode: u32,
-    sges: Vec<sys::ibv_sge>,
+    sges: Sges,
     inline: bool,
     raddr: u64,
     rkey: u32,
@@ -237,6 +237,42 @@ struct Post {
     /// Bytes an inline SEND carries: the SGE points at them, so they live here
     /// until the post copies them.
     _owned: Vec<u8>,
+}
+
+/// The scatter-gather entries of one work request, held inline (no allocation):
+/// at most [`SGE_MAX`].
+#[derive(Clone, Copy)]
+struct Sges {
+    v: [sys::ibv_sge; SGE_MAX],
+    /// Entries used, `<= SGE_MAX`.
+    n: usize,
+}
+
+/// The largest inline frame assembled on the stack when posted at once.
+const STACK_INLINE: usize = 1024;
+
+/// The most scatter-gather entries of a work request: an operation's pieces
+/// plus one (a frame's header).
+const SGE_MAX: usize = IOV_LIMIT + 1;
+
+impl Sges {
+    fn one(s: sys::ibv_sge) -> Sges {
+        let mut v = [sys::ibv_sge { addr: 0, length: 0, lkey: 0 }; SGE_MAX];
+        v[0] = s;
+        Sges { v, n: 1 }
+    }
+
+    fn none() -> Sges {
+        Sges { v: [sys::ibv_sge { addr: 0, length: 0, lkey: 0 }; SGE_MAX], n: 0 }
+    }
+
+    /// Add one entry; `Err(Inval)` past [`SGE_MAX`].
+    fn push(&mut self, s: sys::ibv_sge) -> Result<()> {
+        let slot = self.v.get_mut(self.n).ok_or(Error::Inval)?;
+        *slot = s;
+        self.n += 1;
+        Ok(())
+    }
 }
 
 struct WrRec {
@@ -727,13 +763,75 @@ impl VerbsEp {
 
     // ---- posting -----------------------------------------------------------
 
-    /// Queue or post work request `post` of kind `kind` on connection `cid`.
-    fn submit(&self, g: &mut Inner, cid: u64, kind: WrKind, post: Post) {
+    /// Queue or post work request `post` of kind `kind` on connection `cid`
+    /// (at once when the connection can take it: nothing queued, room).
+    fn submit(&self, g: &mut Inner, cid: u64, kind: WrKind, mut post: Post) {
+        if Self::can_post_now(g, cid) {
+            self.post_now(g, cid, kind, &mut post);
+            return;
+        }
         let wid = g.wrs.insert(WrRec { conn: cid, kind, post: Some(post) });
         if let Some(c) = g.conns.get_mut(cid) {
             c.backlog.push_back(wid);
         }
         self.drain_backlog(g, cid);
+    }
+
+    /// Whether connection `cid` takes a work request now: up, nothing waiting
+    /// before it, room in its send queue.
+    fn can_post_now(g: &Inner, cid: u64) -> bool {
+        g.conns.get(cid).is_some_and(|c| c.state == ConnState::Up && c.backlog.is_empty() && c.sq_used < c.caps.send_wr)
+    }
+
+    /// Post `p` of kind `kind` on connection `cid` now; the caller checked
+    /// [`VerbsEp::can_post_now`]. `p`'s memory need only live through the call.
+    fn post_now(&self, g: &mut Inner, cid: u64, kind: WrKind, p: &mut Post) {
+        let wid = g.wrs.insert(WrRec { conn: cid, kind, post: None });
+        if let Some(c) = g.conns.get_mut(cid) {
+            c.sq_used += 1;
+        }
+        self.post_wr(g, cid, wid, p);
+    }
+
+    /// Post work request `wid` (`p`) on connection `cid`, whose send-queue
+    /// entry the caller counted; a failure completes it with the error.
+    fn post_wr(&self, g: &mut Inner, cid: u64, wid: u64, p: &mut Post) {
+        let Some(c) = g.conns.get(cid) else { return };
+        let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        if p.inline {
+            flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        // SAFETY: ibv_send_wr is plain data; zeroed is valid.
+        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wid;
+        wr.sg_list = p.sges.v.as_mut_ptr();
+        wr.num_sge = p.sges.n as i32;
+        wr.opcode = p.opcode;
+        wr.send_flags = flags;
+        if let Some(imm) = p.imm {
+            wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        }
+        match p.opcode {
+            sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD | sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
+                wr.wr.atomic =
+                    sys::atomic_t { remote_addr: p.raddr, compare_add: p.compare_add, swap: p.swap, rkey: p.rkey };
+            }
+            _ => wr.wr.rdma = sys::rdma_t { remote_addr: p.raddr, rkey: p.rkey },
+        }
+        // SAFETY: every SGE describes registered memory that outlives the
+        // request (a bounce slot or pool, a region found or registered for the
+        // operation and kept with it), or inline bytes alive during the call
+        // (owned by `p`, or the caller's for a post made at once; inline data is
+        // copied by the post).
+        let r = unsafe { c.id.post_send(&mut wr) };
+        if let Err(e) = r {
+            fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_send failed: {e}");
+            if let Some(c) = g.conns.get_mut(cid) {
+                c.sq_used -= 1;
+            }
+            let errno = e.raw_os_error().unwrap_or(0);
+            self.wr_done(g, wid, Some((Error::from(e), errno)));
+        }
     }
 
     /// Post what waits on connection `cid`, while it is up and has room.
@@ -752,42 +850,7 @@ impl VerbsEp {
                 continue;
             };
             let Some(mut p) = rec.post.take() else { continue };
-            let c = g.conns.get(cid).expect("checked above");
-            let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
-            if p.inline {
-                flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
-            }
-            // SAFETY: ibv_send_wr is plain data; zeroed is valid.
-            let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-            wr.wr_id = wid;
-            wr.sg_list = p.sges.as_mut_ptr();
-            wr.num_sge = p.sges.len() as i32;
-            wr.opcode = p.opcode;
-            wr.send_flags = flags;
-            if let Some(imm) = p.imm {
-                wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-            }
-            match p.opcode {
-                sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD | sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
-                    wr.wr.atomic =
-                        sys::atomic_t { remote_addr: p.raddr, compare_add: p.compare_add, swap: p.swap, rkey: p.rkey };
-                }
-                _ => wr.wr.rdma = sys::rdma_t { remote_addr: p.raddr, rkey: p.rkey },
-            }
-            // SAFETY: every SGE describes registered memory that outlives the
-            // request (a bounce slot or pool, a region found or registered for
-            // the operation and kept with it), or inline bytes owned by `p`,
-            // alive during the call (inline data is copied by the post).
-            let r = unsafe { c.id.post_send(&mut wr) };
-            drop(p);
-            if let Err(e) = r {
-                fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_send failed: {e}");
-                if let Some(c) = g.conns.get_mut(cid) {
-                    c.sq_used -= 1;
-                }
-                let errno = e.raw_os_error().unwrap_or(0);
-                self.wr_done(g, wid, Some((Error::from(e), errno)));
-            }
+            self.post_wr(g, cid, wid, &mut p);
         }
     }
 
@@ -812,16 +875,21 @@ impl VerbsEp {
         let granted = g.conns.get(cid).map_or(0, |c| c.caps.inline as usize);
         let inline = total <= self.inline_max.min(granted);
         let slot = if inline { None } else { Some(Self::take_slot(g, user).ok_or(Error::Again)?) };
+        // An inline frame posted at once is assembled on the stack (the post
+        // copies it); one that must wait in the backlog, in `owned`.
+        let now = Self::can_post_now(g, cid);
+        let mut stack = [0u8; STACK_INLINE];
         let mut owned = Vec::new();
         let dst: *mut u8 = match slot {
             Some(s) => self.tx.slot(s),
+            None if now && total <= STACK_INLINE => stack.as_mut_ptr(),
             None => {
                 owned.resize(total, 0);
                 owned.as_mut_ptr()
             }
         };
-        // SAFETY: `dst` has room for `total` bytes (a bounce slot of BUF, or
-        // `owned`); the iov pieces are valid for reads (post contract).
+        // SAFETY: `dst` has room for `total` bytes (a bounce slot of BUF,
+        // `stack` or `owned`); the iov pieces are valid for reads (post contract).
         unsafe {
             std::ptr::copy_nonoverlapping(hdr.encode().as_ptr(), dst, HDR_LEN);
             std::ptr::copy_nonoverlapping(prefix.as_ptr(), dst.add(HDR_LEN), prefix.len());
@@ -829,9 +897,9 @@ impl VerbsEp {
         }
         let lkey = self.tx.mr.lkey();
         let sge = sys::ibv_sge { addr: dst as u64, length: total as u32, lkey };
-        let post = Post {
+        let mut post = Post {
             opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
-            sges: vec![sge],
+            sges: Sges::one(sge),
             inline,
             raddr: 0,
             rkey: 0,
@@ -840,7 +908,12 @@ impl VerbsEp {
             swap: 0,
             _owned: owned,
         };
-        self.submit(g, cid, WrKind::Frame { slot, op }, post);
+        if now {
+            // `stack` (if used) lives through the post, which copies it.
+            self.post_now(g, cid, WrKind::Frame { slot, op }, &mut post);
+        } else {
+            self.submit(g, cid, WrKind::Frame { slot, op }, post);
+        }
         Ok(())
     }
 
@@ -877,11 +950,11 @@ impl VerbsEp {
     }
 
     /// SGEs for `iov` (non-empty pieces), with local keys.
-    fn sges_for(&self, iov: &[IoVec], tmp: &mut Vec<ibv::Mr>) -> Result<Vec<sys::ibv_sge>> {
-        let mut v = Vec::with_capacity(iov.len());
+    fn sges_for(&self, iov: &[IoVec], tmp: &mut Vec<ibv::Mr>) -> Result<Sges> {
+        let mut v = Sges::none();
         for p in iov.iter().filter(|p| p.len > 0) {
             let (lkey, _) = self.lkey_for(p.base, p.len, false, tmp)?;
-            v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey });
+            v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
         }
         Ok(v)
     }
@@ -1246,7 +1319,7 @@ impl VerbsEp {
                     let n = (rlen - roff).min(llen - loff).min(left);
                     posts.push(Post {
                         opcode: sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
-                        sges: vec![sys::ibv_sge { addr: laddr + loff, length: n as u32, lkey }],
+                        sges: Sges::one(sys::ibv_sge { addr: laddr + loff, length: n as u32, lkey }),
                         inline: false,
                         raddr: raddr + roff,
                         rkey,
@@ -1539,8 +1612,8 @@ impl VerbsEp {
     /// The device's asynchronous events about our QPs: errors break their
     /// connections, with the event type as the provider error.
     fn async_events(&self, g: &mut Inner) {
-        let qpns: Vec<u32> = g.by_qpn.keys().copied().collect();
-        for (t, qpn) in self.domain.take_async(&|q| qpns.contains(&q)) {
+        let mine = self.domain.take_async(&|q| g.by_qpn.contains_key(&q));
+        for (t, qpn) in mine {
             use sys::ibv_event_type as E;
             let fatal = [E::IBV_EVENT_QP_FATAL, E::IBV_EVENT_QP_REQ_ERR, E::IBV_EVENT_QP_ACCESS_ERR];
             if t == E::IBV_EVENT_COMM_EST as u32 {
@@ -1703,25 +1776,25 @@ impl VerbsEp {
             Some(d) if !read && d.len() <= self.inline_max => {
                 inline = true;
                 owned.extend_from_slice(d);
-                vec![sys::ibv_sge { addr: owned.as_ptr() as u64, length: d.len() as u32, lkey: 0 }]
+                Sges::one(sys::ibv_sge { addr: owned.as_ptr() as u64, length: d.len() as u32, lkey: 0 })
             }
             Some(d) => {
                 let s = Self::take_slot(g, true).ok_or(Error::Again)?;
                 // SAFETY: the slot holds BUF bytes; injects are at most the inject size.
                 unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), self.tx.slot(s), d.len().min(BUF)) };
                 txop.result_slot = Some(s);
-                vec![sys::ibv_sge {
+                Sges::one(sys::ibv_sge {
                     addr: self.tx.slot(s) as u64,
                     length: d.len().min(BUF) as u32,
                     lkey: self.tx.mr.lkey(),
-                }]
+                })
             }
             None if !read && len <= self.inline_max && len > 0 => {
                 inline = true;
                 owned.resize(len, 0);
                 // SAFETY: the pieces are valid for reads (post contract); `owned` has room.
                 unsafe { fabric_util::rx::gather(op.iov, 0, owned.as_mut_ptr(), len) };
-                vec![sys::ibv_sge { addr: owned.as_ptr() as u64, length: len as u32, lkey: 0 }]
+                Sges::one(sys::ibv_sge { addr: owned.as_ptr() as u64, length: len as u32, lkey: 0 })
             }
             None => self.sges_for(op.iov, &mut txop.tmp)?,
         };
@@ -1784,7 +1857,7 @@ impl VerbsEp {
             };
             let post = Post {
                 opcode,
-                sges: vec![sys::ibv_sge { addr: self.tx.slot(s) as u64, length: 8, lkey: self.tx.mr.lkey() }],
+                sges: Sges::one(sys::ibv_sge { addr: self.tx.slot(s) as u64, length: 8, lkey: self.tx.mr.lkey() }),
                 inline: false,
                 raddr: a.rma.addr,
                 rkey: a.rma.key as u32,
