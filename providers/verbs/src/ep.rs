@@ -796,7 +796,11 @@ impl VerbsEp {
     /// Post work request `wid` (`p`) on connection `cid`, whose send-queue
     /// entry the caller counted; a failure completes it with the error.
     fn post_wr(&self, g: &mut Inner, cid: u64, wid: u64, p: &mut Post) {
-        let Some(c) = g.conns.get(cid) else { return };
+        let Some(c) = g.conns.get(cid) else {
+            // (Callers checked the connection; were it gone, its operation ends.)
+            self.wr_done(g, wid, Some((Error::NotConn, 0)));
+            return;
+        };
         let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
         if p.inline {
             flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
