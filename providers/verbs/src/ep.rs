@@ -257,9 +257,10 @@ const SGE_MAX: usize = IOV_LIMIT + 1;
 
 impl Sges {
     fn one(s: sys::ibv_sge) -> Sges {
-        let mut v = [sys::ibv_sge { addr: 0, length: 0, lkey: 0 }; SGE_MAX];
-        v[0] = s;
-        Sges { v, n: 1 }
+        let mut v = Sges::none();
+        v.v[0] = s;
+        v.n = 1;
+        v
     }
 
     fn none() -> Sges {
@@ -858,6 +859,13 @@ impl VerbsEp {
         }
     }
 
+    /// The most bytes a work request on connection `cid` carries inline: what
+    /// the endpoint allows and the connection's QP was granted (0 before the QP
+    /// exists).
+    fn inline_limit(&self, g: &Inner, cid: u64) -> usize {
+        g.conns.get(cid).map_or(0, |c| self.inline_max.min(c.caps.inline as usize))
+    }
+
     /// A bounce slot, if one is free (user operations leave [`TX_RESERVE`]).
     fn take_slot(g: &mut Inner, user: bool) -> Option<usize> {
         if user && g.tx_free.len() <= TX_RESERVE {
@@ -875,9 +883,7 @@ impl VerbsEp {
         let plen = IoVec::total(iov);
         let total = HDR_LEN + prefix.len() + plen;
         debug_assert!(total <= BUF);
-        // Inline within what the endpoint allows and this QP was granted.
-        let granted = g.conns.get(cid).map_or(0, |c| c.caps.inline as usize);
-        let inline = total <= self.inline_max.min(granted);
+        let inline = total <= self.inline_limit(g, cid);
         let slot = if inline { None } else { Some(Self::take_slot(g, user).ok_or(Error::Again)?) };
         // An inline frame posted at once is assembled on the stack (the post
         // copies it); one that must wait in the backlog, in `owned`.
@@ -1776,8 +1782,9 @@ impl VerbsEp {
         let mut txop = Self::new_op(cid, kind, op.context, caps, len, silent);
         let mut owned = Vec::new();
         let mut inline = false;
+        let inline_max = self.inline_limit(g, cid);
         let sges = match inject {
-            Some(d) if !read && d.len() <= self.inline_max => {
+            Some(d) if !read && d.len() <= inline_max => {
                 inline = true;
                 owned.extend_from_slice(d);
                 Sges::one(sys::ibv_sge { addr: owned.as_ptr() as u64, length: d.len() as u32, lkey: 0 })
@@ -1793,7 +1800,7 @@ impl VerbsEp {
                     lkey: self.tx.mr.lkey(),
                 })
             }
-            None if !read && len <= self.inline_max && len > 0 => {
+            None if !read && len <= inline_max && len > 0 => {
                 inline = true;
                 owned.resize(len, 0);
                 // SAFETY: the pieces are valid for reads (post contract); `owned` has room.
@@ -1934,11 +1941,9 @@ impl Progress for VerbsEp {
     }
 
     fn prepare_sleep(&self) {
-        let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = cq.arm();
-        drop(cq);
-        // The progress before the sleep reads every channel.
-        self.lock().force_ctl = true;
+        // Armed as for a trywait; the progress before the sleep reads every
+        // channel.
+        self.trywait();
     }
 
     fn end_sleep(&self) {
@@ -1946,6 +1951,8 @@ impl Progress for VerbsEp {
     }
 
     fn trywait(&self) {
+        // One notification at the next completion, and the next progress reads
+        // the channels whatever the time.
         let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
         let _ = cq.arm();
         drop(cq);
