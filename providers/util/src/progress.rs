@@ -393,11 +393,20 @@ impl AutoProgress {
 }
 
 impl Drop for AutoProgress {
+    /// Stop the thread and wait for it to end, unless this drop runs on that very
+    /// thread. That happens whenever the application drops its last handle while
+    /// the thread holds an endpoint it upgraded for progress: the endpoint's last
+    /// reference then ends on the thread, and with it the domain that owns this
+    /// `AutoProgress`. A thread cannot join itself, so it is told to stop and left
+    /// to return from its loop (it owns its `Waiter` and stop flag, so nothing it
+    /// touches on the way out is freed under it).
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.waiter.signal();
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = t.join();
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -501,6 +510,41 @@ mod tests {
         let seen = a.progress.load(Ordering::SeqCst);
         assert_eq!(w.trywait(|| a.progress.load(Ordering::SeqCst) >= seen + 2), Err(Error::Again));
         assert_eq!(a.armed.load(Ordering::SeqCst), 2);
+    }
+
+    /// Holds the only reference to an `AutoProgress` and drops it from its own
+    /// progress, which the progress thread runs: the drop must not try to join
+    /// the thread it runs on.
+    struct DropsTheThread {
+        auto: Mutex<Option<AutoProgress>>,
+        dropped: AtomicBool,
+    }
+    impl Progress for DropsTheThread {
+        fn progress(&self) {
+            let auto = self.auto.lock().unwrap().take();
+            if auto.is_some() {
+                drop(auto);
+                // Reached only if the drop returned instead of panicking.
+                self.dropped.store(true, Ordering::SeqCst);
+            }
+        }
+        fn wait_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn auto_progress_dropped_on_its_own_thread_stops_without_joining_itself() {
+        let auto = AutoProgress::start("test-progress").unwrap();
+        let obj = Arc::new(DropsTheThread { auto: Mutex::new(None), dropped: AtomicBool::new(false) });
+        let d: Arc<dyn Progress> = obj.clone();
+        auto.bind(Arc::downgrade(&d)).unwrap();
+        *obj.auto.lock().unwrap() = Some(auto);
+        let start = Instant::now();
+        while !obj.dropped.load(Ordering::SeqCst) {
+            assert!(start.elapsed() < Duration::from_secs(20), "the progress thread never dropped it cleanly");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     #[test]
