@@ -12,8 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 command -v fi_pingpong >/dev/null || { echo "libfabric's fi_pingpong is missing: apt-get install libfabric-bin" >&2; exit 1; }
-cargo build --release -q -p fi-tools
-ours=$PWD/target/release/fi_pingpong
+# The fi_pingpong this very build produced, wherever cargo put it.
+ours=$(fi-tools/built.sh build --release -q -p fi-tools | awk '$1 == "fi_pingpong" { print $2 }' | tail -1)
+[ -x "$ours" ] || { echo "compare.sh: the build produced no fi_pingpong" >&2; exit 1; }
 theirs=$(command -v fi_pingpong)
 
 iters() { if [ "$1" -ge 4194304 ]; then echo 500; elif [ "$1" -ge 65536 ]; then echo 2000; else echo 20000; fi; }

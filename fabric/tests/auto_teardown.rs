@@ -44,7 +44,7 @@ fn auto_info(prov: &str) -> Option<Info> {
     match fabric::getinfo(&hints) {
         Ok(mut v) => Some(v.remove(0)),
         Err(e) => {
-            eprintln!("skipped: {prov} offers no RDM endpoint with automatic progress here: {e}");
+            fabric_testkit::skip(prov, format!("{prov} offers no RDM endpoint with automatic progress here: {e}"));
             None
         }
     }

@@ -4,8 +4,11 @@
 //! `conformance_suite!(tcp, "tcp")` makes `mod tcp { mod msg { #[test] fn ... } ... }`
 //! where every test runs against the provider named `"tcp"`. A test first checks the
 //! provider's `Info` (caps, endpoint types, limits) and, when a capability is
-//! absent, prints `skipped: <why>` and returns: every provider passes the same
-//! semantics, as far as it offers them.
+//! absent, reports the skip (`fabric_testkit::absent`: a `skipped (absent)` line
+//! on standard error and in `FABRIC_SKIP_LOG`) and returns: every provider passes
+//! the same semantics, as far as it offers them. A provider that offers nothing
+//! at all is a missing environment (`fabric_testkit::skip`), which fails the test
+//! where `FABRIC_REQUIRE` names the provider.
 //!
 //! Tests run on a thread under a watchdog and every wait has its own, so a hang
 //! fails the test instead of blocking the run. Tests marked

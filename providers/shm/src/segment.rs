@@ -1477,7 +1477,7 @@ mod tests {
     #[test]
     fn another_user_cannot_open() {
         if euid() != 0 {
-            eprintln!("another_user_cannot_open: skipped: not root, so cannot become another user");
+            fabric_testkit::skip("root", "not root, so cannot become another user");
             return;
         }
         let name = new_name();
@@ -1509,7 +1509,7 @@ mod tests {
         assert!(libc::WIFEXITED(status), "child status {status:#x}");
         match libc::WEXITSTATUS(status) {
             0 => {}
-            3 => eprintln!("another_user_cannot_open: skipped: setuid(65534) refused here"),
+            3 => fabric_testkit::skip("root", "setuid(65534) refused here"),
             1 => panic!("uid 65534 opened a segment of uid 0"),
             c => panic!("uid 65534 could not open the segment, but not with EACCES (exit {c})"),
         }
@@ -1805,7 +1805,7 @@ mod tests {
         let Some(fd) = pidfd(child.id() as i32) else {
             child.kill().unwrap();
             child.wait().unwrap();
-            eprintln!("pidfd_becomes_readable_at_exit: skipped: no pidfd_open here");
+            fabric_testkit::skip("pidfd", "no pidfd_open here");
             return;
         };
         assert!(!poll_in(fd.as_raw_fd(), 0));

@@ -455,7 +455,7 @@ mod tests {
     fn loopback_mtu_is_read() {
         let lo = interfaces().unwrap().into_iter().find(|i| i.loopback);
         let Some(lo) = lo else {
-            println!("skipped: no loopback interface");
+            fabric_testkit::skip("loopback", "no loopback interface");
             return;
         };
         let m = lo.mtu().unwrap();

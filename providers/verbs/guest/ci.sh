@@ -6,7 +6,10 @@
 #   2. fi_pingpong -p verbs -e msg and -e rdm, every size, data checked (-c),
 #   3. the conformance suite on verbs (cargo test's `verbs::` tests), twice: RDM
 #      connections on the endpoint's shared receive queue, then each with its own
-#      buffers (FI_VERBS_USE_SRQ=0); and the allocation test (no_alloc.rs),
+#      buffers (FI_VERBS_USE_SRQ=0); the allocation test (no_alloc.rs) and the
+#      teardown under automatic progress (auto_teardown.rs); with
+#      FABRIC_REQUIRE=verbs, so a test that finds no verbs device fails, and the
+#      skips the provider's Info explains counted and listed (fabric/testkit),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
 #      1 MiB, side by side in the same guest, five alternating runs each, with
 #      the ratios of the medians and of the best runs printed (only when
@@ -34,24 +37,27 @@ done
 
 cd "$root"
 echo "ci.sh: building fi-tools and the conformance suite with the verbs feature"
-cargo build -j2 --release -p fi-tools --features verbs
-tests=$(cargo test -j2 --release -p fabric --features verbs --test conformance --test no_alloc --no-run \
-    --message-format=json | python3 -c 'import json,sys
-for l in sys.stdin:
-    try: m = json.loads(l)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(m["target"]["name"], m["executable"])')
-conf=$(echo "$tests" | awk '$1 == "conformance" { print $2 }' | tail -1)
-noalloc=$(echo "$tests" | awk '$1 == "no_alloc" { print $2 }' | tail -1)
-[ -x "$conf" ] || { echo "ci.sh: no conformance test binary built" >&2; exit 1; }
-[ -x "$noalloc" ] || { echo "ci.sh: no no_alloc test binary built" >&2; exit 1; }
+# What this very build produced, wherever cargo puts it (fi-tools/built.sh).
+tools=$(fi-tools/built.sh build -j2 --release -p fi-tools --features verbs)
+tests=$(fi-tools/built.sh test -j2 --release -p fabric --features verbs --test conformance --test no_alloc \
+    --test auto_teardown --no-run)
+bin() { printf '%s\n' "$1" | awk -v n="$2" '$1 == n { p = $2 } END { print p }'; }
+fi_info=$(bin "$tools" fi_info)
+fi_pingpong=$(bin "$tools" fi_pingpong)
+conf=$(bin "$tests" conformance)
+noalloc=$(bin "$tests" no_alloc)
+teardown=$(bin "$tests" auto_teardown)
+for b in "$fi_info" "$fi_pingpong" "$conf" "$noalloc" "$teardown"; do
+    [ -x "$b" ] || { echo "ci.sh: the build did not produce every program (fi_info, fi_pingpong, conformance, no_alloc, auto_teardown)" >&2; exit 1; }
+done
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-cp target/release/fi_info target/release/fi_pingpong "$stage/"
+cp "$fi_info" "$fi_pingpong" "$stage/"
 cp "$conf" "$stage/conformance"
 cp "$noalloc" "$stage/no_alloc"
+cp "$teardown" "$stage/auto_teardown"
+cp fabric/testkit/skips.sh "$stage/"
 
 cat > "$stage/test.sh" <<'EOF'
 # Runs in the guest (busybox sh), in /opt.
@@ -88,24 +94,42 @@ pp ./fi_pingpong rdm -S all -I 20 -c || die "fi_pingpong rdm"
 step "fi_pingpong -p verbs -e rdm -m tagged -S 4096 -c"
 pp ./fi_pingpong rdm -m tagged -S 4096 -I 100 -c || die "fi_pingpong rdm tagged"
 
+# Every test here must run on verbs: a test that finds no verbs device fails
+# (FABRIC_REQUIRE), and the skips that the provider's own Info explains are
+# logged and summarised (fabric/testkit).
+export FABRIC_REQUIRE=verbs
 step "conformance suite on verbs"
+export FABRIC_SKIP_LOG=/opt/skips-conf.txt
 ./conformance verbs:: --test-threads=2 > conf.txt 2>&1
 st=$?
 grep -E "^test |skipped|panicked|^test result" conf.txt
 [ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite"; }
+sh ./skips.sh "$FABRIC_SKIP_LOG" "conformance on verbs"
 
 step "the data path allocates nothing once warm (eager sizes)"
+export FABRIC_SKIP_LOG=/opt/skips-na.txt
 ./no_alloc verbs_ --test-threads=1 > na.txt 2>&1
 st=$?
 grep -E "^test |skipped|panicked|allocations|^test result" na.txt
 [ $st -eq 0 ] || { cat na.txt | tail -40; die "allocation test"; }
-grep -q "skipped" na.txt && die "allocation test skipped: no verbs device"
+[ -s "$FABRIC_SKIP_LOG" ] && { cat "$FABRIC_SKIP_LOG"; die "allocation test skipped"; }
+
+step "teardown under automatic progress on verbs"
+export FABRIC_SKIP_LOG=/opt/skips-td.txt
+./auto_teardown verbs_ --test-threads=1 > td.txt 2>&1
+st=$?
+grep -E "^test |skipped|panicked|^test result" td.txt
+[ $st -eq 0 ] || { cat td.txt | tail -40; die "teardown under automatic progress"; }
+grep -q "^test result: ok. 1 passed" td.txt || die "the teardown test did not run"
 
 step "conformance suite on verbs, RDM connections with their own buffers (FI_VERBS_USE_SRQ=0)"
+export FABRIC_SKIP_LOG=/opt/skips-conf-nosrq.txt
 FI_VERBS_USE_SRQ=0 ./conformance verbs:: --test-threads=2 > conf.txt 2>&1
 st=$?
 grep -E "^test result" conf.txt
 [ $st -eq 0 ] || { cat conf.txt | tail -80; die "conformance suite without a shared receive queue"; }
+sh ./skips.sh "$FABRIC_SKIP_LOG" "conformance on verbs, no SRQ"
+unset FABRIC_REQUIRE FABRIC_SKIP_LOG
 
 if command -v fi_pingpong > /dev/null 2>&1; then
     step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (5 alternating runs each: median, best)"
@@ -214,4 +238,5 @@ echo "VERBS-CI PASS"
 EOF
 
 "$here/run-guest.sh" --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
-    "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc"
+    "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
+    "$stage/skips.sh"
