@@ -788,8 +788,7 @@ fn a_peer_opening_operations_without_end_is_disconnected() {
     let t = open_rdm(&fabric, &info);
     // SAFETY: `mem` outlives the domain, and the test makes no reference to it
     // until the region is closed.
-    let mr = unsafe { t.dom.mr_reg(mem.as_mut_ptr(), LEN, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }
-        .unwrap();
+    let mr = unsafe { t.dom.mr_reg(mem.as_mut_ptr(), LEN, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }.unwrap();
     let (addr, key) = (mem.as_ptr() as u64, mr.key());
     let driver = Driver::start(t.cq.clone());
     let (_hold, name) = made_up_name();

@@ -259,8 +259,8 @@ fn a_peer_opening_operations_without_end_is_cut_off() {
     let t = rdm(&dom, &info);
     // SAFETY: `mem` outlives the domain and the test makes no reference to it
     // until the region is closed.
-    let mr = unsafe { dom.mr_reg(mem.as_mut_ptr(), REGION, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }
-        .unwrap();
+    let mr =
+        unsafe { dom.mr_reg(mem.as_mut_ptr(), REGION, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }.unwrap();
     let (addr, key) = (mem.as_ptr() as u64, mr.key());
     let driver = Driver::start(t.cq.clone());
     let mut h = Hostile::new(t.ep.getname().unwrap().sockaddr().unwrap());
@@ -274,7 +274,8 @@ fn a_peer_opening_operations_without_end_is_cut_off() {
     }
     // One more operation, and the endpoint drops the peer and tells it so.
     h.send(open_write(u64::MAX, addr, key));
-    let (r, _) = h.wait_for("the request over the cap", &driver, |f| f.op == OpCode::RmaResp || f.op == OpCode::Shutdown);
+    let (r, _) =
+        h.wait_for("the request over the cap", &driver, |f| f.op == OpCode::RmaResp || f.op == OpCode::Shutdown);
     assert_eq!(
         r.op,
         OpCode::Shutdown,
@@ -301,8 +302,8 @@ fn a_peer_breaking_the_protocol_is_told_it_was_dropped() {
     let (dom, info) = open_domain();
     let t = rdm(&dom, &info);
     // SAFETY: as in the test above.
-    let mr = unsafe { dom.mr_reg(mem.as_mut_ptr(), REGION, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }
-        .unwrap();
+    let mr =
+        unsafe { dom.mr_reg(mem.as_mut_ptr(), REGION, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }.unwrap();
     let (addr, key) = (mem.as_ptr() as u64, mr.key());
     let driver = Driver::start(t.cq.clone());
     let mut h = Hostile::new(t.ep.getname().unwrap().sockaddr().unwrap());
