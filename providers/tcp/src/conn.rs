@@ -6,6 +6,7 @@
 use crate::attr::IOV_LIMIT;
 use fabric_core::prov::IoVec;
 use fabric_core::{Caps, Error, FiAddr, Result};
+use fabric_util::rma_target::RmaTarget;
 use fabric_util::wire::HDR_LEN;
 
 /// Most bytes of inline prefix after a header (RMA target and atomic header).
@@ -155,6 +156,10 @@ pub(crate) struct Conn {
     pub gen: u32,
     /// The last receive found the socket drained (returned less than asked).
     pub drained: bool,
+    /// The peer's RMA operations arriving in several requests, in progress here
+    /// (at most [`fabric_util::rma_target::OPS_MAX`]; a peer opening more is
+    /// disconnected).
+    pub rma: RmaTarget,
 }
 
 impl Conn {
@@ -177,6 +182,7 @@ impl Conn {
             hdr_got: 0,
             gen,
             drained: false,
+            rma: RmaTarget::new(),
         }
     }
 

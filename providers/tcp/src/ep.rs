@@ -125,9 +125,6 @@ struct Inner {
     rma_pending: Vec<RmaPending>,
     /// Next request id of a one-sided operation.
     next_rma: u64,
-    /// Operations sent to us as several requests, in progress: (connection,
-    /// request id, refused so far).
-    rma_ops: Vec<(ConnId, u64, bool)>,
     /// Recycled inject buffers.
     inject_pool: Vec<Vec<u8>>,
     /// MSG: the connection data to send with the hello (active side).
@@ -179,7 +176,6 @@ impl TcpEp {
             rndv_rx: RndvRecv::new(),
             rma_pending: Vec::new(),
             next_rma: 1,
-            rma_ops: Vec::new(),
             inject_pool: Vec::new(),
             connect_param: Vec::new(),
         };
@@ -302,7 +298,6 @@ impl TcpEp {
             g.rx.fail(&g.b, target, &hdr, src, err);
         }
         self.fail_rma(g, id, err);
-        g.rma_ops.retain(|t| t.0 != id);
         // Rendezvous receives waiting on this connection fail.
         for w in g.rndv_rx.drain_peer(id) {
             g.rx.fail(&g.b, w.target, &w.hdr, w.src, err);

@@ -24,6 +24,7 @@ use common::wait;
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, MrOps, Op, RmaOp};
 use fabric_core::*;
 use fabric_util::atomic::{apply_slice, lens};
+use fabric_util::rma_target::OPS_MAX;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, ATOMIC_MAX, HDR_LEN, RMA_CHUNK};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -772,4 +773,59 @@ fn atomic_read_with_a_huge_count_is_refused() {
     assert!(driver.alive());
     driver.finish();
     r_mr.close().unwrap();
+}
+
+/// A peer opening RMA operations without end (requests without `LAST`) may keep
+/// `rma_target::OPS_MAX` open, without costing any other peer anything: a
+/// well-behaved peer meanwhile writes an operation of several requests. One more
+/// and the hostile peer is disconnected; the well-behaved one is still served.
+#[test]
+fn a_peer_opening_operations_without_end_is_disconnected() {
+    const LEN: usize = RMA_CHUNK + 4096;
+    // The memory first, so it is freed after the domain.
+    let mut mem = vec![0u8; LEN];
+    let (fabric, info) = rdm_info();
+    let t = open_rdm(&fabric, &info);
+    // SAFETY: `mem` outlives the domain, and the test makes no reference to it
+    // until the region is closed.
+    let mr = unsafe { t.dom.mr_reg(mem.as_mut_ptr(), LEN, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0) }.unwrap();
+    let (addr, key) = (mem.as_ptr() as u64, mr.key());
+    let driver = Driver::start(t.cq.clone());
+    let (_hold, name) = made_up_name();
+    let mut peer = Peer::connect(t.ep.getname().unwrap().sockaddr().unwrap(), name, 1);
+    // A read request of one byte that leaves its operation open.
+    let open_read = |id: u64| Header { len: 1, tag: addr, data: key, id, ..Header::new(OpCode::ReadReq) }.encode();
+    for id in 1..=OPS_MAX as u64 {
+        peer.sock.write_all(&open_read(id)).unwrap();
+        let (resp, payload) = read_frame(&mut peer.sock).unwrap_or_else(|e| panic!("no answer to request {id}: {e}"));
+        assert_eq!((resp.op, resp.id, resp.data, payload.len()), (OpCode::RmaResp, id, 0, 1), "request {id}");
+    }
+
+    // Meanwhile a well-behaved peer's operations in several requests go through.
+    let good = open_rdm(&fabric, &info);
+    let to_t = good.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
+    let mut src: Vec<u8> = (0..LEN).map(|i| (i * 31 + 7) as u8).collect();
+    let mut seen = vec![0u8; LEN];
+    let rma = [RmaIov { addr, len: LEN, key }];
+    let wi = [IoVec { base: src.as_mut_ptr(), len: LEN }];
+    let ri = [IoVec { base: seen.as_mut_ptr(), len: LEN }];
+    let wop = RmaOp { iov: &wi, addr: to_t, rma: &rma, context: 1, user_context: 1, data: 0 };
+    // SAFETY: `src` outlives the completion waited for below.
+    unsafe { good.ep.post_write(&wop, OpFlags::empty()) }.unwrap();
+    let w = wait(&good.cq, &t.cq).expect("a well-behaved write of several requests, next to a peer at the cap");
+    assert_eq!(w.op_context, 1);
+
+    // One more operation, and the hostile peer is disconnected.
+    let _ = peer.sock.write_all(&open_read(u64::MAX));
+    peer.expect_closed("operation over the cap", &driver);
+    assert!(driver.finish().is_empty(), "the hostile peer completed something on the target's queue");
+
+    // The well-behaved peer is still served, and sees what it wrote.
+    let rop = RmaOp { iov: &ri, addr: to_t, rma: &rma, context: 2, user_context: 2, data: 0 };
+    // SAFETY: `seen` outlives the completion waited for below.
+    unsafe { good.ep.post_read(&rop, OpFlags::empty()) }.unwrap();
+    let r = wait(&good.cq, &t.cq).expect("a well-behaved read after the hostile peer was cut off");
+    assert_eq!(r.op_context, 2);
+    assert!(seen == src, "the well-behaved read does not see the well-behaved write");
+    mr.close().unwrap();
 }

@@ -38,6 +38,7 @@ use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::reliable::{self, Channel, Event, Segment, HEADER_LEN};
+use fabric_util::rma_target::RmaTarget;
 use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN, RMA_CHUNK};
@@ -305,9 +306,9 @@ struct Peer {
     rx: Option<InFrame>,
     /// A protocol violation seen while taking its segments.
     broken: Option<String>,
-    /// Its write operations arriving in several requests: (operation id, the
-    /// refusal of its first request, which every later one shares).
-    writes: Vec<(u64, Option<Error>)>,
+    /// Its RMA operations arriving in several requests, in progress here (at
+    /// most [`fabric_util::rma_target::OPS_MAX`]; a peer opening more is dropped).
+    rma: RmaTarget,
     /// Its handle in our AV, valid for `av_version`.
     fi_addr: FiAddr,
     av_version: u64,
@@ -474,7 +475,7 @@ impl UdpRdmEp {
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
             rx: None,
             broken: None,
-            writes: Vec::new(),
+            rma: RmaTarget::new(),
             fi_addr: FiAddr::NOTAVAIL,
             av_version: u64::MAX,
             gen,
@@ -957,6 +958,11 @@ impl UdpRdmEp {
                 self.peer_down(g, id, Error::ConnReset);
             } else {
                 fi_log!(Level::Warn, NAME, "ep_data", "protocol error from {}: {why}; dropping the peer", p.addr);
+                // Tell it, so that what it waits for from us fails now rather than
+                // at its time-out (best effort, as when we close).
+                if Self::queue_frame(g, id, control(OpCode::Shutdown, 0), now).is_ok() {
+                    self.flush_peer(g, id, now);
+                }
                 self.peer_down(g, id, Error::Io);
             }
             return;
@@ -1022,8 +1028,8 @@ impl UdpRdmEp {
         let src = Self::src_of(g, id);
         let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return Ok(()) };
-        let Peer { chan, rx: state, broken, writes, .. } = p;
-        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes };
+        let Peer { chan, rx: state, broken, rma, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma };
         chan.handle(now, h, payload, &mut |seg| t.segment(seg))
     }
 
@@ -1032,8 +1038,8 @@ impl UdpRdmEp {
         let src = Self::src_of(g, id);
         let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return };
-        let Peer { chan, rx: state, broken, writes, .. } = p;
-        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, writes };
+        let Peer { chan, rx: state, broken, rma, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma };
         chan.poll_deliver(&mut |seg| t.segment(seg));
     }
 
@@ -1128,7 +1134,7 @@ struct Taker<'a> {
     src: FiAddr,
     state: &'a mut Option<InFrame>,
     broken: &'a mut Option<String>,
-    writes: &'a mut Vec<(u64, Option<Error>)>,
+    rma: &'a mut RmaTarget,
 }
 
 impl Taker<'_> {
@@ -1213,23 +1219,22 @@ impl Taker<'_> {
                 // The first request of an operation checks its whole range (`tag`
                 // is the operation's length), so a refused write lands nowhere.
                 let mrs = self.ep.domain.objs.mrs();
-                let err = match self.writes.iter().find(|w| w.0 == hdr.id) {
-                    // A later request shares the first one's refusal, and its own
-                    // range is checked.
-                    Some(w) => w.1.or_else(|| mrs.lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err()),
-                    None => {
+                let mut first = false;
+                let err = self
+                    .rma
+                    .begin(hdr.id, hdr.flags.has(HdrFlags::LAST), || {
                         // The whole range starts here and covers this request.
+                        first = true;
                         let whole = usize::try_from(hdr.tag).unwrap_or(usize::MAX).max(n);
-                        let err = mrs.lookup(desc.key, desc.addr, whole, MrAccess::REMOTE_WRITE).err();
-                        if !hdr.flags.has(HdrFlags::LAST) {
-                            self.writes.push((hdr.id, err));
-                        }
-                        err
-                    }
+                        mrs.lookup(desc.key, desc.addr, whole, MrAccess::REMOTE_WRITE).err()
+                    })
+                    .map_err(|e| e.to_string())?;
+                // A later request shares the operation's refusal, and its own range
+                // is checked (its bytes are copied in as they arrive).
+                let err = match first {
+                    true => err,
+                    false => err.or_else(|| mrs.lookup(desc.key, desc.addr, n, MrAccess::REMOTE_WRITE).err()),
                 };
-                if hdr.flags.has(HdrFlags::LAST) {
-                    self.writes.retain(|w| w.0 != hdr.id);
-                }
                 Ok(Some(Dest::Write { desc, err }))
             }
             OpCode::ReadReq | OpCode::Rts | OpCode::Cts | OpCode::Nack | OpCode::Shutdown => Ok(Some(Dest::Skip)),
@@ -1306,39 +1311,44 @@ impl Taker<'_> {
                 self.rx.arrive(self.b, m, u);
             }
             Dest::Write { err, .. } => {
-                let last = hdr.flags.has(HdrFlags::LAST);
-                match err {
-                    None if last => {
-                        if let Some(c) = &self.b.rma_write_cntr {
-                            c.inc();
-                        }
-                        if hdr.flags.has(HdrFlags::CQ_DATA) {
-                            self.remote_cq_data(hdr.data);
-                        }
+                if let Some(e) = err {
+                    fi_log!(Level::Info, NAME, "ep_data", "refused a remote write of {} bytes: {e}", hdr.len);
+                }
+                // Counted, and its CQ data delivered, once per operation that went
+                // well as a whole.
+                if self.rma.end(hdr.id, hdr.flags.has(HdrFlags::LAST), err) == Some(Ok(())) {
+                    if let Some(c) = &self.b.rma_write_cntr {
+                        c.inc();
                     }
-                    None => {}
-                    Some(e) => {
-                        fi_log!(Level::Info, NAME, "ep_data", "refused a remote write of {} bytes: {e}", hdr.len);
+                    if hdr.flags.has(HdrFlags::CQ_DATA) {
+                        self.remote_cq_data(hdr.data);
                     }
                 }
                 self.answer(hdr.id, err, Vec::new());
             }
             Dest::Skip if hdr.op == OpCode::ReadReq => {
                 let n = hdr.len as usize;
+                let last = hdr.flags.has(HdrFlags::LAST);
+                // A read's requests are checked one by one; once one is refused,
+                // the rest of the operation is too.
+                let refused = self.rma.begin(hdr.id, last, || None).map_err(|e| e.to_string())?;
                 let mut out = self.rx.unexp_buf(n).map_err(|_| "no memory for a read")?;
                 out.resize(n, 0);
-                let r = self.ep.domain.objs.mrs().copy_out(hdr.data, hdr.tag, &mut out, MrAccess::REMOTE_READ);
-                match r {
-                    Ok(()) => {
-                        if hdr.flags.has(HdrFlags::LAST) {
-                            if let Some(c) = &self.b.rma_read_cntr {
-                                c.inc();
-                            }
-                        }
-                        self.answer(hdr.id, None, out);
+                let r = match refused {
+                    Some(e) => Err(e),
+                    None => self.ep.domain.objs.mrs().copy_out(hdr.data, hdr.tag, &mut out, MrAccess::REMOTE_READ),
+                };
+                // Counted once per operation that went well as a whole.
+                if self.rma.end(hdr.id, last, r.err()) == Some(Ok(())) {
+                    if let Some(c) = &self.b.rma_read_cntr {
+                        c.inc();
                     }
+                }
+                match r {
+                    Ok(()) => self.answer(hdr.id, None, out),
                     Err(e) => {
                         fi_log!(Level::Info, NAME, "ep_data", "refused a remote read of {n} bytes: {e}");
+                        self.rx.recycle(out);
                         self.answer(hdr.id, Some(e), Vec::new());
                     }
                 }

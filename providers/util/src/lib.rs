@@ -1,9 +1,10 @@
 //! The shared provider layer of fabric: everything that is not moving bytes, once,
 //! transport-independent and free of I/O where it can be (as quinn-proto and
 //! rustls keep protocol logic): the wire header, tag matching, completion and event
-//! queue storage, address vectors, counters, the memory-key registry, and the
-//! progress/wait machinery the queues share; plus, for the sockets providers, the
-//! interface list and name resolution ([`iface`]).
+//! queue storage, address vectors, counters, the memory-key registry, the target
+//! side of RMA ([`rma_target`]), and the progress/wait machinery the queues share;
+//! plus, for the sockets providers, the interface list and name resolution
+//! ([`iface`]).
 
 pub mod atomic;
 pub mod av;
@@ -17,6 +18,7 @@ pub mod matcher;
 pub mod mr;
 pub mod progress;
 pub mod reliable;
+pub mod rma_target;
 pub mod rndv;
 pub mod rx;
 pub mod slab;

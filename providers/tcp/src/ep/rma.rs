@@ -60,10 +60,6 @@ fn sub_iov(iov: &[IoVec], off: usize, len: usize) -> ([IoVec; IOV_LIMIT], usize)
     (out, n)
 }
 
-/// Operations sent as several requests that a target tracks at once, per endpoint;
-/// a peer starting more is disconnected.
-const RMA_OPS_MAX: usize = 4096;
-
 fn proto(e: impl std::fmt::Display) -> (Error, String) {
     (Error::Io, format!("protocol error: {e}"))
 }
@@ -214,10 +210,11 @@ impl TcpEp {
     // ----- target side -----
 
     /// The start of one request of an operation at the target; whether it may
-    /// proceed. An operation sent as several requests is tracked from its first
-    /// (which, for a write, carries the whole length, so the whole range is checked
-    /// before any byte lands) to its `LAST`; once one request is refused, the rest
-    /// of the operation is too.
+    /// proceed. An operation sent as several requests is tracked, per connection
+    /// (`fabric_util::rma_target`), from its first (which, for a write, carries
+    /// the whole length, so the whole range is checked before any byte lands) to
+    /// its `LAST`; once one request is refused, the rest of the operation is too.
+    /// A peer opening more than `rma_target::OPS_MAX` is disconnected.
     fn rma_begin(
         &self,
         g: &mut Inner,
@@ -226,38 +223,27 @@ impl TcpEp {
         whole: Option<(RmaDesc, u64)>,
         need: MrAccess,
     ) -> std::result::Result<bool, (Error, String)> {
-        if let Some(t) = g.rma_ops.iter().find(|t| t.0 == conn && t.1 == h.id) {
-            return Ok(!t.2);
-        }
+        let c = Self::conn_mut(g, conn).ok_or_else(|| proto("request on a closed connection"))?;
         // The first request of the operation: check its whole range once.
-        let ok = match whole {
+        let check = || match whole {
             Some((d, total)) => usize::try_from(total)
-                .is_ok_and(|n| self.domain.objs.mrs().with_region(d.key, d.addr, n, need, |_| ()).is_ok()),
-            None => true,
+                .map_or(true, |n| self.domain.objs.mrs().with_region(d.key, d.addr, n, need, |_| ()).is_err())
+                .then_some(Error::Access),
+            None => None,
         };
-        if !h.flags.has(HdrFlags::LAST) {
-            if g.rma_ops.len() >= RMA_OPS_MAX {
-                return Err(proto("too many RMA operations in progress"));
-            }
-            g.rma_ops.push((conn, h.id, !ok));
-        }
-        Ok(ok)
+        let refused = c.rma.begin(h.id, h.flags.has(HdrFlags::LAST), check).map_err(proto)?;
+        Ok(refused.is_none())
     }
 
     /// The end of one request (`ok`: it succeeded). On the operation's last
     /// request, whether the operation as a whole succeeded.
     fn rma_end(g: &mut Inner, conn: ConnId, h: &Header, ok: bool) -> Option<bool> {
-        let pos = g.rma_ops.iter().position(|t| t.0 == conn && t.1 == h.id);
-        if let Some(i) = pos {
-            g.rma_ops[i].2 |= !ok;
+        let last = h.flags.has(HdrFlags::LAST);
+        let err = (!ok).then_some(Error::Access);
+        match Self::conn_mut(g, conn) {
+            Some(c) => c.rma.end(h.id, last, err).map(|r| r.is_ok()),
+            None => last.then_some(ok),
         }
-        if !h.flags.has(HdrFlags::LAST) {
-            return None;
-        }
-        Some(match pos {
-            Some(i) => !g.rma_ops.swap_remove(i).2,
-            None => ok,
-        })
     }
 
     /// A read request: answer with the bytes, or with the error.
