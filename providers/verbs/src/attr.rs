@@ -269,6 +269,8 @@ fn limit(v: i32) -> u32 {
 
 /// Discover every device and port (once per process).
 fn discover() -> std::result::Result<Discovery, String> {
+    // Read (and report bad settings) whether or not there are devices.
+    let cfg = config();
     let list = DeviceList::get().map_err(|e| {
         let mut why = format!("ibv_get_device_list failed: {}", os_err(&e));
         if e.raw_os_error() == Some(libc::ENOSYS) {
@@ -277,7 +279,6 @@ fn discover() -> std::result::Result<Discovery, String> {
         why
     })?;
     let ifaces = iface::interfaces().map_err(|e| format!("cannot list the network interfaces: {e}"))?;
-    let cfg = config();
     let mut d = Discovery { devices: list.names(), ..Default::default() };
     for (i, dev) in d.devices.clone().into_iter().enumerate() {
         let mut skip = |why: String| d.skipped.push((dev.clone(), why));
@@ -336,6 +337,14 @@ fn discover() -> std::result::Result<Discovery, String> {
                 1024
             });
             let probed = *max_inline.get_or_insert_with(|| probe_max_inline(&ctx));
+            if let Some(want) = cfg.inline_size.filter(|c| *c > probed) {
+                fabric_core::log::config_warn(
+                    NAME,
+                    "FI_VERBS_INLINE_SIZE",
+                    &want.to_string(),
+                    format_args!("is more than {dev} sends inline ({probed}); using {probed}"),
+                );
+            }
             d.ports.push(Port {
                 dev: dev.clone(),
                 port,
@@ -398,7 +407,14 @@ fn usable(d: &Discovery, device: Option<&str>, iface: Option<&str>) -> std::resu
     let mut skipped: Vec<&str> = d.skipped.iter().map(|(_, w)| w.as_str()).collect();
     if let Some(want) = device {
         if !d.devices.iter().any(|n| n == want) {
-            return Err(format!("FI_VERBS_DEVICE_NAME={want} matches none of: {}", d.devices.join(", ")));
+            let why = format!("matches none of the RDMA devices: {}", d.devices.join(", "));
+            fabric_core::log::config_warn(
+                NAME,
+                "FI_VERBS_DEVICE_NAME",
+                want,
+                format_args!("{why}; verbs offers nothing"),
+            );
+            return Err(format!("FI_VERBS_DEVICE_NAME={want} {why}"));
         }
         ports.retain(|p| p.dev == want);
         skipped = d.skipped.iter().filter(|(dev, _)| dev == want).map(|(_, w)| w.as_str()).collect();
@@ -408,7 +424,9 @@ fn usable(d: &Discovery, device: Option<&str>, iface: Option<&str>) -> std::resu
             ports.iter().map(|p| format!("{} port {} ({})", p.dev, p.port, p.iface.name)).collect();
         ports.retain(|p| p.iface.name.starts_with(want));
         if ports.is_empty() && !before.is_empty() {
-            return Err(format!("FI_VERBS_IFACE={want} matches none of the ports' interfaces: {}", before.join(", ")));
+            let why = format!("matches none of the ports' interfaces: {}", before.join(", "));
+            fabric_core::log::config_warn(NAME, "FI_VERBS_IFACE", want, format_args!("{why}; verbs offers nothing"));
+            return Err(format!("FI_VERBS_IFACE={want} {why}"));
         }
     }
     if ports.is_empty() {
