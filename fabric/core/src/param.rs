@@ -160,14 +160,12 @@ impl Param {
         let Some(v) = raw.filter(|v| !v.trim().is_empty()) else { return Checked::ok(default) };
         match parse_int(v) {
             Some(n) if range.contains(&n) => Checked::ok(Some(n)),
-            Some(_) => Checked::refused(
-                default,
-                format!("is out of range ({}); {}", show_range(&range), self.instead()),
-            ),
-            None if is_number(v) => Checked::refused(
-                default,
-                format!("is out of range ({}); {}", show_range(&range), self.instead()),
-            ),
+            Some(_) => {
+                Checked::refused(default, format!("is out of range ({}); {}", show_range(&range), self.instead()))
+            }
+            None if is_number(v) => {
+                Checked::refused(default, format!("is out of range ({}); {}", show_range(&range), self.instead()))
+            }
             None => Checked::refused(default, format!("is not an integer; {}", self.instead())),
         }
     }

@@ -870,7 +870,10 @@ mod tests {
             skipped: vec![("rxe0".into(), "rxe0 port 1 is PORT_DOWN".into())],
         };
         assert_eq!(usable(&down, None, None).unwrap_err(), "rxe0 port 1 is PORT_DOWN");
-        assert_eq!(usable(&down, Some("x"), None).unwrap_err(), "FI_VERBS_DEVICE_NAME=x matches none of: rxe0");
+        assert_eq!(
+            usable(&down, Some("x"), None).unwrap_err(),
+            "FI_VERBS_DEVICE_NAME=x matches none of the RDMA devices: rxe0"
+        );
         let two = Discovery {
             devices: vec!["rxe0".into(), "rxe1".into()],
             ports: vec![port("rxe1", 1, "10.0.0.5")],
