@@ -135,3 +135,14 @@ fn quiet_refusals_point_to_the_log() {
     assert!(stderr.contains("FI_EP_DGRAM is not offered by tcp"), "{stderr}");
     assert!(!stderr.contains("FI_LOG_LEVEL=info says why"), "{stderr}");
 }
+
+/// The verbs provider's settings are read (and bad ones said) whether or not
+/// the machine has an RDMA device.
+#[cfg(feature = "verbs")]
+#[test]
+fn verbs_bad_settings_warn_once() {
+    let args = ["-p", "verbs"];
+    warns_once(&args, "FI_VERBS_GID_IDX", "300");
+    warns_once(&args, "FI_VERBS_INLINE_SIZE", "big");
+    warns_once(&args, "FI_VERBS_USE_SRQ", "sometimes");
+}
