@@ -280,6 +280,8 @@ fn discover() -> std::result::Result<Discovery, String> {
     })?;
     let ifaces = iface::interfaces().map_err(|e| format!("cannot list the network interfaces: {e}"))?;
     let mut d = Discovery { devices: list.names(), ..Default::default() };
+    // Why active ports had no GID to use: said if FI_VERBS_GID_IDX leaves none.
+    let mut gid_refusals: Vec<String> = Vec::new();
     for (i, dev) in d.devices.clone().into_iter().enumerate() {
         let mut skip = |why: String| d.skipped.push((dev.clone(), why));
         let ctx = match list.open(i) {
@@ -321,6 +323,7 @@ fn discover() -> std::result::Result<Discovery, String> {
             let (g, ifc) = match choose_gid(link_layer, &gids, &ifaces, &netdevs, cfg.gid_idx) {
                 Ok(x) => x,
                 Err(why) => {
+                    gid_refusals.push(format!("{dev} port {port} {why}"));
                     skip(why);
                     continue;
                 }
@@ -367,6 +370,14 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_inline: cfg.inline_size.map_or(probed, |c| c.min(probed)),
             });
         }
+    }
+    if let (Some(i), true, false) = (cfg.gid_idx, d.ports.is_empty(), gid_refusals.is_empty()) {
+        fabric_core::log::config_warn(
+            NAME,
+            "FI_VERBS_GID_IDX",
+            &i.to_string(),
+            format_args!("leaves no active port usable ({}); verbs offers nothing", gid_refusals.join("; ")),
+        );
     }
     for p in &d.ports {
         fi_log!(
