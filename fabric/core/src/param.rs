@@ -104,7 +104,7 @@ impl Param {
         self.report(raw.as_deref(), self.check_int(raw.as_deref(), range))
     }
 
-    /// The value as a boolean; a setting that is none is reported
+    /// The value as a boolean; a setting that is not a boolean is reported
     /// ([`Param::complain`]) and the default used.
     pub fn get_bool(&self) -> bool {
         let raw = self.setting();
@@ -139,7 +139,7 @@ impl Param {
                 let used = n.clamp(*range.start(), *range.end());
                 Checked::refused(Some(used), format!("is out of range ({}); using {used}", show_range(&range)))
             }
-            None if is_number(v) => {
+            None if is_number(v, true) => {
                 // Negative, or too large for a size.
                 let used = if v.trim().starts_with('-') { *range.start() } else { *range.end() };
                 Checked::refused(Some(used), format!("is out of range ({}); using {used}", show_range(&range)))
@@ -163,7 +163,7 @@ impl Param {
             Some(_) => {
                 Checked::refused(default, format!("is out of range ({}); {}", show_range(&range), self.instead()))
             }
-            None if is_number(v) => {
+            None if is_number(v, false) => {
                 Checked::refused(default, format!("is out of range ({}); {}", show_range(&range), self.instead()))
             }
             None => Checked::refused(default, format!("is not an integer; {}", self.instead())),
@@ -210,13 +210,14 @@ fn show_range<T: std::fmt::Display>(r: &RangeInclusive<T>) -> String {
     format!("{} to {}", r.start(), r.end())
 }
 
-/// Whether `s` is written as a number (decimal, optionally signed, or 0x hex)
-/// that did not parse: one too large for its type.
-fn is_number(s: &str) -> bool {
+/// Whether `s` is written as a number (decimal, optionally signed, or 0x hex;
+/// with a `k`, `m` or `g` suffix if `sized`) that did not parse: one too large
+/// or too small for its type.
+fn is_number(s: &str, sized: bool) -> bool {
     let s = s.trim();
     let s = s.strip_prefix(['-', '+']).unwrap_or(s);
     let s = s.to_ascii_lowercase();
-    let s = s.strip_suffix(['k', 'm', 'g']).unwrap_or(&s);
+    let s = if sized { s.strip_suffix(['k', 'm', 'g']).unwrap_or(&s) } else { &s };
     match s.strip_prefix("0x") {
         Some(h) => !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()),
         None => !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()),
@@ -350,8 +351,10 @@ mod tests {
         let c = p.check_int(Some("99999999999999999999999"), ports.clone());
         assert_eq!(c.value, None);
         assert!(c.complaint.unwrap().contains("out of range (1 to 65535)"));
-        let c = p.check_int(Some("many"), ports);
+        let c = p.check_int(Some("many"), ports.clone());
         assert_eq!(c, Checked::refused(None, "is not an integer; ignored".into()));
+        let c = p.check_int(Some("5k"), ports);
+        assert_eq!(c, Checked::refused(None, "is not an integer; ignored".into()), "no suffixes on integers");
         let p = param(ParamType::Int, "-1");
         let c = p.check_int(Some("300"), -1..=255);
         assert_eq!(c, Checked::refused(Some(-1), "is out of range (-1 to 255); using the default (-1)".into()));
@@ -374,14 +377,15 @@ mod tests {
 
     #[test]
     fn numbers_that_do_not_fit() {
-        assert!(is_number("99999999999999999999"));
-        assert!(is_number("-3"));
-        assert!(is_number("0xffffffffffffffffffff"));
-        assert!(is_number("100000000000000000000g"));
-        assert!(!is_number("abc"));
-        assert!(!is_number(""));
-        assert!(!is_number("0x"));
-        assert!(!is_number("12ab"));
+        assert!(is_number("99999999999999999999", false));
+        assert!(is_number("-3", false));
+        assert!(is_number("0xffffffffffffffffffff", false));
+        assert!(is_number("100000000000000000000g", true));
+        assert!(!is_number("100000000000000000000g", false));
+        assert!(!is_number("abc", true));
+        assert!(!is_number("", true));
+        assert!(!is_number("0x", true));
+        assert!(!is_number("12ab", true));
     }
 
     #[test]
