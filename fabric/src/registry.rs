@@ -74,7 +74,65 @@ pub fn all_providers() -> Vec<Arc<dyn Provider>> {
 /// The providers in use: [`all_providers`] minus those `FI_PROVIDER` excludes.
 pub fn providers() -> Vec<Arc<dyn Provider>> {
     let filter = std::env::var("FI_PROVIDER").unwrap_or_default();
-    all_providers().into_iter().filter(|p| provider_allowed(&filter, p.name())).collect()
+    let all = all_providers();
+    check_env(&all);
+    all.into_iter().filter(|p| provider_allowed(&filter, p.name())).collect()
+}
+
+/// Report (once per process, whatever `FI_LOG_LEVEL` says) the core's variables
+/// set to values that cannot be used: `FI_PROVIDER` naming a provider that is
+/// not among `provs`, `FI_LOG_PROV` naming none of them, `FI_LOG_LEVEL` naming
+/// no level.
+fn check_env(provs: &[Arc<dyn Provider>]) {
+    fabric_core::log::level();
+    let names: Vec<&str> = provs.iter().map(|p| p.name()).collect();
+    if let Ok(filter) = std::env::var("FI_PROVIDER") {
+        if let Some(why) = unknown_providers(&filter, &names) {
+            fabric_core::log::config_warn("core", "FI_PROVIDER", &filter, why);
+        }
+    }
+    if let Some(want) = fabric_core::log::log_prov() {
+        if want != "core" && !names.iter().any(|n| provider_allowed(want, n)) {
+            fabric_core::log::config_warn(
+                "core",
+                "FI_LOG_PROV",
+                want,
+                format_args!("names none of the providers ({}); only the core's messages are logged", names.join(", ")),
+            );
+        }
+    }
+}
+
+/// What is wrong with an `FI_PROVIDER`-style filter whose names include some that
+/// match none of `names` (`None`: every name matches one).
+fn unknown_providers(filter: &str, names: &[&str]) -> Option<String> {
+    let list = filter.trim();
+    let list = list.strip_prefix('^').unwrap_or(list);
+    let unknown: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty() && !names.iter().any(|n| provider_allowed(item, n)))
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    let mut why = if unknown.len() == 1 && unknown[0] == list.trim() {
+        format!("names no provider built in or registered (those are: {})", names.join(", "))
+    } else {
+        format!(
+            "names {}, which {} no provider built in or registered (those are: {})",
+            unknown.join(", "),
+            if unknown.len() == 1 { "is" } else { "are" },
+            names.join(", ")
+        )
+    };
+    for u in &unknown {
+        if let Some(hint) = not_built_hint(&u.to_ascii_lowercase()) {
+            why.push_str("; ");
+            why.push_str(hint);
+        }
+    }
+    Some(why)
 }
 
 /// Whether a provider filter in `FI_PROVIDER` syntax allows `name`: an empty filter
@@ -106,7 +164,9 @@ pub fn provider_allowed(filter: &str, name: &str) -> bool {
 /// order, best first. `Err(NoData)` when nothing is left.
 pub fn getinfo(hints: &Hints) -> Result<Vec<Info>> {
     let env = std::env::var("FI_PROVIDER").unwrap_or_default();
-    getinfo_from(&all_providers(), &env, hints)
+    let all = all_providers();
+    check_env(&all);
+    getinfo_from(&all, &env, hints)
 }
 
 /// [`getinfo`] over a given provider list and `FI_PROVIDER`-style filter.
@@ -189,6 +249,21 @@ mod tests {
     use super::*;
     use fabric_core::prov::FabricOps;
     use fabric_core::{Caps, EpType};
+
+    #[test]
+    fn unknown_provider_names_are_found() {
+        let names = ["tcp", "shm", "udp"];
+        assert_eq!(unknown_providers("", &names), None);
+        assert_eq!(unknown_providers("tcp, UDP", &names), None);
+        assert_eq!(unknown_providers("^shm", &names), None);
+        let why = unknown_providers("nope", &names).unwrap();
+        assert!(why.starts_with("names no provider built in"), "{why}");
+        let why = unknown_providers("tcp,nope", &names).unwrap();
+        assert!(why.starts_with("names nope, which is no provider"), "{why}");
+        assert!(why.contains("tcp, shm, udp"), "{why}");
+        let why = unknown_providers("^nope,zip", &names).unwrap();
+        assert!(why.starts_with("names nope, zip, which are"), "{why}");
+    }
 
     #[test]
     fn filter_syntax() {

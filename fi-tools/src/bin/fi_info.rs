@@ -38,6 +38,12 @@ fn run() -> i32 {
                 eprintln!("fi_getinfo: {} ({e})", -e.errno());
                 if let Some(hint) = hints.prov_name.as_deref().and_then(fabric::not_built_hint) {
                     eprintln!("fi_info: {hint}");
+                } else if e == fabric::Error::NoData
+                    && fabric::log::level().map_or(true, |l| l < fabric::log::Level::Info)
+                {
+                    // The user's own mistakes (a bad variable, a port out of range)
+                    // were reported above; the providers' other reasons are at info.
+                    eprintln!("fi_info: no provider offers what was asked; FI_LOG_LEVEL=info says why each refused");
                 }
                 return e.errno();
             }

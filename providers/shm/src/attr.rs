@@ -120,6 +120,9 @@ pub(crate) fn is_shm_addr(a: &Address) -> bool {
 }
 
 pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
+    // The parameters are read (and bad settings reported) when shm is first asked,
+    // not when its first endpoint opens.
+    crate::config();
     let refuse = |why: String| {
         fi_log!(Level::Info, NAME, "core", "no entry: {why}");
         Error::NoData

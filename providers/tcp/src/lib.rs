@@ -95,25 +95,30 @@ pub(crate) fn config() -> &'static Config {
     CONFIG.get_or_init(|| {
         let p = params();
         let get = |n: &str| p.iter().find(|x| x.name == n).expect("declared parameter");
-        let port = |n: &str| get(n).raw().and_then(|v| v.trim().parse::<u16>().ok());
+        let port = |n: &str| get(n).get_int(1..=65535).map(|p| p as u16);
+        // A bound that is valid alone but not with the other: reported as set.
+        let refuse = |n: &str, why: &str| get(n).complain(&get(n).setting().unwrap_or_default(), why);
         let port_range = match (port("port_low_range"), port("port_high_range")) {
-            (Some(lo), Some(hi)) if lo <= hi && lo > 0 => Some((lo, hi)),
+            (Some(lo), Some(hi)) if lo <= hi => Some((lo, hi)),
             (None, None) => None,
-            (lo, hi) => {
-                fabric_core::fi_log!(
-                    fabric_core::log::Level::Warn,
-                    NAME,
-                    "core",
-                    "ignoring invalid port range {lo:?}..{hi:?}: both bounds must be set, 1..=65535, low <= high"
-                );
+            (Some(_), Some(hi)) => {
+                refuse("port_low_range", &format!("is above FI_TCP_PORT_HIGH_RANGE={hi}; the port range is ignored"));
+                None
+            }
+            (Some(_), None) => {
+                refuse("port_low_range", "needs a valid FI_TCP_PORT_HIGH_RANGE too; the port range is ignored");
+                None
+            }
+            (None, Some(_)) => {
+                refuse("port_high_range", "needs a valid FI_TCP_PORT_LOW_RANGE too; the port range is ignored");
                 None
             }
         };
         Config {
-            iface: get("iface").raw().filter(|s| !s.is_empty()),
+            iface: get("iface").setting(),
             port_range,
-            eager_max: get("eager_max").get_usize().unwrap_or(131072),
-            inject_size: get("inject_size").get_usize().unwrap_or(8192).min(1 << 20),
+            eager_max: get("eager_max").get_size(0..=usize::MAX).unwrap_or(131072),
+            inject_size: get("inject_size").get_size(0..=1 << 20).unwrap_or(8192),
             nodelay: get("nodelay").get_bool(),
         }
     })

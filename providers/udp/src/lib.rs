@@ -79,8 +79,8 @@ pub(crate) fn config() -> &'static Config {
         let get = |n: &str| p.iter().find(|x| x.name == n).expect("declared parameter");
         // The kernel doubles what it is given and caps it at net.core.*mem_max;
         // anything above 1 GiB is a typo.
-        let buf = |n: &str| get(n).get_usize().unwrap_or(0).min(1 << 30);
-        Config { iface: get("iface").raw().filter(|s| !s.is_empty()), rcvbuf: buf("rcvbuf"), sndbuf: buf("sndbuf") }
+        let buf = |n: &str| get(n).get_size(0..=1 << 30).unwrap_or(0);
+        Config { iface: get("iface").setting(), rcvbuf: buf("rcvbuf"), sndbuf: buf("sndbuf") }
     })
 }
 

@@ -6,7 +6,7 @@
 //! Unlike the rest of this crate this module asks the operating system (it reads
 //! the interface list and resolves names), but it moves no data.
 
-use fabric_core::log::Level;
+use fabric_core::log::{self, Level};
 use fabric_core::{fi_log, Address, EpType, Error, Hints, Info, MrMode, Progress, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -219,15 +219,25 @@ pub fn interfaces() -> Result<Vec<Iface>> {
 
 /// Resolve `node:service` to socket addresses (numeric, or by name through the
 /// system's resolver and services database, `proto` being `"tcp"` or `"udp"`). No
-/// node means `localhost`, no service port 0. `Err(NoData)`, logged at info level
-/// under `prov`, when either does not resolve.
+/// node means `localhost`, no service port 0. `Err(NoData)` when either does not
+/// resolve, the reason written under `prov` whatever the log level (once per
+/// process each: a port out of range or a name that resolves to nothing is the
+/// user's mistake, which a quiet refusal would hide).
 pub fn resolve(prov: &'static str, proto: &str, node: Option<&str>, service: Option<&str>) -> Result<Vec<SocketAddr>> {
     let port: u16 = match service {
         None => 0,
         Some(s) => match s.parse::<u16>() {
             Ok(p) => p,
             Err(_) => service_port(s, proto).ok_or_else(|| {
-                fi_log!(Level::Info, prov, "core", "unknown service {s:?}");
+                // The user's mistake (a port out of range, a misspelt service): a
+                // quiet "no data" would hide it, so it is said whatever the log
+                // level, once.
+                let why = if s.trim().bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+') {
+                    format!("port {s} is out of range (0 to 65535)")
+                } else {
+                    format!("service {s:?} is neither a port number nor a {proto} service the system knows")
+                };
+                log::warn_once(&format!("{prov}\0service\0{s}"), prov, "core", format_args!("no entry: {why}"));
                 Error::NoData
             })?,
         },
@@ -247,7 +257,12 @@ pub fn resolve(prov: &'static str, proto: &str, node: Option<&str>, service: Opt
             }
         }
         Err(e) => {
-            fi_log!(Level::Info, prov, "core", "cannot resolve {host:?}: {e}");
+            log::warn_once(
+                &format!("{prov}\0node\0{host}"),
+                prov,
+                "core",
+                format_args!("no entry: cannot resolve {host:?}: {e}"),
+            );
             Err(Error::NoData)
         }
     }
@@ -357,7 +372,9 @@ pub fn entries(
 /// the one that has it (or, unspecified, to its family); a destination to those
 /// that reach it (loopback for a loopback peer, the one that has it, else those
 /// on its subnet first). `Err(NoData)` with the reason logged at info level when
-/// nothing is left.
+/// nothing is left; an `only_iface` that names no interface, a port out of range
+/// and a name that does not resolve are the user's mistakes, reported whatever
+/// the log level (once per process each).
 pub fn select(h: &Hints, o: &SelectOpts<'_>) -> Result<Selection> {
     let refuse = |why: String| {
         fi_log!(Level::Info, o.prov, "core", "no entry: {why}");
@@ -365,10 +382,20 @@ pub fn select(h: &Hints, o: &SelectOpts<'_>) -> Result<Selection> {
     };
     let mut ifaces = interfaces()?;
     if let Some(want) = o.only_iface {
-        ifaces.retain(|i| i.name == want);
-        if ifaces.is_empty() {
-            return Err(refuse(format!("{}={want} names no interface that is up with an address", o.only_iface_var)));
+        let mut have: Vec<&str> = Vec::new();
+        for i in &ifaces {
+            if !have.contains(&i.name.as_str()) {
+                have.push(&i.name);
+            }
         }
+        let have = if have.is_empty() { "none".to_string() } else { have.join(", ") };
+        let why = format!("names no interface that is up with an address (those that are: {have})");
+        if !ifaces.iter().any(|i| i.name == want) {
+            // The user's mistake: said whatever the log level, once.
+            log::config_warn(o.prov, o.only_iface_var, want, format_args!("{why}; {} offers nothing", o.prov));
+            return Err(refuse(format!("{}={want} {why}", o.only_iface_var)));
+        }
+        ifaces.retain(|i| i.name == want);
     }
     // Source: from hints.src_addr, or node/service with FI_SOURCE.
     let mut src: Option<SocketAddr> = h.src_addr.as_ref().and_then(|a| a.sockaddr());

@@ -269,6 +269,8 @@ fn limit(v: i32) -> u32 {
 
 /// Discover every device and port (once per process).
 fn discover() -> std::result::Result<Discovery, String> {
+    // Read (and report bad settings) whether or not there are devices.
+    let cfg = config();
     let list = DeviceList::get().map_err(|e| {
         let mut why = format!("ibv_get_device_list failed: {}", os_err(&e));
         if e.raw_os_error() == Some(libc::ENOSYS) {
@@ -277,8 +279,9 @@ fn discover() -> std::result::Result<Discovery, String> {
         why
     })?;
     let ifaces = iface::interfaces().map_err(|e| format!("cannot list the network interfaces: {e}"))?;
-    let cfg = config();
     let mut d = Discovery { devices: list.names(), ..Default::default() };
+    // Why active ports had no GID to use: said if FI_VERBS_GID_IDX leaves none.
+    let mut gid_refusals: Vec<String> = Vec::new();
     for (i, dev) in d.devices.clone().into_iter().enumerate() {
         let mut skip = |why: String| d.skipped.push((dev.clone(), why));
         let ctx = match list.open(i) {
@@ -320,6 +323,7 @@ fn discover() -> std::result::Result<Discovery, String> {
             let (g, ifc) = match choose_gid(link_layer, &gids, &ifaces, &netdevs, cfg.gid_idx) {
                 Ok(x) => x,
                 Err(why) => {
+                    gid_refusals.push(format!("{dev} port {port} {why}"));
                     skip(why);
                     continue;
                 }
@@ -336,6 +340,14 @@ fn discover() -> std::result::Result<Discovery, String> {
                 1024
             });
             let probed = *max_inline.get_or_insert_with(|| probe_max_inline(&ctx));
+            if let Some(want) = cfg.inline_size.filter(|c| *c > probed) {
+                fabric_core::log::config_warn(
+                    NAME,
+                    "FI_VERBS_INLINE_SIZE",
+                    &want.to_string(),
+                    format_args!("is more than {dev} sends inline ({probed}); using {probed}"),
+                );
+            }
             d.ports.push(Port {
                 dev: dev.clone(),
                 port,
@@ -358,6 +370,14 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_inline: cfg.inline_size.map_or(probed, |c| c.min(probed)),
             });
         }
+    }
+    if let (Some(i), true, false) = (cfg.gid_idx, d.ports.is_empty(), gid_refusals.is_empty()) {
+        fabric_core::log::config_warn(
+            NAME,
+            "FI_VERBS_GID_IDX",
+            &i.to_string(),
+            format_args!("leaves no active port usable ({}); verbs offers nothing", gid_refusals.join("; ")),
+        );
     }
     for p in &d.ports {
         fi_log!(
@@ -398,7 +418,14 @@ fn usable(d: &Discovery, device: Option<&str>, iface: Option<&str>) -> std::resu
     let mut skipped: Vec<&str> = d.skipped.iter().map(|(_, w)| w.as_str()).collect();
     if let Some(want) = device {
         if !d.devices.iter().any(|n| n == want) {
-            return Err(format!("FI_VERBS_DEVICE_NAME={want} matches none of: {}", d.devices.join(", ")));
+            let why = format!("matches none of the RDMA devices: {}", d.devices.join(", "));
+            fabric_core::log::config_warn(
+                NAME,
+                "FI_VERBS_DEVICE_NAME",
+                want,
+                format_args!("{why}; verbs offers nothing"),
+            );
+            return Err(format!("FI_VERBS_DEVICE_NAME={want} {why}"));
         }
         ports.retain(|p| p.dev == want);
         skipped = d.skipped.iter().filter(|(dev, _)| dev == want).map(|(_, w)| w.as_str()).collect();
@@ -408,7 +435,9 @@ fn usable(d: &Discovery, device: Option<&str>, iface: Option<&str>) -> std::resu
             ports.iter().map(|p| format!("{} port {} ({})", p.dev, p.port, p.iface.name)).collect();
         ports.retain(|p| p.iface.name.starts_with(want));
         if ports.is_empty() && !before.is_empty() {
-            return Err(format!("FI_VERBS_IFACE={want} matches none of the ports' interfaces: {}", before.join(", ")));
+            let why = format!("matches none of the ports' interfaces: {}", before.join(", "));
+            fabric_core::log::config_warn(NAME, "FI_VERBS_IFACE", want, format_args!("{why}; verbs offers nothing"));
+            return Err(format!("FI_VERBS_IFACE={want} {why}"));
         }
     }
     if ports.is_empty() {
@@ -852,7 +881,10 @@ mod tests {
             skipped: vec![("rxe0".into(), "rxe0 port 1 is PORT_DOWN".into())],
         };
         assert_eq!(usable(&down, None, None).unwrap_err(), "rxe0 port 1 is PORT_DOWN");
-        assert_eq!(usable(&down, Some("x"), None).unwrap_err(), "FI_VERBS_DEVICE_NAME=x matches none of: rxe0");
+        assert_eq!(
+            usable(&down, Some("x"), None).unwrap_err(),
+            "FI_VERBS_DEVICE_NAME=x matches none of the RDMA devices: rxe0"
+        );
         let two = Discovery {
             devices: vec!["rxe0".into(), "rxe1".into()],
             ports: vec![port("rxe1", 1, "10.0.0.5")],

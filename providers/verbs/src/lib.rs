@@ -25,8 +25,6 @@
 mod attr;
 mod ibv;
 
-use fabric_core::fi_log;
-use fabric_core::log::Level;
 use fabric_core::param::{Param, ParamType};
 use std::sync::OnceLock;
 
@@ -99,33 +97,24 @@ pub(crate) fn config() -> &'static Config {
     CONFIG.get_or_init(|| {
         let p = params();
         let get = |n: &str| p.iter().find(|x| x.name == n).expect("declared parameter");
-        let s = |n: &str| get(n).raw().filter(|s| !s.is_empty());
+        let s = |n: &str| get(n).setting();
         Config {
             iface: s("iface"),
             device_name: s("device_name"),
-            gid_idx: get("gid_idx").raw().and_then(|v| gid_idx(&v)),
-            inline_size: get("inline_size").get_usize().filter(|v| *v > 0),
+            gid_idx: gid_idx(get("gid_idx").get_int(GID_IDX_RANGE)),
+            inline_size: get("inline_size").get_size(0..=usize::MAX).filter(|v| *v > 0),
             use_srq: get("use_srq").get_bool(),
         }
     })
 }
 
-/// An `FI_VERBS_GID_IDX` setting: an index of 0 to 255 (a QP's `sgid_index` is
-/// one byte); -1 (the default) chooses; anything else is logged and chooses.
-fn gid_idx(v: &str) -> Option<u32> {
-    match v.trim().parse::<i64>() {
-        Ok(-1) => None,
-        Ok(n @ 0..=255) => Some(n as u32),
-        _ => {
-            fi_log!(
-                Level::Warn,
-                NAME,
-                "core",
-                "FI_VERBS_GID_IDX={v} is no GID index (0 to 255, or -1 to choose); choosing"
-            );
-            None
-        }
-    }
+/// The values `FI_VERBS_GID_IDX` takes: an index of 0 to 255 (a QP's
+/// `sgid_index` is one byte), or -1 (the default) to choose.
+const GID_IDX_RANGE: std::ops::RangeInclusive<i64> = -1..=255;
+
+/// A checked `FI_VERBS_GID_IDX` value as an index (`None`: choose).
+fn gid_idx(v: Option<i64>) -> Option<u32> {
+    v.and_then(|n| u32::try_from(n).ok())
 }
 
 mod domain;
@@ -168,14 +157,22 @@ impl Provider for VerbsProvider {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn gid_idx_settings() {
-        assert_eq!(super::gid_idx("3"), Some(3));
-        assert_eq!(super::gid_idx(" 0 "), Some(0));
-        assert_eq!(super::gid_idx("255"), Some(255));
-        assert_eq!(super::gid_idx("-1"), None);
+        let p = params();
+        let g = p.iter().find(|x| x.name == "gid_idx").unwrap();
+        let idx = |v: &str| gid_idx(g.check_int(Some(v), GID_IDX_RANGE).value);
+        assert_eq!(idx("3"), Some(3));
+        assert_eq!(idx(" 0 "), Some(0));
+        assert_eq!(idx("255"), Some(255));
+        assert_eq!(idx("-1"), None);
         for bad in ["256", "-2", "x", "", "1.5"] {
-            assert_eq!(super::gid_idx(bad), None, "{bad}");
+            assert_eq!(idx(bad), None, "{bad}");
+        }
+        for bad in ["256", "-2", "x", "1.5"] {
+            assert!(g.check_int(Some(bad), GID_IDX_RANGE).complaint.is_some(), "{bad} is reported");
         }
     }
 }
