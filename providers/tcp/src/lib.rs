@@ -10,6 +10,7 @@
 //! Data progress is manual: reading or waiting on a bound queue moves the bytes,
 //! busy-polling non-blocking sockets before sleeping in epoll.
 
+mod accept;
 mod attr;
 mod conn;
 mod domain;
@@ -47,6 +48,12 @@ pub(crate) struct Config {
     pub inject_size: usize,
     /// `FI_TCP_NODELAY`: set `TCP_NODELAY`.
     pub nodelay: bool,
+    /// `FI_TCP_HANDSHAKE_TIMEOUT`: how long an accepted connection may take to
+    /// deliver its hello before it is dropped.
+    pub handshake_timeout: std::time::Duration,
+    /// `FI_TCP_HANDSHAKE_MAX`: accepted connections waiting for their hello, per
+    /// listener; at the limit the oldest is dropped for a new one.
+    pub handshake_max: usize,
 }
 
 pub(crate) fn params() -> Vec<Param> {
@@ -87,6 +94,20 @@ pub(crate) fn params() -> Vec<Param> {
             help: "Set TCP_NODELAY on every connection",
             default: "1",
         },
+        Param {
+            prov: NAME,
+            name: "handshake_timeout",
+            kind: ParamType::Int,
+            help: "Milliseconds an accepted connection may take to send its first frame (hello) before it is closed",
+            default: "10000",
+        },
+        Param {
+            prov: NAME,
+            name: "handshake_max",
+            kind: ParamType::Size,
+            help: "Accepted connections that have not sent their hello yet, per listener; beyond it the oldest is closed",
+            default: "256",
+        },
     ]
 }
 
@@ -115,6 +136,10 @@ pub(crate) fn config() -> &'static Config {
             eager_max: get("eager_max").get_usize().unwrap_or(131072),
             inject_size: get("inject_size").get_usize().unwrap_or(8192).min(1 << 20),
             nodelay: get("nodelay").get_bool(),
+            handshake_timeout: std::time::Duration::from_millis(
+                get("handshake_timeout").get_usize().filter(|&v| v > 0).unwrap_or(10_000) as u64,
+            ),
+            handshake_max: get("handshake_max").get_usize().filter(|&v| v > 0).unwrap_or(256),
         }
     })
 }
