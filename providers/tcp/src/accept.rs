@@ -31,9 +31,6 @@ pub(crate) static ACCEPT_CALLS: AtomicU64 = AtomicU64::new(0);
 /// The reserve descriptor, open while nobody needs it.
 static RESERVE: Mutex<Option<File>> = Mutex::new(None);
 
-/// Most connections accepted in one progress call (the rest wait for the next:
-/// the listener is level-triggered).
-const ACCEPT_BUDGET: usize = 256;
 /// First and longest back-off of a listener that cannot accept.
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -136,6 +133,11 @@ impl Default for Acceptor {
 impl Acceptor {
     /// Accept what waits on `l` (out of the wait set `poll` while backing off),
     /// handing each connection to `take`.
+    ///
+    /// At most a quarter of `FI_TCP_HANDSHAKE_MAX` connections are taken per call
+    /// (the rest wait for the next: the listener is level-triggered), so that a
+    /// connection accepted in one progress call, whose hello is read in the next,
+    /// is not pushed out by newer ones first during a flood.
     pub(crate) fn accept(
         &mut self,
         l: &TcpListener,
@@ -149,7 +151,8 @@ impl Acceptor {
             }
             self.resume(l, poll);
         }
-        for _ in 0..ACCEPT_BUDGET {
+        let budget = (crate::config().handshake_max / 4).clamp(1, 256);
+        for _ in 0..budget {
             ACCEPT_CALLS.fetch_add(1, Ordering::Relaxed);
             match l.accept() {
                 Ok((s, peer)) => {

@@ -28,6 +28,14 @@ pub const NAME: &str = "tcp";
 /// The provider's version (`FI_VERSION(0, 1)`).
 pub const VERSION: u32 = fabric_core::info::version(0, 1);
 
+/// Calls to `accept` made so far by this process's tcp listeners (RDM endpoints
+/// and passive endpoints), failed ones included. A diagnostic: a listener that
+/// cannot accept (out of descriptors) must not be polled in a loop, which tests
+/// check with this count.
+pub fn accept_calls() -> u64 {
+    accept::ACCEPT_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The tcp provider.
 pub fn provider() -> Arc<dyn Provider> {
     Arc::new(TcpProvider)
