@@ -51,17 +51,30 @@ pub(crate) fn reserve_init() {
     }
 }
 
-/// Accept one connection with the reserve descriptor and close it at once; false
-/// when there was no reserve or the accept failed anyway.
-fn refuse_one(l: &TcpListener) -> bool {
+/// What became of a connection taken with the reserve descriptor.
+enum Refusal {
+    /// Accepted and closed at once: the peer sees the close.
+    Refused,
+    /// Nothing was waiting (`accept` fails with `EMFILE` before it looks).
+    Empty,
+    /// No reserve, or the accept failed anyway.
+    Failed,
+}
+
+/// Accept one connection with the reserve descriptor and close it at once.
+fn refuse_one(l: &TcpListener) -> Refusal {
     let mut r = RESERVE.lock().unwrap_or_else(|e| e.into_inner());
     if r.take().is_none() {
-        return false;
+        return Refusal::Failed;
     }
     ACCEPT_CALLS.fetch_add(1, Ordering::Relaxed);
-    let ok = l.accept().is_ok(); // dropped at once: the peer sees the close
+    let out = match l.accept() {
+        Ok(_) => Refusal::Refused, // dropped here: closed
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Refusal::Empty,
+        Err(_) => Refusal::Failed,
+    };
     *r = File::open("/dev/null").ok();
-    ok
+    out
 }
 
 /// One line per episode of descriptor starvation, however many failures it has.
@@ -167,9 +180,16 @@ impl Acceptor {
                     let starved = out_of_descriptors(e.raw_os_error());
                     if starved {
                         self.starved.fail("accept", &e);
-                        if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && refuse_one(l) {
-                            self.starved.refused += 1;
-                            continue;
+                        if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                            match refuse_one(l) {
+                                Refusal::Refused => {
+                                    self.starved.refused += 1;
+                                    continue;
+                                }
+                                // Drained: the listener is not readable any more.
+                                Refusal::Empty => return,
+                                Refusal::Failed => {}
+                            }
                         }
                     } else {
                         fi_log!(Level::Warn, NAME, "ep_ctrl", "accept failed: {e}; retrying in {:?}", self.backoff);
