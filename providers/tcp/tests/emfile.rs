@@ -13,7 +13,6 @@
 
 mod common;
 
-#[allow(dead_code)]
 #[path = "../../../fabric/tests/children/mod.rs"]
 mod children;
 
@@ -243,7 +242,7 @@ fn out_of_descriptors() {
 
     // Every peer answers: the reachable ones over their connections, the others
     // by connecting, which the child refuses.
-    let mut answers = vec![*b"answer!!"; PEERS];
+    let mut answers = [*b"answer!!"; PEERS];
     for (i, pr) in peers.iter().enumerate() {
         let si = [IoVec { base: answers[i].as_mut_ptr(), len: 8 }];
         // SAFETY: `answers` outlives the completions waited for below.

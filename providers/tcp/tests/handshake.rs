@@ -15,12 +15,11 @@
 
 mod common;
 
-#[allow(dead_code)]
 #[path = "../../../fabric/tests/children/mod.rs"]
 mod children;
 
 use children::{say, Commands, Proc};
-use fabric_core::prov::{CqOps, EndpointOps, EqOps, IoVec, Op};
+use fabric_core::prov::{CqOps, EndpointOps, IoVec, Op};
 use fabric_core::*;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
