@@ -13,6 +13,7 @@
 //! the smaller name wins and the other is refused with `Reject`; a hello with a new
 //! epoch from a known name is a restarted peer, whose old connection fails.
 
+use crate::accept::{out_of_descriptors, Acceptor};
 use crate::attr::IOV_LIMIT;
 use crate::conn::{recvv, Conn, ConnState, TxKind, TxOp, STAGE};
 use crate::domain::TcpDomain;
@@ -28,10 +29,11 @@ use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rndv::{RndvRecv, RndvSend};
 use fabric_util::rx::{PostedRecv, RxAction, RxEngine, Target, Unexp, UnexpBody};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 
 mod rma;
 use rma::RmaPending;
@@ -115,6 +117,11 @@ struct Inner {
     /// RDM: our listening socket and name.
     listener: Option<TcpListener>,
     name: Option<SocketAddr>,
+    /// RDM: how the listener accepts (back-off, descriptor starvation, reports).
+    acceptor: Acceptor,
+    /// RDM: accepted connections waiting for their hello, oldest first, with the
+    /// time each is dropped (entries of connections that moved on are skipped).
+    handshakes: VecDeque<(ConnId, Instant)>,
     /// Posted receives, multi-receive buffers and unexpected messages.
     rx: RxEngine<Rts>,
     /// Large messages we announced, waiting for the receiver's answer.
@@ -171,6 +178,8 @@ impl TcpEp {
             cache_version: u64::MAX,
             listener: None,
             name: info.src_addr.as_ref().and_then(|a| a.sockaddr()),
+            acceptor: Acceptor::default(),
+            handshakes: VecDeque::new(),
             rx: RxEngine::new(config().eager_max),
             rndv_tx: RndvSend::new(),
             rndv_rx: RndvRecv::new(),
@@ -292,6 +301,10 @@ impl TcpEp {
         fi_log!(Level::Info, NAME, "ep_data", "connection {dir} {:?} closed: {why}", conn.peer);
         self.poll.del_fd(conn.fd());
         let _ = conn.sock.shutdown(std::net::Shutdown::Both);
+        // A descriptor is free again: a listener that ran out of them may accept.
+        if let Some(l) = g.listener.as_ref().filter(|_| g.acceptor.paused()) {
+            g.acceptor.resume(l, &self.poll);
+        }
         Self::fail_sends(g, conn.txq.drain(..), id, err);
         // A payload being read into a receive: that receive fails.
         if let RxState::Payload { dest: RxDest::Recv { target, src }, hdr, .. } = rx {
@@ -366,7 +379,23 @@ impl TcpEp {
 
     /// Start a non-blocking connect and queue the hello.
     fn start_connect(&self, g: &mut Inner, peer: SocketAddr, param: Option<&[u8]>) -> Result<ConnId> {
-        let sock = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
+        let sock = match socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None) {
+            Ok(s) => {
+                g.acceptor.starved.ok();
+                s
+            }
+            Err(e) if out_of_descriptors(e.raw_os_error()) => {
+                // Logged once per episode; the operation fails (an RDM send with an
+                // error completion, see `unreachable`).
+                g.acceptor.starved.fail("connect", &e);
+                return Err(if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    Error::MFile
+                } else {
+                    e.into()
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         sock.set_nonblocking(true)?;
         if config().nodelay {
             sock.set_nodelay(true)?;
@@ -543,29 +572,8 @@ impl TcpEp {
         let all = n == ready.len();
         let ready = &ready[..n];
         let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.contains(&l.as_raw_fd()));
-        if let Some(l) = g.listener.as_ref().filter(|_| listener_ready) {
-            let mut accepted = Vec::new();
-            loop {
-                match l.accept() {
-                    Ok((s, peer)) => accepted.push((s, peer)),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => {
-                        fi_log!(Level::Warn, NAME, "ep_ctrl", "accept failed: {e}");
-                        break;
-                    }
-                }
-            }
-            for (s, peer) in accepted {
-                if s.set_nonblocking(true).is_err() {
-                    continue;
-                }
-                if config().nodelay {
-                    let _ = s.set_nodelay(true);
-                }
-                let mut c = Conn::new(s, ConnState::AwaitHello, false, 0);
-                c.peer = Some(peer);
-                let _ = self.add_conn(g, c);
-            }
+        if listener_ready || g.acceptor.paused() || !g.handshakes.is_empty() {
+            self.accept_and_reap(g, listener_ready, Instant::now());
         }
         for i in 0..g.slots.len() {
             let Some(c) = g.slots[i].conn.as_ref() else { continue };
@@ -576,6 +584,77 @@ impl TcpEp {
             }
             let id = ConnId { idx: i as u32, gen: g.slots[i].gen };
             self.progress_conn(g, id);
+        }
+    }
+
+    /// Take in the connections waiting on the listener (when it is ready or its
+    /// back-off ended), and drop those that did not identify themselves in time or
+    /// are the oldest beyond `FI_TCP_HANDSHAKE_MAX`.
+    fn accept_and_reap(&self, g: &mut Inner, listener_ready: bool, now: Instant) {
+        let mut accepted: Vec<(TcpStream, SocketAddr)> = Vec::new();
+        if let Some(l) = g.listener.as_ref().filter(|_| listener_ready || g.acceptor.paused()) {
+            g.acceptor.accept(l, &self.poll, now, |s, peer| accepted.push((s, peer)));
+        }
+        let cfg = config();
+        for (s, peer) in accepted {
+            if s.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if cfg.nodelay {
+                let _ = s.set_nodelay(true);
+            }
+            let mut c = Conn::new(s, ConnState::AwaitHello, false, 0);
+            c.peer = Some(peer);
+            if g.handshakes.len() >= cfg.handshake_max {
+                // Forget the entries of connections that identified themselves or
+                // closed; if that is not enough, the oldest makes room.
+                let mut hs = std::mem::take(&mut g.handshakes);
+                hs.retain(|&(id, _)| Self::handshaking(g, id));
+                g.handshakes = hs;
+                while g.handshakes.len() >= cfg.handshake_max {
+                    let Some((old, _)) = g.handshakes.pop_front() else { break };
+                    self.drop_unidentified(g, old);
+                    g.acceptor.drops.evicted();
+                }
+            }
+            if let Ok(id) = self.add_conn(g, c) {
+                g.handshakes.push_back((id, now + cfg.handshake_timeout));
+            }
+        }
+        while let Some(&(id, deadline)) = g.handshakes.front() {
+            if !Self::handshaking(g, id) {
+                g.handshakes.pop_front();
+                continue;
+            }
+            if deadline > now {
+                break;
+            }
+            g.handshakes.pop_front();
+            self.drop_unidentified(g, id);
+            g.acceptor.drops.timed_out();
+        }
+        g.acceptor.drops.report(now, "rdm listener", false);
+    }
+
+    /// Whether `id` is an accepted connection still waiting for its hello.
+    fn handshaking(g: &mut Inner, id: ConnId) -> bool {
+        Self::conn_mut(g, id).is_some_and(|c| c.state == ConnState::AwaitHello)
+    }
+
+    /// Close an accepted connection that never identified itself (it carries no
+    /// operations and no name yet); counted by the caller, logged in summary.
+    fn drop_unidentified(&self, g: &mut Inner, id: ConnId) {
+        if !Self::handshaking(g, id) {
+            return;
+        }
+        let slot = &mut g.slots[id.idx as usize];
+        if let Some(c) = slot.conn.take() {
+            self.poll.del_fd(c.fd());
+        }
+        slot.rx = RxState::Header;
+        g.by_addr.retain(|_, c| *c != id);
+        if let Some(l) = g.listener.as_ref().filter(|_| g.acceptor.paused()) {
+            g.acceptor.resume(l, &self.poll);
         }
     }
 
@@ -1003,6 +1082,22 @@ impl TcpEp {
         }
     }
 
+    /// A posted operation (not an inject) whose peer cannot be reached because no
+    /// socket can be made (out of descriptors) completes with an error, so that it
+    /// neither hangs nor leaves the application retrying blindly; the next
+    /// operation to that peer tries again.
+    fn unreachable(&self, r: Result<()>, context: u64, flags: Caps, len: usize) -> Result<()> {
+        match r {
+            Err(Error::MFile) => {
+                let mut e = CqEntry::new(context, flags);
+                e.len = len;
+                self.lock().b.tx_err(e, Error::MFile);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
     fn close_locked(&self, g: &mut Inner) {
         if g.closed {
             return;
@@ -1031,6 +1126,8 @@ impl TcpEp {
             g.rx.fail(&g.b, w.target, &w.hdr, w.src, Error::Canceled);
         }
         g.rx.drain_unexpected().for_each(drop);
+        g.acceptor.drops.report(Instant::now(), "rdm listener", true);
+        g.handshakes.clear();
         g.listener = None;
         g.closed = true;
     }
@@ -1086,6 +1183,15 @@ impl Progress for TcpEp {
 
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.poll.fd())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let g = self.lock();
+        let hello = g.handshakes.front().map(|&(_, t)| t);
+        match (hello, g.acceptor.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -1233,7 +1339,9 @@ impl EndpointOps for TcpEp {
     }
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
-        self.send_common(op, flags, None)
+        let r = self.send_common(op, flags, None);
+        let cq_flags = Caps::SEND | Self::msg_flags(flags.contains(OpFlags::TAGGED));
+        self.unreachable(r, op.context, cq_flags, IoVec::total(op.iov))
     }
 
     unsafe fn post_recv(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
@@ -1248,11 +1356,13 @@ impl EndpointOps for TcpEp {
     }
 
     unsafe fn post_write(&self, op: &fabric_core::prov::RmaOp<'_>, flags: OpFlags) -> Result<()> {
-        self.rma_common(op, flags, false, None)
+        let r = self.rma_common(op, flags, false, None);
+        self.unreachable(r, op.context, Caps::RMA | Caps::WRITE, IoVec::total(op.iov))
     }
 
     unsafe fn post_read(&self, op: &fabric_core::prov::RmaOp<'_>, flags: OpFlags) -> Result<()> {
-        self.rma_common(op, flags, true, None)
+        let r = self.rma_common(op, flags, true, None);
+        self.unreachable(r, op.context, Caps::RMA | Caps::READ, IoVec::total(op.iov))
     }
 
     fn inject_write(&self, data: &[u8], op: &fabric_core::prov::RmaOp<'_>, flags: OpFlags) -> Result<()> {
@@ -1263,7 +1373,9 @@ impl EndpointOps for TcpEp {
     }
 
     unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op)
+        let r = self.atomic_common(op);
+        let dir = if op.kind == fabric_core::AtomicKind::Plain { Caps::WRITE } else { Caps::READ };
+        self.unreachable(r, op.context, Caps::ATOMIC | dir, op.rma.len)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -10,6 +10,7 @@
 //! Data progress is manual: reading or waiting on a bound queue moves the bytes,
 //! busy-polling non-blocking sockets before sleeping in epoll.
 
+mod accept;
 mod attr;
 mod conn;
 mod domain;
@@ -26,6 +27,14 @@ use std::sync::{Arc, OnceLock};
 pub const NAME: &str = "tcp";
 /// The provider's version (`FI_VERSION(0, 1)`).
 pub const VERSION: u32 = fabric_core::info::version(0, 1);
+
+/// Calls to `accept` made so far by this process's tcp listeners (RDM endpoints
+/// and passive endpoints), failed ones included. A diagnostic: a listener that
+/// cannot accept (out of descriptors) must not be polled in a loop, which tests
+/// check with this count.
+pub fn accept_calls() -> u64 {
+    accept::ACCEPT_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// The tcp provider.
 pub fn provider() -> Arc<dyn Provider> {
@@ -47,6 +56,12 @@ pub(crate) struct Config {
     pub inject_size: usize,
     /// `FI_TCP_NODELAY`: set `TCP_NODELAY`.
     pub nodelay: bool,
+    /// `FI_TCP_HANDSHAKE_TIMEOUT`: how long an accepted connection may take to
+    /// deliver its hello before it is dropped.
+    pub handshake_timeout: std::time::Duration,
+    /// `FI_TCP_HANDSHAKE_MAX`: accepted connections waiting for their hello, per
+    /// listener; at the limit the oldest is dropped for a new one.
+    pub handshake_max: usize,
 }
 
 pub(crate) fn params() -> Vec<Param> {
@@ -87,6 +102,20 @@ pub(crate) fn params() -> Vec<Param> {
             help: "Set TCP_NODELAY on every connection",
             default: "1",
         },
+        Param {
+            prov: NAME,
+            name: "handshake_timeout",
+            kind: ParamType::Int,
+            help: "Milliseconds an accepted connection may take to send its first frame (hello) before it is closed",
+            default: "10000",
+        },
+        Param {
+            prov: NAME,
+            name: "handshake_max",
+            kind: ParamType::Size,
+            help: "Accepted connections that have not sent their hello yet, per listener; beyond it the oldest is closed",
+            default: "256",
+        },
     ]
 }
 
@@ -120,6 +149,10 @@ pub(crate) fn config() -> &'static Config {
             eager_max: get("eager_max").get_size(0..=usize::MAX).unwrap_or(131072),
             inject_size: get("inject_size").get_size(0..=1 << 20).unwrap_or(8192),
             nodelay: get("nodelay").get_bool(),
+            handshake_timeout: std::time::Duration::from_millis(
+                get("handshake_timeout").get_usize().filter(|&v| v > 0).unwrap_or(10_000) as u64,
+            ),
+            handshake_max: get("handshake_max").get_usize().filter(|&v| v > 0).unwrap_or(256),
         }
     })
 }

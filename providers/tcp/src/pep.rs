@@ -1,6 +1,7 @@
 //! The passive endpoint: listens for MSG connection requests and reports each on
 //! the event queue once the peer's hello (with its connection data) has arrived.
 
+use crate::accept::Acceptor;
 use crate::fabric::TcpFabric;
 use crate::{config, NAME};
 use fabric_core::log::Level;
@@ -9,10 +10,12 @@ use fabric_core::{fi_log, Address, ConnHandle, EqEvent, Error, Info, Result};
 use fabric_util::eq::UtilEq;
 use fabric_util::progress::Progress;
 use fabric_util::wire::{Header, OpCode, HDR_LEN};
+use std::collections::VecDeque;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 /// The most connection data a connect, accept or reject carries (libfabric's
 /// `FI_OPT_CM_DATA_SIZE` for tcp is 256 bytes; so is ours).
@@ -34,13 +37,17 @@ struct Incoming {
     sock: TcpStream,
     peer: SocketAddr,
     buf: Vec<u8>,
+    /// When it is dropped if its hello is not complete.
+    deadline: Instant,
 }
 
 struct Inner {
     listener: Option<TcpListener>,
     name: Option<SocketAddr>,
     eq: Option<Arc<UtilEq>>,
-    incoming: Vec<Incoming>,
+    /// Connections whose hello is not complete yet, oldest first.
+    incoming: VecDeque<Incoming>,
+    acceptor: Acceptor,
     closed: bool,
 }
 
@@ -65,6 +72,7 @@ pub(crate) fn bind_listener(want: SocketAddr) -> Result<TcpListener> {
         s.set_nonblocking(true)?;
         Ok(s.into())
     };
+    crate::accept::reserve_init();
     if want.port() == 0 {
         if let Some((lo, hi)) = config().port_range {
             for p in lo..=hi {
@@ -86,7 +94,14 @@ impl TcpPep {
             fid: fabric_core::prov::next_fid(),
             info: info.clone(),
             fabric,
-            inner: Mutex::new(Inner { listener: None, name, eq: None, incoming: Vec::new(), closed: false }),
+            inner: Mutex::new(Inner {
+                listener: None,
+                name,
+                eq: None,
+                incoming: VecDeque::new(),
+                acceptor: Acceptor::default(),
+                closed: false,
+            }),
             poll: fabric_util::progress::Waiter::new().expect("epoll and eventfd are available"),
             me: me.clone(),
         })
@@ -103,21 +118,44 @@ impl Progress for TcpPep {
         if g.closed {
             return;
         }
-        if let Some(l) = g.listener.as_ref().filter(|l| crate::conn::readable(l.as_raw_fd())) {
+        let g = &mut *g;
+        let cfg = config();
+        let now = (g.listener.is_some() && (g.acceptor.paused() || !g.incoming.is_empty())).then(Instant::now);
+        if let Some(l) = g.listener.as_ref().filter(|l| g.acceptor.paused() || crate::conn::readable(l.as_raw_fd())) {
+            let now = now.unwrap_or_else(Instant::now);
             let mut fresh = Vec::new();
-            while let Ok((s, peer)) = l.accept() {
-                fresh.push((s, peer));
-            }
+            g.acceptor.accept(l, &self.poll, now, |s, peer| fresh.push((s, peer)));
             for (s, peer) in fresh {
                 if s.set_nonblocking(true).is_err() {
                     continue;
                 }
-                if config().nodelay {
+                if cfg.nodelay {
                     let _ = s.set_nodelay(true);
                 }
-                let _ = self.poll.add_fd(s.as_raw_fd());
-                g.incoming.push(Incoming { sock: s, peer, buf: Vec::new() });
+                if g.incoming.len() >= cfg.handshake_max {
+                    // The oldest unidentified connection makes room for this one.
+                    if let Some(old) = g.incoming.pop_front() {
+                        self.poll.del_fd(old.sock.as_raw_fd());
+                        g.acceptor.drops.evicted();
+                    }
+                }
+                if self.poll.add_fd(s.as_raw_fd()).is_ok() {
+                    g.incoming.push_back(Incoming {
+                        sock: s,
+                        peer,
+                        buf: Vec::new(),
+                        deadline: now + cfg.handshake_timeout,
+                    });
+                }
             }
+        }
+        if let Some(now) = now {
+            while g.incoming.front().is_some_and(|i| i.deadline <= now) {
+                let old = g.incoming.pop_front().expect("checked");
+                self.poll.del_fd(old.sock.as_raw_fd());
+                g.acceptor.drops.timed_out();
+            }
+            g.acceptor.drops.report(now, "passive endpoint", false);
         }
         // Read hellos. A request is complete once header and payload are in; the
         // hello is read byte-exactly (no read-ahead), so the endpoint that adopts the
@@ -139,13 +177,13 @@ impl Progress for TcpPep {
                             inc.peer,
                             h.op
                         );
-                        let inc = g.incoming.swap_remove(i);
+                        let inc = g.incoming.remove(i).expect("in range");
                         self.poll.del_fd(inc.sock.as_raw_fd());
                         continue;
                     }
                     Err(e) => {
                         fi_log!(Level::Info, NAME, "ep_ctrl", "dropping connection from {}: {e}", inc.peer);
-                        let inc = g.incoming.swap_remove(i);
+                        let inc = g.incoming.remove(i).expect("in range");
                         self.poll.del_fd(inc.sock.as_raw_fd());
                         continue;
                     }
@@ -155,14 +193,14 @@ impl Progress for TcpPep {
             let need = (want - inc.buf.len()).min(tmp.len());
             match inc.sock.read(&mut tmp[..need]) {
                 Ok(0) => {
-                    let inc = g.incoming.swap_remove(i);
+                    let inc = g.incoming.remove(i).expect("in range");
                     self.poll.del_fd(inc.sock.as_raw_fd());
                     continue;
                 }
                 Ok(n) => inc.buf.extend_from_slice(&tmp[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
-                    let inc = g.incoming.swap_remove(i);
+                    let inc = g.incoming.remove(i).expect("in range");
                     self.poll.del_fd(inc.sock.as_raw_fd());
                     continue;
                 }
@@ -171,7 +209,7 @@ impl Progress for TcpPep {
             if inc.buf.len() >= HDR_LEN {
                 let h = Header::decode(inc.buf[..HDR_LEN].try_into().expect("40 bytes"), 0).expect("checked above");
                 if inc.buf.len() == HDR_LEN + h.len as usize {
-                    let inc = g.incoming.swap_remove(i);
+                    let inc = g.incoming.remove(i).expect("in range");
                     self.poll.del_fd(inc.sock.as_raw_fd());
                     let data_start = HDR_LEN + h.tag as usize;
                     let data = inc.buf[data_start..].to_vec();
@@ -190,6 +228,15 @@ impl Progress for TcpPep {
 
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.poll.fd())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let g = self.lock();
+        let hello = g.incoming.front().map(|i| i.deadline);
+        match (hello, g.acceptor.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -254,6 +301,7 @@ impl PassiveEpOps for TcpPep {
     fn close(&self) -> Result<()> {
         let mut g = self.lock();
         g.closed = true;
+        g.acceptor.drops.report(Instant::now(), "passive endpoint", true);
         g.listener = None;
         g.incoming.clear();
         Ok(())
