@@ -149,10 +149,12 @@ pub(crate) fn config() -> &'static Config {
             eager_max: get("eager_max").get_size(0..=usize::MAX).unwrap_or(131072),
             inject_size: get("inject_size").get_size(0..=1 << 20).unwrap_or(8192),
             nodelay: get("nodelay").get_bool(),
+            // At least a millisecond and one connection: 0 would refuse every
+            // peer, so it is reported and the default used.
             handshake_timeout: std::time::Duration::from_millis(
-                get("handshake_timeout").get_usize().filter(|&v| v > 0).unwrap_or(10_000) as u64,
+                get("handshake_timeout").get_int(1..=3_600_000).unwrap_or(10_000) as u64,
             ),
-            handshake_max: get("handshake_max").get_usize().filter(|&v| v > 0).unwrap_or(256),
+            handshake_max: get("handshake_max").get_size(1..=1 << 16).unwrap_or(256),
         }
     })
 }
