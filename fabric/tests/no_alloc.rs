@@ -81,7 +81,10 @@ fn verbs_steady_state_ping_pong_allocates_nothing() {
     let info = match fabric::getinfo(&Hints::new().provider("verbs").ep_type(EpType::Rdm)) {
         Ok(mut v) => v.remove(0),
         Err(e) => {
-            fabric_testkit::skip("verbs", format!("no verbs device here ({e}); providers/verbs/guest/ci.sh runs this in a guest"));
+            fabric_testkit::skip(
+                "verbs",
+                format!("no verbs device here ({e}); providers/verbs/guest/ci.sh runs this in a guest"),
+            );
             return;
         }
     };
