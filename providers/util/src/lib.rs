@@ -20,4 +20,5 @@ pub mod reliable;
 pub mod rndv;
 pub mod rx;
 pub mod slab;
+pub mod verbs_wire;
 pub mod wire;
