@@ -270,8 +270,8 @@ fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
     ctrl_send(ctrl, &format!("OK prov={prov} max_msg={max_msg} name={}", name.to_uri()))?;
 
     let plan_msg = ctrl_expect(ctrl, "PLAN")?;
-    let (plan, peer_name) =
-        Plan::decode(&plan_msg, max_msg).ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
+    let (plan, peer_name) = Plan::decode(&plan_msg, max_msg)
+        .ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
     warn_plan_differs(o, &plan, max_msg);
 
     let (objs, peer) = common::server_accept(o, ctrl, listening, peer_name, &cq_attr)?;

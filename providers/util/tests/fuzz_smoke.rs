@@ -1008,7 +1008,9 @@ fn rma_atomic_smoke() {
 #[test]
 fn rma_atomic_body_applies() {
     let mut p = RmaDesc { addr: 8, key: REGION_KEY }.encode().to_vec();
-    p.extend_from_slice(&AtomicHdr { op: AtomicOp::Sum as u8, datatype: Datatype::Uint32 as u8, kind: 1, count: 2 }.encode());
+    p.extend_from_slice(
+        &AtomicHdr { op: AtomicOp::Sum as u8, datatype: Datatype::Uint32 as u8, kind: 1, count: 2 }.encode(),
+    );
     p.extend_from_slice(&1u32.to_le_bytes());
     p.extend_from_slice(&2u32.to_le_bytes());
     assert_eq!(rma_atomic_request(8, &p), Some(Ok(Ok(()))));

@@ -91,8 +91,8 @@ const RESOLVE_MS: i32 = 2000;
 pub(crate) const CM_DATA_MAX: usize = 51;
 // The private data of connections and the names in it (pure, in fabric-util so
 // that they build and are fuzzed without libibverbs).
-pub(crate) use fabric_util::verbs_wire::{private_data, strip_private};
 use fabric_util::verbs_wire::{decode_name, encode_name, PD_MSG, PD_RDM};
+pub(crate) use fabric_util::verbs_wire::{private_data, strip_private};
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 
