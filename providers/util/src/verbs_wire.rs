@@ -173,7 +173,8 @@ mod tests {
         assert!(decode_rts(&b, 127, 4).is_err(), "lengths must add up");
         assert!(decode_rts(&b, 128, 1).is_err(), "more pieces than allowed");
         assert!(decode_rts(&b[..b.len() - 1], 128, 4).is_err(), "short");
-        assert_eq!(decode_rts(&[], 0, 4), Ok(Vec::new()));
+        assert_eq!(decode_rts(&[0], 0, 4), Ok(Vec::new()));
+        assert!(decode_rts(&[], 0, 4).is_err(), "no count");
         // Lengths whose sum overflows are refused, not wrapped (nor a panic).
         let big = [RtsPiece { addr: 0, len: u64::MAX, rkey: 0 }, RtsPiece { addr: 0, len: 2, rkey: 0 }];
         assert!(decode_rts(&encode_rts(&big), 1, 4).is_err());
