@@ -204,6 +204,8 @@ macro_rules! conformance_suite {
                     atomic_valid_rules,
                     rdm_every_operation,
                     msg_every_operation,
+                    rdm_large_operands,
+                    msg_large_operands,
                     rdm_access_errors,
                     msg_access_errors,
                 ],

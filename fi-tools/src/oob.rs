@@ -14,7 +14,31 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_PORT: u16 = 47592;
 
 /// The largest control message accepted.
-const MAX_MSG: usize = 1 << 20;
+pub const MAX_MSG: usize = 1 << 20;
+
+/// The frame of one control message: its length (4 bytes, big-endian), then the
+/// message. `InvalidInput` for a message of more than [`MAX_MSG`] bytes.
+pub fn encode_frame(msg: &[u8]) -> io::Result<Vec<u8>> {
+    if msg.len() > MAX_MSG {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut frame = Vec::with_capacity(4 + msg.len());
+    frame.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    frame.extend_from_slice(msg);
+    Ok(frame)
+}
+
+/// The first control message in `buf`, what the peer sent: `Ok(Some((message,
+/// bytes it took)))`, `Ok(None)` if it is not all there yet, `InvalidData` if its
+/// length is above [`MAX_MSG`] (a broken or hostile peer: nothing waits for more).
+pub fn split_frame(buf: &[u8]) -> io::Result<Option<(&[u8], usize)>> {
+    let Some(head) = buf.first_chunk::<4>() else { return Ok(None) };
+    let len = u32::from_be_bytes(*head) as usize;
+    if len > MAX_MSG {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control message of {len} bytes")));
+    }
+    Ok(buf.get(4..4 + len).map(|m| (m, 4 + len)))
+}
 
 /// A control connection.
 #[derive(Debug)]
@@ -121,10 +145,7 @@ impl Ctrl {
 
     /// Send one message.
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
-        let len = u32::try_from(msg.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let mut frame = Vec::with_capacity(4 + msg.len());
-        frame.extend_from_slice(&len.to_be_bytes());
-        frame.extend_from_slice(msg);
+        let frame = encode_frame(msg)?;
         self.stream.write_all(&frame)
     }
 
@@ -132,12 +153,12 @@ impl Ctrl {
     pub fn recv(&mut self) -> io::Result<Vec<u8>> {
         self.fill(4)?;
         let len = u32::from_be_bytes([self.pending[0], self.pending[1], self.pending[2], self.pending[3]]) as usize;
-        if len > MAX_MSG {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control message of {len} bytes")));
-        }
+        // A length above the limit is an error at once (split_frame's).
+        split_frame(&self.pending)?;
         self.fill(4 + len)?;
-        let msg = self.pending[4..4 + len].to_vec();
-        self.pending.drain(..4 + len);
+        let (msg, took) = split_frame(&self.pending)?.expect("filled");
+        let msg = msg.to_vec();
+        self.pending.drain(..took);
         Ok(msg)
     }
 
@@ -172,8 +193,8 @@ impl Ctrl {
     /// progress while it waits for its peer's word.
     pub fn try_recv(&mut self) -> io::Result<Option<Vec<u8>>> {
         let state = self.peer_state();
-        let p = &self.pending;
-        if p.len() >= 4 && p.len() >= 4 + u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize {
+        if !matches!(split_frame(&self.pending), Ok(None)) {
+            // A whole message, or a length no message may have: recv says which.
             return self.recv().map(Some);
         }
         match state {
@@ -218,16 +239,11 @@ impl Ctrl {
         }
         // An ERR among the complete messages that wait?
         let mut off = 0;
-        while self.pending.len() >= off + 4 {
-            let p = &self.pending[off..];
-            let len = u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize;
-            if p.len() < 4 + len {
-                break;
-            }
-            if let Some(why) = p[4..4 + len].strip_prefix(b"ERR ") {
+        while let Ok(Some((msg, took))) = split_frame(&self.pending[off..]) {
+            if let Some(why) = msg.strip_prefix(b"ERR ") {
                 return PeerState::Failed(String::from_utf8_lossy(why).into_owned());
             }
-            off += 4 + len;
+            off += took;
         }
         if self.eof {
             PeerState::Gone

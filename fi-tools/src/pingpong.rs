@@ -94,7 +94,7 @@ fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
 }
 
 /// The value of `key=` in a space-separated message.
-pub(crate) fn field<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
+pub fn field<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
     msg.split(' ').find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
 }
 
@@ -191,17 +191,27 @@ pub(crate) fn eq_wait(eq: &EventQueue, ctrl: &mut Ctrl, timeout: Duration, what:
     }
 }
 
-/// The agreed test.
+/// The agreed test, as the client's `PLAN` message carries it. Public only for the
+/// fuzz targets and tests of the control messages.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Plan {
-    iterations: u64,
-    warmup: u64,
-    check: bool,
-    sizes: Vec<usize>,
+pub struct Plan {
+    /// Iterations per size.
+    pub iterations: u64,
+    /// Warm-up iterations per size.
+    pub warmup: u64,
+    /// Whether data is checked.
+    pub check: bool,
+    /// The sizes, in order.
+    pub sizes: Vec<usize>,
 }
 
+/// The most sizes a plan may list (`-S all` lists fewer).
+const MAX_PLAN_SIZES: usize = 64;
+
 impl Plan {
-    fn encode(&self, name: Option<&Address>) -> String {
+    /// The `PLAN` message, with the client's fabric address if it has one.
+    pub fn encode(&self, name: Option<&Address>) -> String {
         let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
         let name = name.map(|a| a.to_uri()).unwrap_or_else(|| "-".into());
         format!(
@@ -213,13 +223,23 @@ impl Plan {
         )
     }
 
-    fn decode(msg: &str) -> Option<(Plan, Option<String>)> {
+    /// The plan and the client's fabric address in a `PLAN` message; `None` if it
+    /// is malformed, lists more than 64 sizes or a size above `max_size` (the
+    /// server's largest message: it allocates a buffer of the largest size, so
+    /// nothing a peer sends may make it allocate more).
+    pub fn decode(msg: &str, max_size: usize) -> Option<(Plan, Option<String>)> {
         let iterations = field(msg, "iters")?.parse().ok()?;
         let warmup = field(msg, "warmup")?.parse().ok()?;
         let check = field(msg, "check")? == "1";
         let s = field(msg, "sizes")?;
-        let sizes =
-            if s.is_empty() { Vec::new() } else { s.split(',').map(|x| x.parse().ok()).collect::<Option<_>>()? };
+        if s.split(',').count() > MAX_PLAN_SIZES {
+            return None;
+        }
+        let sizes = if s.is_empty() {
+            Vec::new()
+        } else {
+            s.split(',').map(|x| x.parse().ok().filter(|&n| n <= max_size)).collect::<Option<_>>()?
+        };
         let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
         Some((Plan { iterations, warmup, check, sizes }, name))
     }
@@ -250,8 +270,8 @@ fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
     ctrl_send(ctrl, &format!("OK prov={prov} max_msg={max_msg} name={}", name.to_uri()))?;
 
     let plan_msg = ctrl_expect(ctrl, "PLAN")?;
-    let (plan, peer_name) =
-        Plan::decode(&plan_msg).ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
+    let (plan, peer_name) = Plan::decode(&plan_msg, max_msg)
+        .ok_or_else(|| Failure::new(format!("malformed plan from the client: {plan_msg:?}")))?;
     warn_plan_differs(o, &plan, max_msg);
 
     let (objs, peer) = common::server_accept(o, ctrl, listening, peer_name, &cq_attr)?;
@@ -676,12 +696,19 @@ mod tests {
     fn plan_round_trips() {
         let p = Plan { iterations: 1000, warmup: 2, check: true, sizes: vec![0, 1, 64, 6 << 20] };
         let a = Address::parse("127.0.0.1:4000").unwrap();
-        let (q, name) = Plan::decode(&p.encode(Some(&a))).unwrap();
+        let (q, name) = Plan::decode(&p.encode(Some(&a)), 6 << 20).unwrap();
         assert_eq!(q, p);
         assert_eq!(name.as_deref(), Some("fi_sockaddr_in://127.0.0.1:4000"));
         let p = Plan { iterations: 1, warmup: 0, check: false, sizes: vec![] };
-        assert_eq!(Plan::decode(&p.encode(None)).unwrap(), (p, None));
-        assert!(Plan::decode("PLAN iters=x").is_none());
+        assert_eq!(Plan::decode(&p.encode(None), 0).unwrap(), (p, None));
+        assert!(Plan::decode("PLAN iters=x", 0).is_none());
+        // A size above the server's largest message (it would allocate it), or
+        // too many sizes, is refused.
+        let big = "PLAN iters=1 warmup=0 check=0 sizes=1,18446744073709551615 name=-";
+        assert!(Plan::decode(big, 1 << 30).is_none());
+        assert!(Plan::decode("PLAN iters=1 warmup=0 check=0 sizes=1,65 name=-", 64).is_none());
+        let many = vec!["1"; 65].join(",");
+        assert!(Plan::decode(&format!("PLAN iters=1 warmup=0 check=0 sizes={many} name=-"), 64).is_none());
         assert_eq!(field("OK prov=tcp max_msg=5 name=fi_x://a=b", "name"), Some("fi_x://a=b"));
         assert_eq!(field("OK prov=tcp", "max"), None);
     }

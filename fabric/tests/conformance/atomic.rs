@@ -531,3 +531,71 @@ pub fn rdm_access_errors(prov: &'static str) {
 pub fn msg_access_errors(prov: &'static str) {
     access_errors(prov, EpType::Msg)
 }
+
+// ------------------------------------------------------------------ large operands
+
+/// Atomics whose operands do not fit a small message (512 bytes of operand, and as
+/// much of compare values): a fetching SUM of 64 UINT64 and a CSWAP of 64, half of
+/// whose compare values match. The operation must be the one asked for whatever
+/// way the provider carries the operands.
+fn large_operands(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::ATOMIC) else { return };
+    let dt = Datatype::Uint64;
+    const N: usize = 64;
+    let d = &p.a.domain;
+    let fits = |op, k| d.atomic_valid(op, dt, k).is_ok_and(|n| n >= N);
+    if !fits(AtomicOp::Sum, AtomicKind::Fetch) || !fits(AtomicOp::Cswap, AtomicKind::Compare) {
+        skip("fetching SUM and CSWAP of 64 UINT64");
+        return;
+    }
+    let t0: Vec<u64> = (0..N as u64).map(|i| 1000 + i).collect();
+    let r = Region::new(&p.b, u64s(&t0), RW);
+    let add: Vec<u64> = (0..N as u64).map(|i| i * 3).collect();
+    let posted = post(
+        &p,
+        AtomicKind::Fetch,
+        AtomicOp::Sum,
+        dt,
+        Buf::from(u64s(&add)),
+        Buf::from(Vec::new()),
+        Buf::from(vec![FILL; N * 8]),
+        r.at(0),
+        1,
+    );
+    if let Err(e) = posted {
+        panic!("{t} fetching SUM x{N}: post failed: {}", e.error);
+    }
+    let done = ok(p.next_a(), &format!("{t} fetching SUM x{N}"));
+    let back = done.buffers.into_vec();
+    assert_bytes(back.last().expect("result").as_slice(), &u64s(&t0), "fetching SUM x64: prior values");
+    let t1: Vec<u64> = t0.iter().zip(&add).map(|(a, b)| a + b).collect();
+    let swap: Vec<u64> = (0..N as u64).map(|i| 7_000 + i).collect();
+    let cmp: Vec<u64> = t1.iter().enumerate().map(|(i, &v)| if i % 2 == 0 { v } else { v + 1 }).collect();
+    let posted = post(
+        &p,
+        AtomicKind::Compare,
+        AtomicOp::Cswap,
+        dt,
+        Buf::from(u64s(&swap)),
+        Buf::from(u64s(&cmp)),
+        Buf::from(vec![FILL; N * 8]),
+        r.at(0),
+        2,
+    );
+    if let Err(e) = posted {
+        panic!("{t} CSWAP x{N}: post failed: {}", e.error);
+    }
+    let done = ok(p.next_a(), &format!("{t} CSWAP x{N}"));
+    let back = done.buffers.into_vec();
+    assert_bytes(back.last().expect("result").as_slice(), &u64s(&t1), "CSWAP x64: prior values");
+    let t2: Vec<u64> = (0..N).map(|i| if i % 2 == 0 { swap[i] } else { t1[i] }).collect();
+    assert_bytes(&r.close(), &u64s(&t2), "the target after SUM and CSWAP x64");
+}
+
+pub fn rdm_large_operands(prov: &'static str) {
+    large_operands(prov, EpType::Rdm)
+}
+
+pub fn msg_large_operands(prov: &'static str) {
+    large_operands(prov, EpType::Msg)
+}

@@ -83,7 +83,7 @@ const CREDIT_TX_CTX: u64 = 4;
 const ATOMIC_CTX: u64 = 5;
 /// Bytes of a credit message: the size's number, the receives re-posted and the
 /// server's clock (nanoseconds), little-endian u64s.
-const CREDIT_LEN: usize = 24;
+pub const CREDIT_LEN: usize = 24;
 /// Credit receives the client keeps posted.
 const CREDIT_RECVS: usize = 8;
 /// Credit send buffers of a server that cannot inject.
@@ -140,17 +140,24 @@ fn cq_attr(o: &PerfOpts) -> CqAttr {
     CqAttr { size, format: CqFormat::Data, ..Default::default() }
 }
 
-/// The agreed test.
+/// The agreed test, as the client's `PLAN` message carries it. Public only for the
+/// fuzz targets and tests of the control messages.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Plan {
-    iterations: u64,
-    warmup: u64,
-    depth: usize,
-    sizes: Vec<usize>,
+pub struct Plan {
+    /// Iterations per size.
+    pub iterations: u64,
+    /// Warm-up iterations per size.
+    pub warmup: u64,
+    /// Operations in flight.
+    pub depth: usize,
+    /// The sizes, in order.
+    pub sizes: Vec<usize>,
 }
 
 impl Plan {
-    fn encode(&self, name: Option<&Address>) -> String {
+    /// The `PLAN` message, with the client's fabric address if it has one.
+    pub fn encode(&self, name: Option<&Address>) -> String {
         let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
         let name = name.map(|a| a.to_uri()).unwrap_or_else(|| "-".into());
         format!(
@@ -165,7 +172,7 @@ impl Plan {
     /// The plan and the client's fabric address in a PLAN message; `None` if it is
     /// malformed or asks for more than the options allow (nothing a peer sends may
     /// make this side allocate without bound).
-    fn decode(msg: &str) -> Option<(Plan, Option<String>)> {
+    pub fn decode(msg: &str) -> Option<(Plan, Option<String>)> {
         let count = |k: &str, max: u64| field(msg, k)?.parse::<u64>().ok().filter(|&n| (1..=max).contains(&n));
         let iterations = count("iters", opts::MAX_ITERS)?;
         let warmup = count("warmup", opts::MAX_ITERS)?;
@@ -498,11 +505,35 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
 }
 
 /// A number as the control messages write it: decimal or `0x` hexadecimal.
-fn parse_u64(s: &str) -> Option<u64> {
+#[doc(hidden)]
+pub fn parse_u64(s: &str) -> Option<u64> {
     match s.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => s.parse().ok(),
     }
+}
+
+/// A credit message: the size's number, the receives re-posted and the server's
+/// clock (nanoseconds).
+#[doc(hidden)]
+pub fn encode_credit(idx: u64, reposted: u64, ns: u64) -> [u8; CREDIT_LEN] {
+    let mut msg = [0u8; CREDIT_LEN];
+    msg[..8].copy_from_slice(&idx.to_le_bytes());
+    msg[8..16].copy_from_slice(&reposted.to_le_bytes());
+    msg[16..].copy_from_slice(&ns.to_le_bytes());
+    msg
+}
+
+/// Decode [`encode_credit`]'s bytes: `None` unless exactly [`CREDIT_LEN`] of them.
+#[doc(hidden)]
+pub fn decode_credit(b: &[u8]) -> Option<(u64, u64, u64)> {
+    let b: &[u8; CREDIT_LEN] = b.try_into().ok()?;
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    Some((word(0), word(1), word(2)))
 }
 
 /// Refuse an atomic test on a provider without fetching `FI_SUM` on `FI_UINT64`.
@@ -736,8 +767,8 @@ impl<'a> DataPath<'a> {
                 if buf.len() != CREDIT_LEN {
                     return Err(Failure::new(format!("a credit message of {} bytes from the server", buf.len())));
                 }
-                let word = |i: usize| u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-                let (idx, n, ns) = (word(0), word(1), word(2));
+                let (idx, n, ns) = decode_credit(&buf)
+                    .ok_or_else(|| Failure::new(format!("a credit message of {} bytes from the server", buf.len())))?;
                 if idx == self.idx && n > self.credited {
                     self.credited = n;
                     self.credited_ns = ns;
@@ -1181,10 +1212,7 @@ impl<'a> DataPath<'a> {
     /// injected, or sent from a credit buffer. Whether it went (not when the
     /// provider pushes back: the caller tries again later).
     fn send_credit(&mut self, reposted: u64) -> Res<bool> {
-        let mut msg = [0u8; CREDIT_LEN];
-        msg[..8].copy_from_slice(&self.idx.to_le_bytes());
-        msg[8..16].copy_from_slice(&reposted.to_le_bytes());
-        msg[16..].copy_from_slice(&nanos(self.epoch.elapsed()).to_le_bytes());
+        let msg = encode_credit(self.idx, reposted, nanos(self.epoch.elapsed()));
         if self.inject_size >= CREDIT_LEN {
             return match self.ep.inject(&msg, self.peer) {
                 Ok(()) => Ok(true),

@@ -832,7 +832,7 @@ impl ShmEp {
         e.key = a.rma.key;
         e.addr = a.rma.addr;
         e.tag = a.count as u64;
-        e.aux = proto::atomic_aux(a.op as u8, a.datatype as u8, kind);
+        e.data = u64::from(proto::atomic_aux(a.op as u8, a.datatype as u8, kind));
         let src = [IoVec { base: a.operand.base, len: l.operand }, IoVec { base: a.compare.base, len: l.compare }];
         let len = l.operand + l.compare;
         e.len = len as u64;
@@ -1351,14 +1351,16 @@ impl ShmEp {
             Kind::AtomicResp => {
                 let mut buf = std::mem::take(&mut g.scratch);
                 self.take_payload(slot, &e, raw, &mut buf);
+                // The status is in `data`: `aux` is the bounce index of a large answer.
+                let err = u32::try_from(e.data).map_err(|_| "atomic answer with an unknown status")?;
                 if let Some(op) = g.ops.get_mut(e.id).filter(|o| o.peer == peer && o.kind == OpKind::Atomic) {
-                    if e.aux == 0 && op.niov > 0 {
+                    if err == 0 && op.niov > 0 {
                         let n = buf.len().min(op.iov[0].len);
                         // SAFETY: the result buffer is valid for writes under
                         // post_atomic's contract; n is within it.
                         unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), op.iov[0].base, n) };
                     }
-                    self.finish_op(g, e.id, e.aux);
+                    self.finish_op(g, e.id, err);
                 }
                 g.scratch = buf;
             }
@@ -1582,7 +1584,8 @@ impl ShmEp {
         }
         let mut args = g.rx.unexp_buf(0).map_err(|_| "no memory".to_string())?;
         self.take_payload(slot, e, raw, &mut args);
-        let (op, datatype, kind) = proto::atomic_unaux(e.aux);
+        let word = u32::try_from(e.data).map_err(|_| "unknown atomic operation")?;
+        let (op, datatype, kind) = proto::atomic_unaux(word);
         let count = u32::try_from(e.tag).map_err(|_| "atomic count too large")?;
         let ah = AtomicHdr { op, datatype, kind, count };
         let desc = RmaDesc { addr: e.addr, key: e.key };
@@ -1607,7 +1610,7 @@ impl ShmEp {
             }
             Err(err) => {
                 fi_log!(Level::Info, NAME, "ep_data", "refused a remote atomic: {err}");
-                resp.aux = err.errno() as u32;
+                resp.data = err.errno() as u64;
             }
         }
         self.ensure_tx(g, peer).map_err(|_| "cannot answer the peer".to_string())?;

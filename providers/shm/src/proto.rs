@@ -11,10 +11,10 @@
 //! | 1 | flags ([`flags`]) |
 //! | 2 | payload mode ([`Mode`]) |
 //! | 3 | reserved, 0 |
-//! | 4..8 | aux: bounce index, piece count, errno or atomic op (by kind) |
+//! | 4..8 | aux: bounce index or piece count (by mode), errno (`Ack`) |
 //! | 8..16 | len: payload bytes |
 //! | 16..24 | tag (messages), atomic element count, or job generation (help) |
-//! | 24..32 | remote CQ data |
+//! | 24..32 | remote CQ data, an atomic's operation ([`atomic_aux`]) or its answer's errno |
 //! | 32..40 | id: the sender's operation (or the one answered) |
 //! | 40..48 | key (RMA and atomics), job (help) |
 //! | 48..56 | remote address (RMA, atomics), offset (data chunks) or chunk size (help) |
@@ -25,7 +25,9 @@ use crate::segment::{BOUNCE_COUNT, BOUNCE_SIZE};
 use fabric_util::rx::IOV_LIMIT;
 
 /// Version of this layout (reported as the endpoint's protocol version).
-pub const VERSION: u8 = 1;
+/// 2: an atomic's operation, and its answer's errno, are in `data` (they were in
+/// `aux`, which a `Bounce` payload overwrote with its index).
+pub const VERSION: u8 = 2;
 /// Header bytes of an entry.
 pub const HDR: usize = 56;
 /// Most payload bytes carried inline.
@@ -61,10 +63,12 @@ pub enum Kind {
     /// RMA read of `len` bytes at `addr` in region `key`, into the pieces given
     /// (mode `Iov`) or streamed back as chunks (mode `Stream`).
     Read = 6,
-    /// Atomic on `addr` in region `key`: op/datatype/kind in `aux`, count in `tag`,
+    /// Atomic on `addr` in region `key`: op/datatype/kind in `data` ([`atomic_aux`];
+    /// not in `aux`, which a `Bounce` payload needs for its index), count in `tag`,
     /// operand then compare operand as payload.
     Atomic = 7,
-    /// Answer to atomic `id`: errno in `aux`, prior values as payload.
+    /// Answer to atomic `id`: errno in `data` (not in `aux`, which a `Bounce`
+    /// payload needs), prior values as payload.
     AtomicResp = 8,
     /// The receiver of large message `id` copies it in chunks of `addr` bytes under
     /// job `key` of the sender's slot, generation `tag`, and asks the sender to claim
@@ -97,13 +101,13 @@ pub struct Entry {
     pub flags: u8,
     /// Where its payload is.
     pub mode: Mode,
-    /// Bounce index, piece count, errno or atomic op, by kind.
+    /// Bounce index or piece count (by mode), or an `Ack`'s errno.
     pub aux: u32,
     /// Payload bytes.
     pub len: u64,
     /// Tag, or an atomic's element count.
     pub tag: u64,
-    /// Remote CQ data.
+    /// Remote CQ data, an atomic's operation, or an atomic answer's errno.
     pub data: u64,
     /// Operation id.
     pub id: u64,
@@ -264,7 +268,7 @@ pub fn put_pieces(b: &mut [u8; ENTRY_PAYLOAD], pieces: &[(u64, u64)]) {
     }
 }
 
-/// Pack an atomic's op, datatype and kind numbers into `aux`.
+/// Pack an atomic's op, datatype and kind numbers (an `Atomic` entry's `data`).
 pub fn atomic_aux(op: u8, datatype: u8, kind: u8) -> u32 {
     op as u32 | (datatype as u32) << 8 | (kind as u32) << 16
 }

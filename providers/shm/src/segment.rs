@@ -92,8 +92,11 @@ pub const SEGMENT_SIZE: usize = HEADER_SIZE + SLOTS * SLOT_SIZE;
 
 /// The header's first eight bytes once the segment is initialised.
 const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM\x00\x01");
-/// The version of this layout; bumped with any change of it.
-const LAYOUT_VERSION: u32 = 2;
+/// The version of this layout; bumped with any change of it, and of the entries'
+/// (`proto::VERSION`), so that processes of builds that speak differently do not
+/// attach to each other. 3: an atomic's operation and its answer's errno moved
+/// from `aux` to `data`.
+const LAYOUT_VERSION: u32 = 3;
 /// Words of the claim bitmap.
 const CLAIM_WORDS: usize = SLOTS / 64;
 /// How old an incomplete segment file (too short, no magic) must be before

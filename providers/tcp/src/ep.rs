@@ -938,10 +938,9 @@ impl TcpEp {
         let state = Self::conn_mut(g, id).map(|c| c.state).unwrap_or(ConnState::Closed);
         match (hdr.op, state) {
             (OpCode::Hello, ConnState::AwaitHello) if self.ep_type == EpType::Rdm => {
-                let nlen = hdr.tag as usize;
-                let name = std::str::from_utf8(&buf[..nlen])
+                let name = fabric_util::wire::Hello::decode(&hdr, &buf)
                     .ok()
-                    .and_then(|s| s.parse::<SocketAddr>().ok())
+                    .and_then(|h| h.name_addr())
                     .ok_or((Error::Io, "protocol error: hello without a valid name".to_string()))?;
                 self.on_rdm_hello(g, id, name, hdr.id)
             }

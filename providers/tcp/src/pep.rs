@@ -211,8 +211,11 @@ impl Progress for TcpPep {
                 if inc.buf.len() == HDR_LEN + h.len as usize {
                     let inc = g.incoming.remove(i).expect("in range");
                     self.poll.del_fd(inc.sock.as_raw_fd());
-                    let data_start = HDR_LEN + h.tag as usize;
-                    let data = inc.buf[data_start..].to_vec();
+                    let Ok(hello) = fabric_util::wire::Hello::decode(&h, &inc.buf[HDR_LEN..]) else {
+                        fi_log!(Level::Info, NAME, "ep_ctrl", "dropping connection from {}: malformed hello", inc.peer);
+                        continue;
+                    };
+                    let data = hello.data.to_vec();
                     let mut info = self.info.clone();
                     info.dest_addr = Some(Address::Sockaddr(inc.peer));
                     info.handle = Some(ConnHandle(Arc::new(Pending { inner: Mutex::new(Some((inc.sock, inc.peer))) })));

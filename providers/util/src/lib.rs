@@ -22,4 +22,5 @@ pub mod rma_target;
 pub mod rndv;
 pub mod rx;
 pub mod slab;
+pub mod verbs_wire;
 pub mod wire;

@@ -330,6 +330,62 @@ impl Header {
 /// The most bytes a connection-control frame (hello, accept, reject) may carry.
 pub const CONTROL_MAX: u64 = 4096;
 
+/// A hello's payload split into its parts: the sender's name (RDM endpoints; empty
+/// for MSG) and the connection data that follows it. Both are the peer's bytes: the
+/// name is checked only for its length here ([`Hello::name_addr`] parses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello<'a> {
+    /// The sender's name, `tag` bytes.
+    pub name: &'a [u8],
+    /// The connection data, `data` bytes.
+    pub data: &'a [u8],
+}
+
+impl<'a> Hello<'a> {
+    /// Split the payload of a decoded [`OpCode::Hello`] header `h`: `payload` must
+    /// be exactly `h.len` bytes, the name's `h.tag` bytes then the data's `h.data`,
+    /// nothing else.
+    pub fn decode(h: &Header, payload: &'a [u8]) -> Result<Hello<'a>, WireError> {
+        if h.op != OpCode::Hello {
+            return Err(WireError::Malformed("not a hello"));
+        }
+        if payload.len() as u64 != h.len {
+            return Err(WireError::Malformed("hello payload of another length than its header's"));
+        }
+        // `Header::decode` checked `tag <= len` and `data <= len - tag`; a header
+        // built otherwise is checked again here.
+        let name_len = usize::try_from(h.tag).ok().filter(|&n| n <= payload.len());
+        let name_len = name_len.ok_or(WireError::Malformed("hello lengths do not add up"))?;
+        let (name, data) = payload.split_at(name_len);
+        if data.len() as u64 != h.data {
+            return Err(WireError::Malformed("hello lengths do not add up"));
+        }
+        Ok(Hello { name, data })
+    }
+
+    /// The header and payload of a hello with this name and data, from a sender of
+    /// epoch `epoch`.
+    pub fn encode(&self, epoch: u64) -> (Header, Vec<u8>) {
+        let mut payload = Vec::with_capacity(self.name.len() + self.data.len());
+        payload.extend_from_slice(self.name);
+        payload.extend_from_slice(self.data);
+        let h = Header {
+            len: payload.len() as u64,
+            tag: self.name.len() as u64,
+            data: self.data.len() as u64,
+            id: epoch,
+            ..Header::new(OpCode::Hello)
+        };
+        (h, payload)
+    }
+
+    /// The name as an RDM endpoint's socket address (its text form, as
+    /// `SocketAddr`'s `Display` writes it), if it is one.
+    pub fn name_addr(&self) -> Option<std::net::SocketAddr> {
+        std::str::from_utf8(self.name).ok()?.parse().ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,13 +5,19 @@
 //! fuzzer runs on nightly is the code these tests run on stable: a few hundred
 //! thousand seeded random and mutated inputs (bit flips, truncation, extension,
 //! splicing, random lengths, mutations of valid datagrams and headers) through
-//! every decoder of datagram bytes and through a [`Channel`]. Each body asserts
-//! that nothing panics, that an accepted datagram or header re-encodes to the same
-//! bytes, and the channel's invariants.
+//! every decoder of datagram bytes and through a [`Channel`], and fixed corpora of
+//! valid and near-valid inputs plus seeded mutations through the decoders of
+//! tcp's stream (`tcp_frames`), of RMA and atomic requests as the target applies
+//! them (`rma_atomic`) and of verbs' private data and frames (`verbs_frames`).
+//! Each body asserts that nothing panics, that an accepted datagram, header or
+//! record re-encodes to the same bytes, and the invariants of what it drives.
 
 use std::time::{Duration, Instant};
 
+use fabric_core::{AtomicKind, AtomicOp, Datatype, Error, MrAccess, MrMode};
+use fabric_util::mr::MrRegistry;
 use fabric_util::reliable::{Channel, Config, Event, Header, Kind, FLAG_FIRST, FLAG_LAST, FLAG_SUMMED, HEADER_LEN};
+use fabric_util::verbs_wire::{self, RtsPiece};
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, OpCode, RmaDesc};
 
 /// Fuzz body of `reliable_header`: [`Header::decode`] on arbitrary bytes.
@@ -613,13 +619,24 @@ fn reliable_channel_body_reaches_acks() {
 fn write_fuzz_seeds() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
     let mut rng = Rng(4);
-    for target in ["reliable_header", "reliable_channel", "wire_header"] {
+    for target in ["reliable_header", "reliable_channel", "wire_header", "tcp_frames", "rma_atomic", "verbs_frames"] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir).expect("create the corpus directory");
         for i in 0..32 {
             let input = match target {
                 "reliable_header" => valid_datagram(&mut rng),
                 "reliable_channel" => channel_ops(&mut rng),
+                "tcp_frames" => {
+                    let mut d = vec![i as u8 | 1];
+                    d.extend_from_slice(&valid_tcp_frame(&mut rng));
+                    d
+                }
+                "rma_atomic" => {
+                    let mut d = vec![8];
+                    d.extend_from_slice(&atomic_payload(&mut rng));
+                    d
+                }
+                "verbs_frames" => valid_verbs(&mut rng),
                 _ => {
                     let h = wire::Header { len: i * 100, tag: i, ..wire::Header::new(OpCode::Msg) };
                     let mut d = h.encode().to_vec();
@@ -630,4 +647,435 @@ fn write_fuzz_seeds() {
             std::fs::write(dir.join(format!("seed-{i:02}")), input).expect("write a seed");
         }
     }
+}
+
+// ---------------------------------------------------------------- tcp's stream
+
+/// Fuzz body of `tcp_frames`: what the tcp provider decodes from a socket, a
+/// stream of frames. The first byte picks the reader: even, a passive endpoint
+/// reading a connection request (length limit 0, only a hello expected); odd, an
+/// endpoint (no limit of its own: `i64::MAX`). Then frames, each a
+/// [`wire::Header`] and its payload, until one is refused or the input ends; each
+/// payload goes to the decoder the provider gives it: [`wire::Hello`] and the name
+/// in it, the [`RmaDesc`] of a write, the [`RmaDesc`], [`AtomicHdr`] and operands of
+/// an atomic (applied as the target does, by [`rma_atomic_request`]).
+pub fn tcp_frames(data: &[u8]) {
+    tcp_frames_run(data);
+}
+
+/// The body of [`tcp_frames`]: how many frames were accepted.
+pub fn tcp_frames_run(data: &[u8]) -> usize {
+    let Some((&mode, mut rest)) = data.split_first() else { return 0 };
+    let max_len = if mode & 1 == 0 { 0 } else { i64::MAX as u64 };
+    let mut frames = 0;
+    while let Some((head, after)) = rest.split_first_chunk::<{ wire::HDR_LEN }>() {
+        let Ok(h) = wire::Header::decode(head, max_len) else { break };
+        assert_eq!(&h.encode(), head);
+        let n = h.payload_len();
+        let Some(payload) = usize::try_from(n).ok().and_then(|n| after.get(..n)) else { break };
+        rest = &after[payload.len()..];
+        frames += 1;
+        match h.op {
+            OpCode::Hello => {
+                assert!(h.len <= wire::CONTROL_MAX);
+                let Ok(hello) = wire::Hello::decode(&h, payload) else {
+                    // Refused only when the lengths do not add up exactly.
+                    assert_ne!(h.tag + h.data, h.len);
+                    continue;
+                };
+                assert_eq!((hello.name.len() as u64, hello.data.len() as u64), (h.tag, h.data));
+                let (h2, p2) = hello.encode(h.id);
+                assert_eq!((h2.len, h2.tag, h2.data, h2.id), (h.len, h.tag, h.data, h.id));
+                assert_eq!(p2, payload);
+                if let Some(a) = hello.name_addr() {
+                    assert_eq!(a.to_string().parse(), Ok(a));
+                    let ours = a.to_string();
+                    let again = wire::Hello { name: ours.as_bytes(), data: hello.data };
+                    assert_eq!(again.name_addr(), Some(a));
+                }
+            }
+            OpCode::HelloAck | OpCode::Reject => assert!(payload.len() as u64 <= wire::CONTROL_MAX),
+            OpCode::WriteReq => {
+                let d = RmaDesc::decode(payload).expect("a write request carries its target");
+                assert_eq!(&d.encode()[..], &payload[..RmaDesc::LEN]);
+                assert!(payload.len() - RmaDesc::LEN <= wire::RMA_CHUNK);
+            }
+            OpCode::AtomicReq => {
+                let r = rma_atomic_request(mode >> 1, payload);
+                assert!(r.is_some(), "an atomic request carries its target and operation");
+            }
+            OpCode::ReadReq | OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack => {
+                assert!(payload.is_empty())
+            }
+            OpCode::Msg | OpCode::Data | OpCode::RmaResp => assert_eq!(payload.len() as u64, h.len),
+        }
+    }
+    frames
+}
+
+// ---------------------------------------------------------------- RMA and atomics
+
+/// Bytes of the region the RMA and atomic bodies target.
+const REGION: usize = 512;
+/// Its key.
+const REGION_KEY: u64 = 0x5EED_0001;
+
+/// Fuzz body of `rma_atomic`: an atomic request's payload as a target receives it
+/// (an [`RmaDesc`], an [`AtomicHdr`], the operands), applied by
+/// [`fabric_util::atomic::serve`] to a registry holding one region of `REGION`
+/// bytes. The first byte sets the registry's mode and the region's access, and
+/// whether the request's key and address are redirected into the region (so the
+/// fuzzer reaches the arithmetic). Checks: a malformed request and a refused one
+/// change nothing and return nothing; an applied one changes only the bytes it
+/// names, exactly as [`fabric_util::atomic::apply_slice`] on a copy does, and
+/// returns as many prior values as [`fabric_util::atomic::lens`] says.
+pub fn rma_atomic(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let _ = rma_atomic_request(mode, rest);
+}
+
+/// The body of [`rma_atomic`] (and of [`tcp_frames`]'s atomic requests): `None`
+/// when `payload` is too short for the descriptors, else what `serve` answered
+/// (`Err` malformed, `Ok(Err)` refused, `Ok(Ok)` applied).
+pub fn rma_atomic_request(mode: u8, payload: &[u8]) -> Option<Result<Result<(), Error>, &'static str>> {
+    let mut desc = RmaDesc::decode(payload)?;
+    let ah = AtomicHdr::decode(&payload[RmaDesc::LEN..])?;
+    assert_eq!(&desc.encode()[..], &payload[..RmaDesc::LEN]);
+    let e = ah.encode();
+    assert_eq!((&e[..3], &e[4..]), (&payload[RmaDesc::LEN..RmaDesc::LEN + 3], &payload[RmaDesc::LEN + 4..][..4]));
+    let args = &payload[RmaDesc::LEN + AtomicHdr::LEN..];
+    let virt = mode & 1 != 0;
+    let access = match (mode >> 1) & 3 {
+        0 => MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        1 => MrAccess::REMOTE_READ,
+        2 => MrAccess::REMOTE_WRITE,
+        _ => MrAccess::empty(),
+    };
+    let mrs = MrRegistry::new(if virt { MrMode::VIRT_ADDR } else { MrMode::empty() });
+    let mut region = vec![0u8; REGION];
+    for (i, b) in region.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(37) ^ mode;
+    }
+    // SAFETY: `region` outlives `mr` (dropped at the end of this function, before
+    // `region`), and is only accessed through the registry while it is registered.
+    let mr = unsafe { mrs.register(region.as_mut_ptr(), REGION, access, REGION_KEY) }.expect("register");
+    let base = region.as_ptr() as u64;
+    if mode & 8 != 0 {
+        // Into the region (or just past it): what a well-behaved peer names.
+        desc.key = REGION_KEY;
+        desc.addr = desc.addr % (REGION as u64 + 16) + if virt { base } else { 0 };
+    }
+    let before = region.clone();
+    let serial = std::sync::Mutex::new(());
+    let mut result = vec![0xAA; 3];
+    let r = fabric_util::atomic::serve(&mrs, &serial, desc, ah, args, &mut result);
+    drop(mr);
+    match r {
+        Ok(Ok(())) => {
+            let op = AtomicOp::from_u8(ah.op).expect("applied: a known op");
+            let dt = Datatype::from_u8(ah.datatype).expect("applied: a known datatype");
+            let kind = [AtomicKind::Plain, AtomicKind::Fetch, AtomicKind::Compare][ah.kind as usize];
+            let l = fabric_util::atomic::lens(op, dt, kind, ah.count as usize).expect("applied: valid lengths");
+            assert_eq!(result.len(), l.result);
+            assert_eq!(desc.key, REGION_KEY);
+            let off = (desc.addr - if virt { base } else { 0 }) as usize;
+            assert!(off + l.target <= REGION, "applied outside the region");
+            assert_eq!(&region[..off], &before[..off]);
+            assert_eq!(&region[off + l.target..], &before[off + l.target..]);
+            // The same operation on a copy gives the same bytes and prior values.
+            let mut copy = before[off..off + l.target].to_vec();
+            let mut want = vec![0u8; l.result];
+            let (operand, compare) = args.split_at(l.operand);
+            fabric_util::atomic::apply_slice(op, dt, kind, &mut copy, operand, compare, &mut want)
+                .expect("apply_slice agrees");
+            assert!(same_bits(&copy, &region[off..off + l.target]));
+            assert!(same_bits(&want, &result));
+        }
+        Ok(Err(_)) | Err(_) => {
+            assert!(result.is_empty(), "a refused or malformed atomic returns nothing");
+            assert_eq!(region, before, "a refused or malformed atomic changed the target");
+        }
+    }
+    Some(r)
+}
+
+/// Byte equality (floats are compared as the bytes they leave).
+fn same_bits(a: &[u8], b: &[u8]) -> bool {
+    a == b
+}
+
+// ---------------------------------------------------------------- verbs
+
+/// Fuzz body of `verbs_frames`: what the verbs provider decodes from a peer, all
+/// on the same bytes: the private data of a connection event
+/// ([`verbs_wire::strip_private`]), an RDM peer's name in it
+/// ([`verbs_wire::decode_name`]), and a frame (a [`wire::Header`] with verbs' limit
+/// of 1 GiB, then its body: a message's bytes, a rendezvous announcement
+/// ([`verbs_wire::decode_rts`]), an atomic request). Checks that accepted private
+/// data, names and announcements re-encode to the same bytes and that the pieces
+/// add up to the announced length.
+pub fn verbs_frames(data: &[u8]) {
+    if let Some((kind, rest)) = verbs_wire::strip_private(data) {
+        assert_eq!(rest.len(), usize::from(data[4]));
+        assert_eq!(verbs_wire::private_data(kind, rest), &data[..verbs_wire::PD_HDR + rest.len()]);
+        if let Some(a) = verbs_wire::decode_name(rest) {
+            let e = verbs_wire::encode_name(a);
+            assert_eq!(verbs_wire::decode_name(&e), Some(a));
+            // What the decoder reads re-encodes to the same bytes.
+            let used = if a.is_ipv4() { 8 } else { 20 };
+            assert_eq!((e[0], &e[2..used]), (rest[0], &rest[2..used]));
+        }
+    }
+    let _ = verbs_wire::decode_name(data);
+    let Some((head, body)) = data.split_first_chunk::<{ wire::HDR_LEN }>() else { return };
+    let Ok(h) = wire::Header::decode(head, 1 << 30) else { return };
+    match h.op {
+        OpCode::Rts => {
+            if let Ok(pieces) = verbs_wire::decode_rts(body, h.len, fabric_util::rx::IOV_LIMIT) {
+                assert!(pieces.len() <= fabric_util::rx::IOV_LIMIT);
+                assert_eq!(pieces.iter().map(|p| u128::from(p.len)).sum::<u128>(), u128::from(h.len));
+                let e = verbs_wire::encode_rts(&pieces);
+                assert_eq!(e, &body[..e.len()]);
+            }
+        }
+        OpCode::AtomicReq => {
+            let _ = rma_atomic_request(body.first().copied().unwrap_or(0), body);
+        }
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------- smoke runs of the new bodies
+
+/// A valid frame of every kind tcp reads, with a payload that fits its limits.
+fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
+    let op = [
+        OpCode::Hello,
+        OpCode::HelloAck,
+        OpCode::Reject,
+        OpCode::Msg,
+        OpCode::Rts,
+        OpCode::Cts,
+        OpCode::Data,
+        OpCode::Shutdown,
+        OpCode::Nack,
+        OpCode::WriteReq,
+        OpCode::ReadReq,
+        OpCode::AtomicReq,
+        OpCode::RmaResp,
+    ][rng.below(13)];
+    let mut payload = Vec::new();
+    let mut h = wire::Header { id: rng.next(), ..wire::Header::new(op) };
+    match op {
+        OpCode::Hello => {
+            let names = ["127.0.0.1:4000", "[::1]:9", "10.1.2.3:65535", "[fe80::1%2]:7", "not an address", ""];
+            let name = names[rng.below(names.len())];
+            let mut data = vec![0u8; rng.below(60)];
+            rng.fill(&mut data);
+            let (hh, p) = wire::Hello { name: name.as_bytes(), data: &data }.encode(h.id);
+            h = hh;
+            payload = p;
+        }
+        OpCode::WriteReq | OpCode::AtomicReq => {
+            payload = atomic_payload(rng);
+            if op == OpCode::WriteReq {
+                payload.truncate(RmaDesc::LEN + rng.below(64));
+            }
+        }
+        OpCode::Cts | OpCode::Shutdown | OpCode::Nack => {}
+        OpCode::Rts | OpCode::ReadReq => h.len = rng.below(1 << 20) as u64,
+        _ => {
+            payload = vec![0u8; rng.below(100)];
+            rng.fill(&mut payload);
+        }
+    }
+    if !matches!(op, OpCode::Hello | OpCode::Rts | OpCode::ReadReq) {
+        h.len = payload.len() as u64;
+    }
+    h.flags = HdrFlags(rng.next() as u32 & HdrFlags::ALL);
+    let mut d = h.encode().to_vec();
+    d.extend_from_slice(&payload);
+    d
+}
+
+/// A plausible atomic request payload: a target in or near the region, a mostly
+/// known operation, and operands of about the right size.
+fn atomic_payload(rng: &mut Rng) -> Vec<u8> {
+    let dt = rng.below(11) as u8;
+    let size = Datatype::from_u8(dt).map_or(1, |d| d.size());
+    let op = rng.below(22) as u8;
+    let kind = [0u8, 1, 2, 2, 1, 0, 3][rng.below(7)];
+    let count = if rng.below(16) == 0 { rng.next() as u32 } else { rng.below(40) as u32 };
+    let desc = RmaDesc { addr: if rng.below(4) == 0 { rng.next() } else { rng.below(600) as u64 }, key: REGION_KEY };
+    let ah = AtomicHdr { op, datatype: dt, kind, count };
+    let mut p = desc.encode().to_vec();
+    p.extend_from_slice(&ah.encode());
+    // Operand, and the compare operand for compare kinds; sometimes off by some.
+    let per = (count as usize).min(64) * size;
+    let n = per * if kind == 2 { 2 } else { 1 };
+    let n = if rng.below(6) == 0 { rng.below(n + 9) } else { n };
+    let mut args = vec![0u8; n];
+    rng.fill(&mut args);
+    p.extend_from_slice(&args);
+    p
+}
+
+#[test]
+fn tcp_frames_smoke() {
+    let mut rng = Rng(5);
+    let mut frames = 0;
+    let mut prev = Vec::new();
+    for i in 0..60_000 {
+        let mut d = vec![(rng.next() as u8) | u8::from(i % 8 != 0)];
+        for _ in 0..=rng.below(4) {
+            d.extend_from_slice(&valid_tcp_frame(&mut rng));
+        }
+        if i % 3 == 2 {
+            mutate(&mut rng, &mut d, &prev);
+        }
+        frames += tcp_frames_run(&d);
+        prev = d;
+    }
+    for d in tcp_frames_corpus() {
+        tcp_frames(&d);
+    }
+    // Most streams got past the header to the payload decoders.
+    assert!(frames > 100_000, "{frames}");
+}
+
+/// Fixed inputs of `tcp_frames`: valid and near-valid hellos (and regressions).
+fn tcp_frames_corpus() -> Vec<Vec<u8>> {
+    let hello = |name: &[u8], data: &[u8], fix: &dyn Fn(&mut wire::Header)| {
+        let (mut h, p) = wire::Hello { name, data }.encode(7);
+        fix(&mut h);
+        let mut d = vec![1u8];
+        d.extend_from_slice(&h.encode());
+        d.extend_from_slice(&p);
+        d
+    };
+    vec![
+        hello(b"127.0.0.1:4000", b"", &|_| {}),
+        hello(b"[::ffff:1.2.3.4]:1", b"conn data", &|_| {}),
+        hello(b"", b"msg data", &|_| {}),
+        // Lengths that do not add up: data short of the payload, name past it.
+        hello(b"127.0.0.1:4000", b"xyz", &|h| h.data = 1),
+        hello(b"127.0.0.1:4000", b"", &|h| h.tag = 3),
+        hello(b"\xff\xfe:1", b"", &|_| {}),
+        vec![0u8; 41],
+        vec![1u8],
+    ]
+}
+
+#[test]
+fn tcp_hello_lengths_must_add_up() {
+    let (h, p) = wire::Hello { name: b"10.0.0.1:5", data: b"abc" }.encode(9);
+    let got = wire::Hello::decode(&h, &p).unwrap();
+    assert_eq!(got.name_addr(), Some("10.0.0.1:5".parse().unwrap()));
+    assert_eq!(got.data, b"abc");
+    assert!(wire::Hello::decode(&wire::Header { data: 2, ..h }, &p).is_err());
+    assert!(wire::Hello::decode(&h, &p[..p.len() - 1]).is_err());
+    assert!(wire::Hello::decode(&wire::Header { tag: 99, ..h }, &p).is_err());
+    assert!(wire::Hello::decode(&wire::Header { op: OpCode::Reject, ..h }, &p).is_err());
+}
+
+#[test]
+fn rma_atomic_smoke() {
+    let mut rng = Rng(6);
+    let (mut applied, mut refused, mut malformed) = (0, 0, 0);
+    let mut prev = Vec::new();
+    for i in 0..60_000 {
+        let mut d = vec![if i % 4 == 0 { rng.next() as u8 } else { (rng.next() as u8) & !6 | 8 }];
+        d.extend_from_slice(&atomic_payload(&mut rng));
+        if i % 5 == 4 {
+            mutate(&mut rng, &mut d, &prev);
+        }
+        if let Some((&m, p)) = d.split_first() {
+            match rma_atomic_request(m, p) {
+                Some(Ok(Ok(()))) => applied += 1,
+                Some(Ok(Err(_))) => refused += 1,
+                Some(Err(_)) => malformed += 1,
+                None => {}
+            }
+        }
+        prev = d;
+    }
+    eprintln!("{applied} applied, {refused} refused, {malformed} malformed");
+    assert!(applied > 3_000 && refused > 3_000 && malformed > 3_000, "{applied} {refused} {malformed}");
+}
+
+/// A fetching sum of two u32 at offset 8, through the body: applied, and the
+/// region's bytes change as the operation says.
+#[test]
+fn rma_atomic_body_applies() {
+    let mut p = RmaDesc { addr: 8, key: REGION_KEY }.encode().to_vec();
+    p.extend_from_slice(
+        &AtomicHdr { op: AtomicOp::Sum as u8, datatype: Datatype::Uint32 as u8, kind: 1, count: 2 }.encode(),
+    );
+    p.extend_from_slice(&1u32.to_le_bytes());
+    p.extend_from_slice(&2u32.to_le_bytes());
+    assert_eq!(rma_atomic_request(8, &p), Some(Ok(Ok(()))));
+    // Read-only region: refused.
+    assert_eq!(rma_atomic_request(8 | 2, &p), Some(Ok(Err(Error::Access))));
+    // Operands of the wrong size: malformed.
+    assert!(matches!(rma_atomic_request(8, &p[..p.len() - 1]), Some(Err(_))));
+}
+
+/// Valid private data, names and rendezvous frames for `verbs_frames`.
+fn valid_verbs(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(3) {
+        0 => {
+            let a: std::net::SocketAddr =
+                ["10.0.2.15:7000", "[fe80::1]:9", "0.0.0.0:0"][rng.below(3)].parse().expect("address");
+            let mut d = verbs_wire::private_data(verbs_wire::PD_RDM, &verbs_wire::encode_name(a));
+            d.resize(d.len() + rng.below(40), 0);
+            d
+        }
+        1 => {
+            let mut data = vec![0u8; rng.below(60)];
+            rng.fill(&mut data);
+            verbs_wire::private_data(verbs_wire::PD_MSG, &data)
+        }
+        _ => {
+            let n = rng.below(fabric_util::rx::IOV_LIMIT + 2);
+            let pieces: Vec<RtsPiece> = (0..n)
+                .map(|_| RtsPiece {
+                    addr: rng.next(),
+                    len: if rng.below(8) == 0 { rng.next() } else { rng.below(1 << 16) as u64 },
+                    rkey: rng.next() as u32,
+                })
+                .collect();
+            let len = pieces.iter().fold(0u64, |s, p| s.wrapping_add(p.len));
+            let h = wire::Header { len: len & ((1 << 30) - 1), ..wire::Header::new(OpCode::Rts) };
+            let mut d = h.encode().to_vec();
+            d.extend_from_slice(&verbs_wire::encode_rts(&pieces));
+            d
+        }
+    }
+}
+
+#[test]
+fn verbs_frames_smoke() {
+    let mut rng = Rng(7);
+    let mut prev = Vec::new();
+    let (mut pd, mut rts) = (0, 0);
+    for i in 0..100_000 {
+        let mut d = valid_verbs(&mut rng);
+        if i % 2 == 1 {
+            mutate(&mut rng, &mut d, &prev);
+        }
+        pd += usize::from(verbs_wire::strip_private(&d).is_some());
+        if let Some(h) = d.first_chunk::<{ wire::HDR_LEN }>().and_then(|h| wire::Header::decode(h, 1 << 30).ok()) {
+            rts += usize::from(verbs_wire::decode_rts(&d[wire::HDR_LEN..], h.len, 16).is_ok());
+        }
+        verbs_frames(&d);
+        prev = d;
+    }
+    // Regression: piece lengths whose sum overflows (a panic in debug builds
+    // before the decoder summed them checked).
+    let big = [RtsPiece { addr: 0, len: u64::MAX, rkey: 0 }, RtsPiece { addr: 0, len: 2, rkey: 0 }];
+    let mut d = wire::Header { len: 1, ..wire::Header::new(OpCode::Rts) }.encode().to_vec();
+    d.extend_from_slice(&verbs_wire::encode_rts(&big));
+    verbs_frames(&d);
+    assert!(verbs_wire::decode_rts(&d[wire::HDR_LEN..], 1, 16).is_err());
+    assert!(pd > 30_000 && rts > 5_000, "{pd} {rts}");
 }

@@ -89,67 +89,12 @@ const RESOLVE_MS: i32 = 2000;
 /// (`FI_OPT_CM_DATA_SIZE`): the private data of an RC connect request (56 bytes,
 /// the smallest of the three) less our 5-byte header.
 pub(crate) const CM_DATA_MAX: usize = 51;
-/// The first bytes of our private data: magic, version, kind (MSG or RDM).
-const PD_MAGIC: [u8; 2] = [0xFB, 0x56];
-const PD_MSG: u8 = 1;
-const PD_RDM: u8 = 2;
+// The private data of connections and the names in it (pure, in fabric-util so
+// that they build and are fuzzed without libibverbs).
+use fabric_util::verbs_wire::{decode_name, encode_name, PD_MSG, PD_RDM};
+pub(crate) use fabric_util::verbs_wire::{private_data, strip_private};
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
-
-/// Our private-data header (magic, version, kind, length) followed by `data`
-/// (at most 255 bytes). The length is needed: the connection manager reports
-/// the private data of an event padded to the transport's fixed size.
-pub(crate) fn private_data(kind: u8, data: &[u8]) -> Vec<u8> {
-    let n = data.len().min(255);
-    let mut v = Vec::with_capacity(5 + n);
-    v.extend_from_slice(&PD_MAGIC);
-    v.push(1);
-    v.push(kind);
-    v.push(n as u8);
-    v.extend_from_slice(&data[..n]);
-    v
-}
-
-/// The kind and the application's part of private data, if it carries our header.
-pub(crate) fn strip_private(data: &[u8]) -> Option<(u8, &[u8])> {
-    if data.len() >= 5 && data[..2] == PD_MAGIC && data[2] == 1 {
-        let n = data[4] as usize;
-        data.get(5..5 + n).map(|d| (data[3], d))
-    } else {
-        None
-    }
-}
-
-/// An RDM peer's name in connection private data: family, port, 16 address bytes.
-fn encode_name(a: SocketAddr) -> [u8; 20] {
-    let mut b = [0u8; 20];
-    match a {
-        SocketAddr::V4(v4) => {
-            b[0] = 4;
-            b[4..8].copy_from_slice(&v4.ip().octets());
-        }
-        SocketAddr::V6(v6) => {
-            b[0] = 6;
-            b[4..20].copy_from_slice(&v6.ip().octets());
-        }
-    }
-    b[2..4].copy_from_slice(&a.port().to_le_bytes());
-    b
-}
-
-fn decode_name(b: &[u8]) -> Option<SocketAddr> {
-    let b = b.get(..20)?;
-    let port = u16::from_le_bytes([b[2], b[3]]);
-    match b[0] {
-        4 => Some(SocketAddr::new(std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]).into(), port)),
-        6 => {
-            let mut o = [0u8; 16];
-            o.copy_from_slice(&b[4..20]);
-            Some(SocketAddr::new(std::net::Ipv6Addr::from(o).into(), port))
-        }
-        _ => None,
-    }
-}
 
 /// Whether an address is one verbs endpoints use (a socket address).
 pub(crate) fn is_verbs_addr(a: &Address) -> bool {
@@ -1222,23 +1167,10 @@ impl VerbsEp {
                 }
             }
             OpCode::Rts => {
-                let cnt = body.first().copied().unwrap_or(0) as usize;
-                if cnt > IOV_LIMIT || body.len() < 1 + cnt * 20 {
-                    return Err("malformed rendezvous announcement".into());
-                }
-                let pieces: Vec<(u64, u64, u32)> = (0..cnt)
-                    .map(|i| {
-                        let p = &body[1 + i * 20..1 + (i + 1) * 20];
-                        (
-                            u64::from_le_bytes(p[..8].try_into().expect("8")),
-                            u64::from_le_bytes(p[8..16].try_into().expect("8")),
-                            u32::from_le_bytes(p[16..20].try_into().expect("4")),
-                        )
-                    })
+                let pieces: Vec<(u64, u64, u32)> = fabric_util::verbs_wire::decode_rts(body, hdr.len, IOV_LIMIT)?
+                    .into_iter()
+                    .map(|p| (p.addr, p.len, p.rkey))
                     .collect();
-                if pieces.iter().map(|p| p.1).sum::<u64>() != hdr.len {
-                    return Err("rendezvous pieces do not add up".into());
-                }
                 let src = Self::src_of(g, cid);
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
@@ -2169,28 +2101,6 @@ pub(crate) fn new_ep(domain: Arc<VerbsDomain>, info: &Info) -> Result<Arc<dyn En
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip_in_private_data() {
-        for a in ["10.0.2.15:7000", "[fe80::1]:9"] {
-            let a: SocketAddr = a.parse().unwrap();
-            let pd = private_data(PD_RDM, &encode_name(a));
-            assert!(pd.len() <= 56, "fits an RC connect's private data");
-            let (k, rest) = strip_private(&pd).unwrap();
-            assert_eq!(k, PD_RDM);
-            assert_eq!(decode_name(rest), Some(a));
-        }
-        assert_eq!(strip_private(b"xx"), None);
-        // Padded as the connection manager reports it: the length says where
-        // the data ends.
-        let mut padded = private_data(PD_MSG, b"abc");
-        padded.resize(56, 0);
-        assert_eq!(strip_private(&padded), Some((PD_MSG, &b"abc"[..])));
-        padded[4] = 200;
-        assert_eq!(strip_private(&padded), None, "a length past the end is refused");
-        assert_eq!(decode_name(&[9u8; 20]), None);
-        assert_eq!(decode_name(&[4u8; 3]), None);
-    }
 
     #[test]
     fn wc_statuses_map_to_libfabric_errors() {
