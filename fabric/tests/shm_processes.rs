@@ -57,6 +57,7 @@ use children::{expect_all, say, Commands, Proc};
 use fabric::*;
 use fabric_shm::proto::INLINE_MAX;
 use fabric_shm::segment::{BOUNCE_SIZE, HEADER_SIZE, PREFIX, SHM_DIR, SLOTS, SLOT_SIZE};
+use fabric_testkit::mix;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -137,14 +138,6 @@ const SCALE_SIZES: [usize; 3] = [64, 4 << 10, BOUNCE_SIZE + 4000];
 // ---------------------------------------------------------------------------------------
 // Payloads
 // ---------------------------------------------------------------------------------------
-
-/// A 64-bit mixing function (splitmix64's finaliser).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The seed of message `seq` from `sender` to `receiver`.
 fn seed(sender: u64, receiver: u64, seq: u64) -> u64 {

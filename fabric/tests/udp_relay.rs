@@ -68,6 +68,7 @@ mod children;
 
 use children::{say, Commands, Proc};
 use fabric::*;
+use fabric_testkit::{mix, Rng};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -109,14 +110,6 @@ const WILDCARD_CTX: u64 = u64::MAX - 7;
 // ---------------------------------------------------------------------------------------
 // Messages
 // ---------------------------------------------------------------------------------------
-
-/// splitmix64's finaliser: a 64-bit mixing function.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Sizes of the first messages: edges (empty, the largest, around 64 KiB, which is
 /// about one loopback datagram).
@@ -189,26 +182,6 @@ struct Impairment {
     drop: f64,
     reorder: f64,
     duplicate: f64,
-}
-
-/// A tiny seeded PRNG (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix(self.0)
-    }
-
-    /// True with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u32, hi: u32) -> u32 {
-        lo + (self.next() % u64::from(hi - lo + 1)) as u32
-    }
 }
 
 /// What the relay did in one direction.
@@ -335,7 +308,7 @@ fn relay_direction(
     counts: Arc<Counters>,
     stop: Arc<AtomicBool>,
 ) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut buf = vec![0u8; 65536];
     // Held datagrams: bytes, destination, how many later datagrams to let pass first.
     let mut held: VecDeque<(Vec<u8>, SocketAddr, u32)> = VecDeque::new();
@@ -355,7 +328,7 @@ fn relay_direction(
                 let d = &buf[..n];
                 if rng.chance(imp.duplicate) {
                     bump(&counts.duplicated);
-                    held.push_back((d.to_vec(), to_addr, rng.range(1, 4)));
+                    held.push_back((d.to_vec(), to_addr, rng.range(1..=4) as u32));
                 }
                 if rng.chance(imp.drop) {
                     bump(&counts.dropped);
@@ -363,7 +336,7 @@ fn relay_direction(
                 }
                 if rng.chance(imp.reorder) {
                     bump(&counts.reordered);
-                    held.push_back((d.to_vec(), to_addr, rng.range(1, 3)));
+                    held.push_back((d.to_vec(), to_addr, rng.range(1..=3) as u32));
                     continue;
                 }
                 send(d, to_addr);

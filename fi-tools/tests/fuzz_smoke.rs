@@ -106,22 +106,6 @@ fn check_credit(data: &[u8]) {
     }
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// The messages the tools send each other, and near misses.
 fn messages() -> Vec<String> {
     let mut v: Vec<String> = [
@@ -166,22 +150,22 @@ fn frame(m: &[u8]) -> Vec<u8> {
 #[test]
 fn fi_control_smoke() {
     let msgs = messages();
-    let mut rng = Rng(10);
+    let mut rng = fabric_testkit::Rng::new(10);
     let mut plans = 0;
     for i in 0..100_000 {
         let mut d = Vec::new();
-        for _ in 0..=rng.below(3) {
-            d.extend_from_slice(&frame(msgs[rng.below(msgs.len())].as_bytes()));
+        for _ in 0..=rng.index(3) {
+            d.extend_from_slice(&frame(msgs[rng.index(msgs.len())].as_bytes()));
         }
         if i % 2 == 1 {
-            for _ in 0..=rng.below(3) {
+            for _ in 0..=rng.index(3) {
                 if d.is_empty() {
                     break;
                 }
-                let at = rng.below(d.len());
-                match rng.below(5) {
-                    0 => d[at] ^= 1 << rng.below(8),
-                    1 => d[at] = b" =,-x0123456789"[rng.below(15)],
+                let at = rng.index(d.len());
+                match rng.index(5) {
+                    0 => d[at] ^= 1 << rng.index(8),
+                    1 => d[at] = b" =,-x0123456789"[rng.index(15)],
                     2 => d.truncate(at),
                     3 => d.insert(at, rng.next() as u8),
                     _ => d[at] = rng.next() as u8,

@@ -22,6 +22,13 @@
 //! Areas in use: a provider's name (`tcp`, `udp`, `shm`, `verbs`: the provider
 //! offers nothing here), and what a test needs of the host (`multicast`, `ipv6`,
 //! `root`, `pidfd`).
+//!
+//! The crate also holds what randomised tests share: [`Rng`], a seeded
+//! SplitMix64 generator, and its mixing function [`mix`].
+
+mod rng;
+
+pub use rng::{mix, Rng};
 
 use std::fmt::Display;
 use std::io::Write;

@@ -10,6 +10,7 @@
 use fabric_shm::proto::{self, flags, Entry, Kind, Mode, HDR, INLINE_MAX};
 use fabric_shm::ring::ENTRY_PAYLOAD;
 use fabric_shm::segment::{valid_name, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, NAME_MAX};
+use fabric_testkit::Rng;
 use fabric_util::rx::IOV_LIMIT;
 
 /// Fuzz body of `shm_entry`: the first [`ENTRY_PAYLOAD`] bytes (zero-padded) are a
@@ -70,22 +71,6 @@ fn check_entry(raw: &[u8; ENTRY_PAYLOAD]) -> bool {
     true
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// A valid entry of a random kind and mode, as a sender writes it.
 fn valid_entry(rng: &mut Rng) -> [u8; ENTRY_PAYLOAD] {
     let kinds = [
@@ -99,7 +84,7 @@ fn valid_entry(rng: &mut Rng) -> [u8; ENTRY_PAYLOAD] {
         Kind::AtomicResp,
         Kind::Help,
     ];
-    let kind = kinds[rng.below(kinds.len())];
+    let kind = kinds[rng.index(kinds.len())];
     let mut e = Entry::new(kind);
     e.flags = rng.next() as u8 & flags::ALL;
     e.tag = rng.next();
@@ -114,29 +99,29 @@ fn valid_entry(rng: &mut Rng) -> [u8; ENTRY_PAYLOAD] {
     e.mode = match kind {
         Kind::Data => Mode::Bounce,
         Kind::Help => Mode::Iov,
-        _ => [Mode::None, Mode::Inline, Mode::Bounce, Mode::Iov, Mode::Stream][rng.below(5)],
+        _ => [Mode::None, Mode::Inline, Mode::Bounce, Mode::Iov, Mode::Stream][rng.index(5)],
     };
     match e.mode {
-        Mode::Inline => e.len = rng.below(INLINE_MAX + 1) as u64,
+        Mode::Inline => e.len = rng.index(INLINE_MAX + 1) as u64,
         Mode::Bounce => {
-            e.aux = rng.below(BOUNCE_COUNT) as u32;
-            e.len = rng.below(BOUNCE_SIZE + 1) as u64;
+            e.aux = rng.index(BOUNCE_COUNT) as u32;
+            e.len = rng.index(BOUNCE_SIZE + 1) as u64;
         }
         Mode::Iov => {
-            let n = rng.below(IOV_LIMIT + 1);
-            let pieces: Vec<(u64, u64)> = (0..n).map(|_| (rng.next(), rng.below(1 << 20) as u64)).collect();
+            let n = rng.index(IOV_LIMIT + 1);
+            let pieces: Vec<(u64, u64)> = (0..n).map(|_| (rng.next(), rng.index(1 << 20) as u64)).collect();
             e.aux = n as u32;
             e.len = pieces.iter().map(|p| p.1).sum();
             proto::put_pieces(&mut b, &pieces);
         }
-        Mode::None | Mode::Stream => e.len = rng.next() >> rng.below(64),
+        Mode::None | Mode::Stream => e.len = rng.next() >> rng.index(64),
     }
     if kind == Kind::Help {
-        e.key = rng.below(JOBS) as u64;
-        e.addr = 1 + rng.below(1 << 20) as u64;
+        e.key = rng.index(JOBS) as u64;
+        e.addr = 1 + rng.index(1 << 20) as u64;
     }
     if kind == Kind::Atomic {
-        e.data = u64::from(proto::atomic_aux(rng.below(20) as u8, rng.below(10) as u8, rng.below(3) as u8));
+        e.data = u64::from(proto::atomic_aux(rng.index(20) as u8, rng.index(10) as u8, rng.index(3) as u8));
     }
     e.encode(&mut b);
     b
@@ -144,7 +129,7 @@ fn valid_entry(rng: &mut Rng) -> [u8; ENTRY_PAYLOAD] {
 
 #[test]
 fn shm_entry_smoke() {
-    let mut rng = Rng(8);
+    let mut rng = Rng::new(8);
     let mut accepted = 0;
     for i in 0..200_000 {
         let mut d = valid_entry(&mut rng).to_vec();
@@ -153,22 +138,22 @@ fn shm_entry_smoke() {
         } else {
             // Damage one to four bytes of the header or the piece list, with bias
             // to the fields the decoder checks.
-            for _ in 0..=rng.below(3) {
-                let at = if rng.below(2) == 0 { rng.below(8) } else { rng.below(HDR + 16 * IOV_LIMIT) };
-                d[at] = match rng.below(4) {
-                    0 => d[at] ^ (1 << rng.below(8)),
-                    1 => [0, 1, 2, 3, 4, 5, 8, 9, 10, 0x7F, 0x80, 0xFF][rng.below(12)],
+            for _ in 0..=rng.index(3) {
+                let at = if rng.index(2) == 0 { rng.index(8) } else { rng.index(HDR + 16 * IOV_LIMIT) };
+                d[at] = match rng.index(4) {
+                    0 => d[at] ^ (1 << rng.index(8)),
+                    1 => [0, 1, 2, 3, 4, 5, 8, 9, 10, 0x7F, 0x80, 0xFF][rng.index(12)],
                     _ => rng.next() as u8,
                 };
             }
-            if rng.below(8) == 0 {
-                d.truncate(rng.below(ENTRY_PAYLOAD));
+            if rng.index(8) == 0 {
+                d.truncate(rng.index(ENTRY_PAYLOAD));
             }
         }
-        if rng.below(4) == 0 {
+        if rng.index(4) == 0 {
             d.resize(ENTRY_PAYLOAD, 0);
             let names = ["fabric-shm-0-1-00ff", ".hidden", "a/b", "", "x", "é"];
-            d.extend_from_slice(names[rng.below(names.len())].as_bytes());
+            d.extend_from_slice(names[rng.index(names.len())].as_bytes());
         }
         let mut raw = [0u8; ENTRY_PAYLOAD];
         let n = d.len().min(ENTRY_PAYLOAD);
@@ -209,7 +194,7 @@ fn shm_entry_smoke() {
 fn write_fuzz_seeds() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../util/fuzz/corpus/shm_entry");
     std::fs::create_dir_all(&dir).expect("create the corpus directory");
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     for i in 0..32 {
         std::fs::write(dir.join(format!("seed-{i:02}")), valid_entry(&mut rng)).expect("write a seed");
     }

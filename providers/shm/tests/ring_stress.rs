@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fabric_shm::ring::{Consumer, Producer, Ring, ENTRY_PAYLOAD, RING_ENTRIES};
+use fabric_testkit::Rng;
 
 /// Producers, one ring each.
 const PRODUCERS: usize = 16;
@@ -55,13 +56,6 @@ impl Drop for Rings {
     }
 }
 
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 /// FNV-1a over the header identity and the body.
 fn checksum(id: u64, seq: u64, body: &[u8]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
@@ -74,11 +68,7 @@ fn checksum(id: u64, seq: u64, body: &[u8]) -> u64 {
 fn fill(e: &mut [u8; ENTRY_PAYLOAD], id: u64, seq: u64) {
     e[ID..ID + 8].copy_from_slice(&id.to_le_bytes());
     e[SEQ..SEQ + 8].copy_from_slice(&seq.to_le_bytes());
-    let mut x = (id << 40 ^ seq).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    for chunk in e[BODY..].chunks_mut(8) {
-        let r = xorshift(&mut x).to_le_bytes();
-        chunk.copy_from_slice(&r[..chunk.len()]);
-    }
+    Rng::new(id << 40 ^ seq).fill(&mut e[BODY..]);
     let sum = checksum(id, seq, &e[BODY..]);
     e[SUM..SUM + 8].copy_from_slice(&sum.to_le_bytes());
 }

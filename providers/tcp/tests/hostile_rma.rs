@@ -23,6 +23,7 @@ use common::wait;
 
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, MrOps, Op, RmaOp};
 use fabric_core::*;
+use fabric_testkit::Rng;
 use fabric_util::atomic::{apply_slice, lens};
 use fabric_util::rma_target::OPS_MAX;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, ATOMIC_MAX, HDR_LEN, RMA_CHUNK};
@@ -45,35 +46,6 @@ const R_LEN: usize = 4096;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 /// The most bytes of request header plus payload of an atomic the wire allows.
 const ATOMIC_FRAME_MAX: u64 = (RmaDesc::LEN + AtomicHdr::LEN + 2 * ATOMIC_MAX) as u64;
-
-/// xorshift64*: small, seeded, good enough to pick test cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (`n > 0`; the bias is irrelevant here).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// `true` with probability `num / den`.
-    fn chance(&mut self, num: u64, den: u64) -> bool {
-        self.below(den) < num
-    }
-
-    fn fill(&mut self, out: &mut [u8]) {
-        for c in out.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            c.copy_from_slice(&v[..c.len()]);
-        }
-    }
-}
 
 /// The canary byte at offset `i` of an allocation (never a region's byte: the
 /// comparisons are exact anyway, this only makes a leak easy to recognise).
@@ -233,7 +205,7 @@ impl Hostile {
     /// (one in `huge_odds`) anything up to `max`.
     fn pick_len(&mut self, i: usize, max: u64, huge_odds: u64) -> u64 {
         let len = self.regions[i].len as u64;
-        if self.rng.chance(1, huge_odds) {
+        if self.rng.chance(1.0 / huge_odds as f64) {
             return max - self.rng.below(max.min(1 << 16));
         }
         match self.rng.below(20) {
@@ -273,7 +245,7 @@ impl Hostile {
             let from = self.rng.below((self.noise.len() - n + 1) as u64) as usize;
             data.copy_from_slice(&self.noise[from..from + n]);
         }
-        let cq_data = self.rng.chance(1, 10);
+        let cq_data = self.rng.chance(0.1);
         // A single-request operation, as the protocol sends one: LAST, and the
         // whole length in `tag`.
         let h = Header {
@@ -322,7 +294,7 @@ impl Hostile {
     fn atomic_req(&mut self) -> Req {
         let id = self.id();
         let (key, i) = self.pick_key();
-        let kind_n = if self.rng.chance(39, 40) { self.rng.below(3) as u8 } else { 3 + self.rng.below(253) as u8 };
+        let kind_n = if self.rng.chance(39.0 / 40.0) { self.rng.below(3) as u8 } else { 3 + self.rng.below(253) as u8 };
         // Mostly an operation the kind of call takes, sometimes any, sometimes none.
         let op_n = match self.rng.below(10) {
             0..=6 => match kind_n {
@@ -333,7 +305,7 @@ impl Hostile {
             7..=8 => self.rng.below(19) as u8,
             _ => self.rng.next() as u8,
         };
-        let dt_n = if self.rng.chance(9, 10) { self.rng.below(10) as u8 } else { self.rng.next() as u8 };
+        let dt_n = if self.rng.chance(0.9) { self.rng.below(10) as u8 } else { self.rng.next() as u8 };
         let (op, dt) = (AtomicOp::from_u8(op_n), Datatype::from_u8(dt_n));
         let size = dt.map_or(1 + self.rng.below(8), |d| d.size() as u64);
         let max = 4096 / size;
@@ -350,7 +322,7 @@ impl Hostile {
         let operand_len = if op == Some(AtomicOp::Read) { 0 } else { bytes };
         let compare_len = if kind_n == 2 { bytes } else { 0 };
         let mut args_len = operand_len + compare_len;
-        let honest = self.rng.chance(19, 20);
+        let honest = self.rng.chance(0.95);
         if !honest {
             args_len = (args_len + 1 + self.rng.below(16)).saturating_sub(self.rng.below(32));
         }
@@ -365,7 +337,7 @@ impl Hostile {
         let target = grant(&self.regions, key, addr, bytes, need);
         if let (Some((r, off)), true, true) = (target, kind_n == 2, args.len() as u64 == args_len) {
             // Compare with the current value half of the time, so swaps happen.
-            if self.rng.chance(1, 2) && operand_len + compare_len == args_len {
+            if self.rng.chance(0.5) && operand_len + compare_len == args_len {
                 let cur = &self.regions[r].model[off..off + bytes as usize];
                 args[operand_len as usize..].copy_from_slice(cur);
             }
@@ -621,11 +593,7 @@ fn hostile_rma_requests_stay_inside_what_was_granted() {
         model: mem.init_region().to_vec(),
     };
     let mut noise = vec![0u8; RMA_CHUNK + 8192];
-    // splitmix64 of the seed: any seed, even 0, gives a good xorshift state.
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    let mut rng = Rng((z ^ (z >> 31)) | 1);
+    let mut rng = Rng::new(seed);
     rng.fill(&mut noise);
     let mut h = Hostile {
         rng,

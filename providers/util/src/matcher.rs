@@ -519,6 +519,7 @@ impl<R, U> Matcher<R, U> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabric_testkit::Rng;
 
     fn trecv(src: u64, tag: u64, ignore: u64, ctx: u64) -> RecvSpec {
         RecvSpec { tagged: true, src: FiAddr(src), tag, ignore, user_context: ctx }
@@ -730,30 +731,6 @@ mod tests {
         assert_eq!((m.posted.slots.capacity(), m.unexpected.slots.capacity()), (cap_p, cap_u));
     }
 
-    /// A small xorshift64* generator, deterministic per seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
-            if v.is_empty() {
-                None
-            } else {
-                Some(v[self.below(v.len() as u64) as usize])
-            }
-        }
-    }
-
     /// The reference model: plain vectors in order.
     #[derive(Default)]
     struct Model {
@@ -782,7 +759,7 @@ mod tests {
     }
 
     fn check_one(seed: u64, ops: usize) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let mut m: Matcher<u64, u64> = Matcher::with_capacity(4, 4);
         let mut model = Model::default();
         // Ids that were issued and removed, to check staleness.

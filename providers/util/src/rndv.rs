@@ -197,17 +197,11 @@ impl<K: Copy + PartialEq, T> RndvRecv<K, T> {
 mod tests {
     use super::*;
     use crate::wire::{Header, OpCode};
+    use fabric_testkit::Rng;
     use std::collections::VecDeque;
 
     /// A frame on the simulated wire: the header and, for data, the message index.
     type Frame = (Header, Option<usize>);
-
-    fn xorshift(x: &mut u64) -> u64 {
-        *x ^= *x << 13;
-        *x ^= *x >> 7;
-        *x ^= *x << 17;
-        *x
-    }
 
     /// Two ends in memory: the sender announces `n` messages; the receiver clears
     /// or discards each at a random moment (as receives get posted); frames flow in
@@ -216,9 +210,9 @@ mod tests {
     #[test]
     fn every_message_settles_once_in_any_interleaving() {
         for seed in 1..200u64 {
-            let mut rng = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-            let n = 1 + (xorshift(&mut rng) % 20) as usize;
-            let lens: Vec<u64> = (0..n).map(|_| 1 + xorshift(&mut rng) % (1 << 30)).collect();
+            let mut rng = Rng::new(seed);
+            let n = 1 + rng.index(20);
+            let lens: Vec<u64> = (0..n).map(|_| 1 + rng.below(1 << 30)).collect();
             let mut tx: RndvSend<u8, usize> = RndvSend::new();
             let mut rx: RndvRecv<u8, usize> = RndvRecv::new();
             let mut to_rx: VecDeque<Frame> = VecDeque::new();
@@ -233,7 +227,7 @@ mod tests {
             let mut discarded = vec![0u32; n];
             let mut sent_done = vec![0u32; n];
             for _ in 0..10_000 {
-                match xorshift(&mut rng) % 3 {
+                match rng.below(3) {
                     0 => {
                         if let Some((h, msg)) = to_rx.pop_front() {
                             match h.op {
@@ -249,9 +243,9 @@ mod tests {
                         }
                     }
                     1 if !pending.is_empty() => {
-                        let k = (xorshift(&mut rng) as usize) % pending.len();
+                        let k = rng.index(pending.len());
                         let (id, len) = pending.swap_remove(k);
-                        if xorshift(&mut rng) % 5 == 0 {
+                        if rng.below(5) == 0 {
                             to_tx.push_back((Header { id, ..Header::new(OpCode::Nack) }, None));
                         } else {
                             // The target is the message index, which the receiver

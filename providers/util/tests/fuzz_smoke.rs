@@ -15,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 use fabric_core::{AtomicKind, AtomicOp, Datatype, Error, MrAccess, MrMode};
+use fabric_testkit::Rng;
 use fabric_util::mr::MrRegistry;
 use fabric_util::reliable::{Channel, Config, Event, Header, Kind, FLAG_FIRST, FLAG_LAST, FLAG_SUMMED, HEADER_LEN};
 use fabric_util::verbs_wire::{self, RtsPiece};
@@ -313,40 +314,19 @@ pub fn reliable_channel_run(data: &[u8]) -> ChannelRun {
     run
 }
 
-/// SplitMix64, for the smoke runs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn fill(&mut self, b: &mut [u8]) {
-        for x in b {
-            *x = self.next() as u8;
-        }
-    }
-}
-
 /// A random well-formed datagram of the reliable protocol.
 fn valid_datagram(rng: &mut Rng) -> Vec<u8> {
-    let kind = [Kind::Data, Kind::Ack, Kind::Probe][rng.below(3)];
-    let len = if kind == Kind::Data { rng.below(200) } else { 0 };
-    let mut flags = if rng.below(4) == 0 { 0 } else { FLAG_SUMMED };
+    let kind = [Kind::Data, Kind::Ack, Kind::Probe][rng.index(3)];
+    let len = if kind == Kind::Data { rng.index(200) } else { 0 };
+    let mut flags = if rng.index(4) == 0 { 0 } else { FLAG_SUMMED };
     if kind == Kind::Data {
         flags |= rng.next() as u8 & (FLAG_FIRST | FLAG_LAST);
     }
-    let small = |r: &mut Rng| if r.below(8) == 0 { r.next() } else { r.next() % 24 };
+    let small = |r: &mut Rng| if r.index(8) == 0 { r.next() } else { r.next() % 24 };
     let h = Header {
         kind,
         flags,
-        epoch: if rng.below(8) != 0 { PEER_EPOCH } else { rng.next() as u32 },
+        epoch: if rng.index(8) != 0 { PEER_EPOCH } else { rng.next() as u32 },
         len: len as u32,
         seq: if kind == Kind::Data { small(rng) } else { 0 },
         ack: small(rng),
@@ -362,35 +342,35 @@ fn valid_datagram(rng: &mut Rng) -> Vec<u8> {
 /// Damage `d` the ways a fuzzer would: flip bits, truncate, extend, overwrite a
 /// run, splice in part of `other`, or set a byte to an interesting value.
 fn mutate(rng: &mut Rng, d: &mut Vec<u8>, other: &[u8]) {
-    for _ in 0..=rng.below(3) {
-        match rng.below(7) {
+    for _ in 0..=rng.index(3) {
+        match rng.index(7) {
             0 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                d[i] ^= 1 << rng.below(8);
+                let i = rng.index(d.len());
+                d[i] ^= 1 << rng.index(8);
             }
             1 => {
-                let n = rng.below(d.len() + 1);
+                let n = rng.index(d.len() + 1);
                 d.truncate(n);
             }
             2 => {
-                for _ in 0..=rng.below(8) {
+                for _ in 0..=rng.index(8) {
                     d.push(rng.next() as u8);
                 }
             }
             3 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                let j = (i + 1 + rng.below(8)).min(d.len());
+                let i = rng.index(d.len());
+                let j = (i + 1 + rng.index(8)).min(d.len());
                 rng.fill(&mut d[i..j]);
             }
             4 if !other.is_empty() => {
-                let cut = rng.below(d.len() + 1);
-                let from = rng.below(other.len());
+                let cut = rng.index(d.len() + 1);
+                let from = rng.index(other.len());
                 d.truncate(cut);
                 d.extend_from_slice(&other[from..]);
             }
             5 if !d.is_empty() => {
-                let i = rng.below(d.len());
-                d[i] = [0, 1, 2, 3, 4, 7, 0x7F, 0x80, 0xFB, 0xFC, 0xFF][rng.below(11)];
+                let i = rng.index(d.len());
+                d[i] = [0, 1, 2, 3, 4, 7, 0x7F, 0x80, 0xFB, 0xFC, 0xFF][rng.index(11)];
             }
             _ => {}
         }
@@ -399,16 +379,16 @@ fn mutate(rng: &mut Rng, d: &mut Vec<u8>, other: &[u8]) {
 
 #[test]
 fn reliable_header_smoke() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let mut accepted = 0;
     let mut prev = valid_datagram(&mut rng);
     for i in 0..300_000 {
         let d = match i % 4 {
             // Random bytes of a random length.
             0 => {
-                let mut d = vec![0u8; rng.below(HEADER_LEN + 80)];
+                let mut d = vec![0u8; rng.index(HEADER_LEN + 80)];
                 rng.fill(&mut d);
-                if d.len() > 2 && rng.below(2) == 0 {
+                if d.len() > 2 && rng.index(2) == 0 {
                     d[0] = 0xFC;
                     d[1] = 1;
                 }
@@ -439,7 +419,7 @@ fn reliable_header_smoke() {
 
 #[test]
 fn wire_header_smoke() {
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     let mut accepted = 0;
     let ops = [
         OpCode::Hello,
@@ -459,13 +439,13 @@ fn wire_header_smoke() {
     let mut prev: Vec<u8> = Vec::new();
     for i in 0..300_000 {
         let mut d = if i % 3 == 0 {
-            let mut d = vec![0u8; rng.below(wire::HDR_LEN + 40)];
+            let mut d = vec![0u8; rng.index(wire::HDR_LEN + 40)];
             rng.fill(&mut d);
             d
         } else {
-            let small = |r: &mut Rng| if r.below(3) == 0 { r.next() } else { r.next() % 5000 };
+            let small = |r: &mut Rng| if r.index(3) == 0 { r.next() } else { r.next() % 5000 };
             let h = wire::Header {
-                op: ops[rng.below(ops.len())],
+                op: ops[rng.index(ops.len())],
                 flags: HdrFlags(rng.next() as u32 & HdrFlags::ALL),
                 len: small(&mut rng),
                 tag: small(&mut rng),
@@ -473,7 +453,7 @@ fn wire_header_smoke() {
                 id: rng.next(),
             };
             let mut d = h.encode().to_vec();
-            let mut tail = vec![0u8; rng.below(32)];
+            let mut tail = vec![0u8; rng.index(32)];
             rng.fill(&mut tail);
             d.extend_from_slice(&tail);
             if i % 3 == 2 {
@@ -481,7 +461,7 @@ fn wire_header_smoke() {
             }
             d
         };
-        if d.len() >= wire::HDR_LEN && rng.below(4) == 0 {
+        if d.len() >= wire::HDR_LEN && rng.index(4) == 0 {
             // A generous receive limit, so large messages decode too.
             d.truncate(wire::HDR_LEN);
             d.extend_from_slice(&(1u64 << 40).to_le_bytes());
@@ -502,22 +482,22 @@ fn wire_header_smoke() {
 /// time: mostly plausible operations in the encoding the body reads.
 fn channel_ops(rng: &mut Rng) -> Vec<u8> {
     let mut v = Vec::new();
-    for _ in 0..rng.below(300) {
-        v.push(if rng.below(8) == 0 { 1 } else { 0 }); // refuse?
+    for _ in 0..rng.index(300) {
+        v.push(if rng.index(8) == 0 { 1 } else { 0 }); // refuse?
                                                        // Mostly sends, transmits and datagrams; timer jumps rarely (each may
                                                        // bring the peer's silence nearer to `unreachable_after`).
-        let op: u8 = [0, 0, 1, 2, 3, 3, 4, 5, 5, 5, 6][rng.below(11)];
-        let op = if op == 2 && rng.below(4) != 0 { 3 } else { op };
+        let op: u8 = [0, 0, 1, 2, 3, 3, 4, 5, 5, 5, 6][rng.index(11)];
+        let op = if op == 2 && rng.index(4) != 0 { 3 } else { op };
         v.push(op);
         match op {
-            0 => v.extend_from_slice(&(rng.below(700) as u16).to_le_bytes()),
+            0 => v.extend_from_slice(&(rng.index(700) as u16).to_le_bytes()),
             1 => {
-                let span = if rng.below(10) == 0 { 65536 } else { 200 };
-                v.extend_from_slice(&(rng.below(span) as u16).to_le_bytes());
+                let span = if rng.index(10) == 0 { 65536 } else { 200 };
+                v.extend_from_slice(&(rng.index(span) as u16).to_le_bytes());
             }
             4 => {
                 let mut d = valid_datagram(rng);
-                if rng.below(2) == 0 {
+                if rng.index(2) == 0 {
                     let other = valid_datagram(rng);
                     mutate(rng, &mut d, &other);
                 }
@@ -528,33 +508,33 @@ fn channel_ops(rng: &mut Rng) -> Vec<u8> {
             5 => {
                 // The fields in the order the body reads them; small numbers
                 // mostly, so they land in the channel's ranges.
-                let kind = rng.below(3) as u8;
+                let kind = rng.index(3) as u8;
                 v.push(kind);
                 v.push(rng.next() as u8);
-                if rng.below(8) == 0 {
+                if rng.index(8) == 0 {
                     v.push(255);
                     v.extend_from_slice(&(rng.next() as u32).to_le_bytes());
                 } else {
                     v.push(0);
                 }
-                let wide = rng.below(16) == 0;
+                let wide = rng.index(16) == 0;
                 v.push(if wide { 255 } else { 0 });
                 let num = |v: &mut Vec<u8>, r: &mut Rng| {
                     if wide {
                         v.extend_from_slice(&r.next().to_le_bytes());
                     } else {
-                        v.push(r.below(24) as u8);
+                        v.push(r.index(24) as u8);
                     }
                 };
                 if kind == 0 {
                     num(&mut v, rng); // seq
                 }
                 num(&mut v, rng); // ack
-                let sack = if rng.below(2) == 0 { 0 } else { rng.next() };
+                let sack = if rng.index(2) == 0 { 0 } else { rng.next() };
                 v.extend_from_slice(&sack.to_le_bytes());
                 num(&mut v, rng); // wnd
                 if kind == 0 {
-                    let len = rng.below(CH_MSS + 1);
+                    let len = rng.index(CH_MSS + 1);
                     v.push(len as u8);
                     let mut p = vec![0u8; len];
                     rng.fill(&mut p);
@@ -569,7 +549,7 @@ fn channel_ops(rng: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn reliable_channel_smoke() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let mut total = ChannelRun::default();
     let mut failed = 0;
     for i in 0..6_000 {
@@ -581,7 +561,7 @@ fn reliable_channel_smoke() {
         }
         if i % 50 == 49 {
             // Raw noise.
-            ops = vec![0u8; rng.below(400)];
+            ops = vec![0u8; rng.index(400)];
             rng.fill(&mut ops);
         }
         let r = reliable_channel_run(&ops);
@@ -618,7 +598,7 @@ fn reliable_channel_body_reaches_acks() {
 #[ignore = "writes files; run by hand before fuzzing"]
 fn write_fuzz_seeds() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     for target in ["reliable_header", "reliable_channel", "wire_header", "tcp_frames", "rma_atomic", "verbs_frames"] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir).expect("create the corpus directory");
@@ -863,14 +843,14 @@ fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
         OpCode::ReadReq,
         OpCode::AtomicReq,
         OpCode::RmaResp,
-    ][rng.below(13)];
+    ][rng.index(13)];
     let mut payload = Vec::new();
     let mut h = wire::Header { id: rng.next(), ..wire::Header::new(op) };
     match op {
         OpCode::Hello => {
             let names = ["127.0.0.1:4000", "[::1]:9", "10.1.2.3:65535", "[fe80::1%2]:7", "not an address", ""];
-            let name = names[rng.below(names.len())];
-            let mut data = vec![0u8; rng.below(60)];
+            let name = names[rng.index(names.len())];
+            let mut data = vec![0u8; rng.index(60)];
             rng.fill(&mut data);
             let (hh, p) = wire::Hello { name: name.as_bytes(), data: &data }.encode(h.id);
             h = hh;
@@ -879,13 +859,13 @@ fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
         OpCode::WriteReq | OpCode::AtomicReq => {
             payload = atomic_payload(rng);
             if op == OpCode::WriteReq {
-                payload.truncate(RmaDesc::LEN + rng.below(64));
+                payload.truncate(RmaDesc::LEN + rng.index(64));
             }
         }
         OpCode::Cts | OpCode::Shutdown | OpCode::Nack => {}
-        OpCode::Rts | OpCode::ReadReq => h.len = rng.below(1 << 20) as u64,
+        OpCode::Rts | OpCode::ReadReq => h.len = rng.index(1 << 20) as u64,
         _ => {
-            payload = vec![0u8; rng.below(100)];
+            payload = vec![0u8; rng.index(100)];
             rng.fill(&mut payload);
         }
     }
@@ -901,19 +881,19 @@ fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
 /// A plausible atomic request payload: a target in or near the region, a mostly
 /// known operation, and operands of about the right size.
 fn atomic_payload(rng: &mut Rng) -> Vec<u8> {
-    let dt = rng.below(11) as u8;
+    let dt = rng.index(11) as u8;
     let size = Datatype::from_u8(dt).map_or(1, |d| d.size());
-    let op = rng.below(22) as u8;
-    let kind = [0u8, 1, 2, 2, 1, 0, 3][rng.below(7)];
-    let count = if rng.below(16) == 0 { rng.next() as u32 } else { rng.below(40) as u32 };
-    let desc = RmaDesc { addr: if rng.below(4) == 0 { rng.next() } else { rng.below(600) as u64 }, key: REGION_KEY };
+    let op = rng.index(22) as u8;
+    let kind = [0u8, 1, 2, 2, 1, 0, 3][rng.index(7)];
+    let count = if rng.index(16) == 0 { rng.next() as u32 } else { rng.index(40) as u32 };
+    let desc = RmaDesc { addr: if rng.index(4) == 0 { rng.next() } else { rng.index(600) as u64 }, key: REGION_KEY };
     let ah = AtomicHdr { op, datatype: dt, kind, count };
     let mut p = desc.encode().to_vec();
     p.extend_from_slice(&ah.encode());
     // Operand, and the compare operand for compare kinds; sometimes off by some.
     let per = (count as usize).min(64) * size;
     let n = per * if kind == 2 { 2 } else { 1 };
-    let n = if rng.below(6) == 0 { rng.below(n + 9) } else { n };
+    let n = if rng.index(6) == 0 { rng.index(n + 9) } else { n };
     let mut args = vec![0u8; n];
     rng.fill(&mut args);
     p.extend_from_slice(&args);
@@ -922,12 +902,12 @@ fn atomic_payload(rng: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn tcp_frames_smoke() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let mut frames = 0;
     let mut prev = Vec::new();
     for i in 0..60_000 {
         let mut d = vec![(rng.next() as u8) | u8::from(i % 8 != 0)];
-        for _ in 0..=rng.below(4) {
+        for _ in 0..=rng.index(4) {
             d.extend_from_slice(&valid_tcp_frame(&mut rng));
         }
         if i % 3 == 2 {
@@ -980,7 +960,7 @@ fn tcp_hello_lengths_must_add_up() {
 
 #[test]
 fn rma_atomic_smoke() {
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let (mut applied, mut refused, mut malformed) = (0, 0, 0);
     let mut prev = Vec::new();
     for i in 0..60_000 {
@@ -1022,25 +1002,25 @@ fn rma_atomic_body_applies() {
 
 /// Valid private data, names and rendezvous frames for `verbs_frames`.
 fn valid_verbs(rng: &mut Rng) -> Vec<u8> {
-    match rng.below(3) {
+    match rng.index(3) {
         0 => {
             let a: std::net::SocketAddr =
-                ["10.0.2.15:7000", "[fe80::1]:9", "0.0.0.0:0"][rng.below(3)].parse().expect("address");
+                ["10.0.2.15:7000", "[fe80::1]:9", "0.0.0.0:0"][rng.index(3)].parse().expect("address");
             let mut d = verbs_wire::private_data(verbs_wire::PD_RDM, &verbs_wire::encode_name(a));
-            d.resize(d.len() + rng.below(40), 0);
+            d.resize(d.len() + rng.index(40), 0);
             d
         }
         1 => {
-            let mut data = vec![0u8; rng.below(60)];
+            let mut data = vec![0u8; rng.index(60)];
             rng.fill(&mut data);
             verbs_wire::private_data(verbs_wire::PD_MSG, &data)
         }
         _ => {
-            let n = rng.below(fabric_util::rx::IOV_LIMIT + 2);
+            let n = rng.index(fabric_util::rx::IOV_LIMIT + 2);
             let pieces: Vec<RtsPiece> = (0..n)
                 .map(|_| RtsPiece {
                     addr: rng.next(),
-                    len: if rng.below(8) == 0 { rng.next() } else { rng.below(1 << 16) as u64 },
+                    len: if rng.index(8) == 0 { rng.next() } else { rng.index(1 << 16) as u64 },
                     rkey: rng.next() as u32,
                 })
                 .collect();
@@ -1055,7 +1035,7 @@ fn valid_verbs(rng: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn verbs_frames_smoke() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut prev = Vec::new();
     let (mut pd, mut rts) = (0, 0);
     for i in 0..100_000 {
