@@ -417,25 +417,27 @@ fn reliable_header_smoke() {
     assert!(accepted >= 75_000, "{accepted}");
 }
 
+/// Every opcode of the wire protocol.
+const OPS: [OpCode; 13] = [
+    OpCode::Hello,
+    OpCode::HelloAck,
+    OpCode::Reject,
+    OpCode::Msg,
+    OpCode::Rts,
+    OpCode::Cts,
+    OpCode::Data,
+    OpCode::Shutdown,
+    OpCode::Nack,
+    OpCode::WriteReq,
+    OpCode::ReadReq,
+    OpCode::AtomicReq,
+    OpCode::RmaResp,
+];
+
 #[test]
 fn wire_header_smoke() {
     let mut rng = Rng::new(2);
     let mut accepted = 0;
-    let ops = [
-        OpCode::Hello,
-        OpCode::HelloAck,
-        OpCode::Reject,
-        OpCode::Msg,
-        OpCode::Rts,
-        OpCode::Cts,
-        OpCode::Data,
-        OpCode::Shutdown,
-        OpCode::Nack,
-        OpCode::WriteReq,
-        OpCode::ReadReq,
-        OpCode::AtomicReq,
-        OpCode::RmaResp,
-    ];
     let mut prev: Vec<u8> = Vec::new();
     for i in 0..300_000 {
         let mut d = if i % 3 == 0 {
@@ -445,7 +447,7 @@ fn wire_header_smoke() {
         } else {
             let small = |r: &mut Rng| if r.index(3) == 0 { r.next() } else { r.next() % 5000 };
             let h = wire::Header {
-                op: ops[rng.index(ops.len())],
+                op: OPS[rng.index(OPS.len())],
                 flags: HdrFlags(rng.next() as u32 & HdrFlags::ALL),
                 len: small(&mut rng),
                 tag: small(&mut rng),
@@ -829,21 +831,7 @@ pub fn verbs_frames(data: &[u8]) {
 
 /// A valid frame of every kind tcp reads, with a payload that fits its limits.
 fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
-    let op = [
-        OpCode::Hello,
-        OpCode::HelloAck,
-        OpCode::Reject,
-        OpCode::Msg,
-        OpCode::Rts,
-        OpCode::Cts,
-        OpCode::Data,
-        OpCode::Shutdown,
-        OpCode::Nack,
-        OpCode::WriteReq,
-        OpCode::ReadReq,
-        OpCode::AtomicReq,
-        OpCode::RmaResp,
-    ][rng.index(13)];
+    let op = rng.pick(&OPS).expect("opcodes");
     let mut payload = Vec::new();
     let mut h = wire::Header { id: rng.next(), ..wire::Header::new(op) };
     match op {
