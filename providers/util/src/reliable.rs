@@ -376,6 +376,11 @@ impl Default for Config {
     }
 }
 
+/// At least this many retransmissions or probes fit in `unreachable_after`
+/// before a silent peer is declared unreachable (the back-off stops short of
+/// `rto_max` where it must).
+pub const PROBES_BEFORE_UNREACHABLE: u32 = 8;
+
 /// What the sender learns about a message it gave to [`Channel::send`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
@@ -690,18 +695,29 @@ impl Channel {
                     self.retx.push_back(self.snd_una + i as u64);
                 }
             }
-            self.rto = (self.rto * 2).min(self.cfg.rto_max);
+            self.rto = (self.rto * 2).min(self.rto_cap());
             self.rto_at = if self.inflight.is_empty() { None } else { Some(now + self.rto) };
         }
         if self.probe_at.is_some_and(|t| now >= t) {
             if self.window_closed() {
                 self.probe_due = true;
-                self.rto = (self.rto * 2).min(self.cfg.rto_max);
+                self.rto = (self.rto * 2).min(self.rto_cap());
                 self.probe_at = Some(now + self.rto);
             } else {
                 self.probe_at = None;
             }
         }
+    }
+
+    /// The largest retransmission (and probe) interval: `rto_max`, and never more
+    /// than an [`PROBES_BEFORE_UNREACHABLE`]th of `unreachable_after` (nor less
+    /// than `rto_min`). So a peer is declared unreachable only after that many
+    /// retransmissions or probes went unanswered, not after the two or three a
+    /// back-off to `rto_max` would leave room for when `unreachable_after` is
+    /// short: with 10 % loss each way, four unanswered probes in a row are
+    /// likely enough to happen in a long stall.
+    fn rto_cap(&self) -> Duration {
+        self.cfg.rto_max.min(self.cfg.unreachable_after / PROBES_BEFORE_UNREACHABLE).max(self.cfg.rto_min)
     }
 
     /// A message waits to be cut but the peer's window (or our in-flight limit)
@@ -978,7 +994,7 @@ impl Channel {
             }
         }
         let s = self.srtt.unwrap_or(r);
-        self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(100))).clamp(self.cfg.rto_min, self.cfg.rto_max);
+        self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(100))).clamp(self.cfg.rto_min, self.rto_cap());
     }
 
     fn stored(&mut self, flags: u8, payload: &[u8]) -> Held {

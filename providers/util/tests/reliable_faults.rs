@@ -790,7 +790,10 @@ fn flow_control_closed_window_for_longer_than_unreachable_after() {
 #[test]
 fn flow_control_with_loss() {
     let f = Faults { drop: 0.10, reorder: 0.1, reorder_max: Duration::from_micros(200), ..Faults::default() };
-    for seed in 0..4 {
+    // 32 seeds: seed 15 made side 0 declare side 1 unreachable before the
+    // back-off was capped at an eighth of `unreachable_after` (only four probes,
+    // each lost with 19 % chance, fitted in the silence).
+    for seed in 0..32 {
         let sim = stalled_receiver(0x900 + seed, Duration::from_secs(3), 2, f);
         let what = format!("lossy stall seed {seed}");
         sim.assert_all_delivered(&what);
@@ -851,9 +854,12 @@ fn silent_peer_fails_exactly_the_unacked_messages() {
                 assert_eq!(s.ch.poll_event(), None);
             }
             // Side 1 took at least k messages (the trigger), and, lossless, side 0
-            // heard of some of them before the silence.
+            // heard of some of them before the silence. (Only for k = 40: seven
+            // messages can all arrive within one delayed acknowledgement's
+            // `ack_delay`, so that the acknowledgement falls in the silence; forty
+            // pass `ack_every`, which acknowledges at once.)
             assert!(sim.sides[1].rx.msg >= k, "{what}");
-            if k >= 7 && seed % 2 == 0 {
+            if k >= 40 && seed % 2 == 0 {
                 assert!(sim.sides[0].acked[0] == 1, "{what}");
             }
         }
