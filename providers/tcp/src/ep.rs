@@ -1100,7 +1100,8 @@ impl TcpEp {
     /// and drop the loser.
     fn adopt_ops(&self, g: &mut Inner, from: ConnId, to: ConnId) {
         let Some(c) = Self::conn_mut(g, from) else { return };
-        let ops: Vec<TxOp> = c.txq.drain(..).filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_))).collect();
+        let ops: Vec<TxOp> =
+            c.txq.drain(..).filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_))).collect();
         let fd = c.fd();
         self.poll.del_fd(fd);
         g.slots[from.idx as usize].conn = None;
