@@ -6,7 +6,7 @@
 use crate::attr::IOV_LIMIT;
 use fabric_core::prov::IoVec;
 use fabric_core::{Caps, Error, FiAddr, Result};
-use fabric_util::rma_target::RmaTarget;
+use fabric_util::rma_target::{Answers, RmaTarget};
 use fabric_util::wire::HDR_LEN;
 
 /// Most bytes of inline prefix after a header (RMA target and atomic header).
@@ -64,6 +64,9 @@ pub(crate) enum TxKind {
     Inject(Vec<u8>),
     /// A control frame; the `Vec` owns the payload bytes the frame's iov points at.
     Control(#[allow(dead_code)] Vec<u8>),
+    /// An answer to the peer's RMA or atomic request, counted in the
+    /// connection's [`Answers`] until written; the `Vec` owns its payload.
+    Answer(Vec<u8>),
 }
 
 /// A frame in the transmit queue: header plus payload pieces.
@@ -107,6 +110,16 @@ impl TxOp {
     /// A frame whose payload is owned bytes (inject or control).
     pub fn owned(hdr: [u8; HDR_LEN], data: Vec<u8>, inject: bool) -> TxOp {
         TxOp::owned_prefixed(hdr, &[], data, inject)
+    }
+
+    /// An answer to a peer's request, its payload owned.
+    pub fn answer(hdr: [u8; HDR_LEN], data: Vec<u8>) -> TxOp {
+        let mut op = TxOp::owned(hdr, data, false);
+        if let TxKind::Control(v) = std::mem::replace(&mut op.kind, TxKind::Request) {
+            // Moving the Vec does not move its heap buffer: the iov stays valid.
+            op.kind = TxKind::Answer(v);
+        }
+        op
     }
 
     /// A frame whose payload is an inline prefix then owned bytes.
@@ -160,6 +173,12 @@ pub(crate) struct Conn {
     /// (at most [`fabric_util::rma_target::OPS_MAX`]; a peer opening more is
     /// disconnected).
     pub rma: RmaTarget,
+    /// The answers the peer is owed: queued and not yet written, or read
+    /// requests waiting for room (`fabric_util::rma_target::Answers`).
+    pub answers: Answers,
+    /// The peer is owed `ANSWERS_MAX` answers: its next request waits (the
+    /// socket is not read, nor watched for reading) until it takes some.
+    pub paused: bool,
 }
 
 impl Conn {
@@ -183,6 +202,8 @@ impl Conn {
             gen,
             drained: false,
             rma: RmaTarget::new(),
+            answers: Answers::new(),
+            paused: false,
         }
     }
 

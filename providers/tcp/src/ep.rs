@@ -64,6 +64,9 @@ enum RxState {
     Header,
     /// Reading a payload.
     Payload { hdr: Header, dest: RxDest, off: u64 },
+    /// A request whose header is in, waiting until the peer is owed fewer than
+    /// `rma_target::ANSWERS_MAX` answers (`Conn::paused`).
+    Parked(Header),
 }
 
 enum RxDest {
@@ -269,6 +272,7 @@ impl TcpEp {
                 }
             }
             TxKind::Control(_) => {}
+            TxKind::Answer(v) => g.rx.recycle(v),
         }
     }
 
@@ -453,12 +457,17 @@ impl TcpEp {
             return;
         }
         // The connection is out of its slot, so completions can go straight to `g`.
-        let r = conn.flush(|_, op| Self::frame_written(g, op));
+        let r = conn.flush(|c, op| {
+            if matches!(op.kind, TxKind::Answer(_)) {
+                c.answers.taken(op.total);
+            }
+            Self::frame_written(g, op)
+        });
         let pending =
             conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || matches!(op.kind, TxKind::Control(_)));
         if pending != conn.want_write {
             conn.want_write = pending;
-            let _ = self.poll.set_write_interest(conn.fd(), pending);
+            let _ = self.poll.set_interest(conn.fd(), !conn.paused, pending);
         }
         let slot = &mut g.slots[id.idx as usize];
         slot.conn = Some(conn);
@@ -578,8 +587,9 @@ impl TcpEp {
         for i in 0..g.slots.len() {
             let Some(c) = g.slots[i].conn.as_ref() else { continue };
             // A connection needs work when its socket is ready (readable, writable
-            // while blocked, connected, or in error) or bytes wait in its stage.
-            if !(all || c.staged() > 0 || ready.contains(&c.fd())) {
+            // while blocked, connected, or in error), bytes wait in its stage, or
+            // requests wait for its answers to be taken.
+            if !(all || c.staged() > 0 || c.paused || c.answers.waiting() > 0 || ready.contains(&c.fd())) {
                 continue;
             }
             let id = ConnId { idx: i as u32, gen: g.slots[i].gen };
@@ -686,6 +696,13 @@ impl TcpEp {
             return;
         }
         self.flush_conn(g, id);
+        // Read requests that waited for the peer to take its answers.
+        while let Some(h) = Self::conn_mut(g, id).and_then(|c| c.answers.next_read()) {
+            if let Err((e, why)) = self.answer_read(g, id, h) {
+                self.fail_conn(g, id, e, &why);
+                return;
+            }
+        }
         // Read frames, with a budget so one busy peer cannot starve the others.
         for _ in 0..64 {
             match self.read_step(g, id) {
@@ -734,6 +751,16 @@ impl TcpEp {
                 Ok(true)
             }
             RxState::Payload { .. } => self.payload_step(g, id),
+            &mut RxState::Parked(hdr) => {
+                if conn.answers.full() {
+                    return Ok(false);
+                }
+                conn.paused = false;
+                let _ = self.poll.set_interest(conn.fd(), true, conn.want_write);
+                slot.rx = RxState::Header;
+                self.on_header(g, id, hdr)?;
+                Ok(true)
+            }
         }
     }
 
@@ -746,6 +773,16 @@ impl TcpEp {
         }
         if state == ConnState::Ready && matches!(hdr.op, OpCode::Hello | OpCode::HelloAck) {
             return Err((Error::Io, "protocol error: second hello".into()));
+        }
+        if matches!(hdr.op, OpCode::ReadReq | OpCode::WriteReq | OpCode::AtomicReq) {
+            if let Some(c) = Self::conn_mut(g, id).filter(|c| c.answers.full()) {
+                // Back-pressure: the peer does not take its answers. Its requests
+                // wait, unread, until it does.
+                c.paused = true;
+                let _ = self.poll.set_interest(c.fd(), false, c.want_write);
+                g.slots[id.idx as usize].rx = RxState::Parked(hdr);
+                return Ok(());
+            }
         }
         let src = self.src_of(g, id);
         let dest = match hdr.op {
@@ -1063,7 +1100,8 @@ impl TcpEp {
     /// and drop the loser.
     fn adopt_ops(&self, g: &mut Inner, from: ConnId, to: ConnId) {
         let Some(c) = Self::conn_mut(g, from) else { return };
-        let ops: Vec<TxOp> = c.txq.drain(..).filter(|op| !matches!(op.kind, TxKind::Control(_))).collect();
+        let ops: Vec<TxOp> =
+            c.txq.drain(..).filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_))).collect();
         let fd = c.fd();
         self.poll.del_fd(fd);
         g.slots[from.idx as usize].conn = None;

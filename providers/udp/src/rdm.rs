@@ -38,7 +38,7 @@ use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::reliable::{self, Channel, Event, Segment, HEADER_LEN};
-use fabric_util::rma_target::RmaTarget;
+use fabric_util::rma_target::{Answers, RmaTarget};
 use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN, RMA_CHUNK};
@@ -215,6 +215,9 @@ struct Frame {
     /// Whether a completion waits for the acknowledgement (the peer then
     /// acknowledges it at once: [`Channel::send_awaited`]).
     awaited: bool,
+    /// An answer to the peer's request, counted in its [`Answers`] until
+    /// acknowledged.
+    answer: bool,
 }
 
 impl Frame {
@@ -223,7 +226,7 @@ impl Frame {
         head[..HDR_LEN].copy_from_slice(&h.encode());
         let n = prefix.len().min(HEAD_MAX - HDR_LEN);
         head[HDR_LEN..HDR_LEN + n].copy_from_slice(&prefix[..n]);
-        Frame { op, head, head_len: HDR_LEN + n, src, ack_completes, awaited: false }
+        Frame { op, head, head_len: HDR_LEN + n, src, ack_completes, awaited: false, answer: false }
     }
 
     fn len(&self) -> usize {
@@ -309,6 +312,10 @@ struct Peer {
     /// Its RMA operations arriving in several requests, in progress here (at
     /// most [`fabric_util::rma_target::OPS_MAX`]; a peer opening more is dropped).
     rma: RmaTarget,
+    /// The answers it is owed: queued and not yet acknowledged, or read
+    /// requests waiting for room; at `ANSWERS_MAX` its requests are left with
+    /// the channel, whose window closes.
+    answers: Answers,
     /// Its handle in our AV, valid for `av_version`.
     fi_addr: FiAddr,
     av_version: u64,
@@ -476,6 +483,7 @@ impl UdpRdmEp {
             rx: None,
             broken: None,
             rma: RmaTarget::new(),
+            answers: Answers::new(),
             fi_addr: FiAddr::NOTAVAIL,
             av_version: u64::MAX,
             gen,
@@ -874,12 +882,17 @@ impl UdpRdmEp {
     }
 
     /// What a channel told us about one of its frames.
-    fn on_event(g: &mut Inner, ev: Event) {
+    fn on_event(g: &mut Inner, peer: PeerId, ev: Event) {
         let (fid, ok) = match ev {
             Event::Acked(f) => (f, true),
             Event::Failed(f) => (f, false),
         };
         let Some(f) = g.frames.remove(fid) else { return };
+        if f.answer {
+            if let Some(p) = Self::peer(g, peer) {
+                p.answers.taken(f.len());
+            }
+        }
         if f.op == 0 {
             return;
         }
@@ -949,7 +962,15 @@ impl UdpRdmEp {
         }
         g.outbox = outbox;
         while let Some(ev) = Self::peer(g, id).and_then(|p| p.chan.poll_event()) {
-            Self::on_event(g, ev);
+            Self::on_event(g, id, ev);
+        }
+        if Self::peer(g, id).is_some_and(|p| p.answers.waiting() > 0) {
+            self.serve_waiting(g, id);
+            let mut outbox = std::mem::take(&mut g.outbox);
+            for (peer, f) in outbox.drain(..) {
+                let _ = Self::queue_frame(g, peer, f, now);
+            }
+            g.outbox = outbox;
         }
         let Some(p) = Self::peer(g, id) else { return };
         if let Some(why) = p.broken.take() {
@@ -1028,8 +1049,8 @@ impl UdpRdmEp {
         let src = Self::src_of(g, id);
         let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return Ok(()) };
-        let Peer { chan, rx: state, broken, rma, .. } = p;
-        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma };
+        let Peer { chan, rx: state, broken, rma, answers, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma, answers };
         chan.handle(now, h, payload, &mut |seg| t.segment(seg))
     }
 
@@ -1038,9 +1059,25 @@ impl UdpRdmEp {
         let src = Self::src_of(g, id);
         let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
         let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return };
-        let Peer { chan, rx: state, broken, rma, .. } = p;
-        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma };
+        let Peer { chan, rx: state, broken, rma, answers, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma, answers };
         chan.poll_deliver(&mut |seg| t.segment(seg));
+    }
+
+    /// Answer a peer's read requests that waited for it to take its answers,
+    /// as far as there is room now.
+    fn serve_waiting(&self, g: &mut Inner, id: PeerId) {
+        let src = Self::src_of(g, id);
+        let Inner { peers, rx, rndv_in, b, ops, outbox, copied, .. } = g;
+        let Some(p) = peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()) else { return };
+        let Peer { rx: state, broken, rma, answers, .. } = p;
+        let mut t = Taker { ep: self, rx, rndv_in, b, ops, outbox, copied, peer: id, src, state, broken, rma, answers };
+        while t.broken.is_none() {
+            let Some(h) = t.answers.next_read() else { break };
+            if let Err(why) = t.answer_read(h) {
+                *t.broken = Some(why);
+            }
+        }
     }
 
     /// Fail everything in flight with a peer and forget it.
@@ -1050,7 +1087,7 @@ impl UdpRdmEp {
         let addr = p.addr;
         let arriving = p.rx.take();
         while let Some(ev) = Self::peer(g, id).and_then(|p| p.chan.poll_event()) {
-            Self::on_event(g, ev);
+            Self::on_event(g, id, ev);
         }
         for opid in g.ops.ids(|o| o.peer == id) {
             Self::fail_op(g, opid, err);
@@ -1135,6 +1172,7 @@ struct Taker<'a> {
     state: &'a mut Option<InFrame>,
     broken: &'a mut Option<String>,
     rma: &'a mut RmaTarget,
+    answers: &'a mut Answers,
 }
 
 impl Taker<'_> {
@@ -1199,6 +1237,11 @@ impl Taker<'_> {
     /// Where a frame with header `hdr` goes (`first` is the payload in its first
     /// segment); `None` to leave it with the channel for now.
     fn begin(&mut self, hdr: Header, first: &[u8]) -> std::result::Result<Option<Dest>, String> {
+        if matches!(hdr.op, OpCode::ReadReq | OpCode::WriteReq | OpCode::AtomicReq) && self.answers.full() {
+            // Back-pressure: the peer does not take its answers. Its requests
+            // stay with the channel (whose window closes) until it does.
+            return Ok(None);
+        }
         match hdr.op {
             OpCode::Msg => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src: self.src, tag: hdr.tag };
@@ -1327,30 +1370,9 @@ impl Taker<'_> {
                 self.answer(hdr.id, err, Vec::new());
             }
             Dest::Skip if hdr.op == OpCode::ReadReq => {
-                let n = hdr.len as usize;
-                let last = hdr.flags.has(HdrFlags::LAST);
-                // A read's requests are checked one by one; once one is refused,
-                // the rest of the operation is too.
-                let refused = self.rma.begin(hdr.id, last, || None).map_err(|e| e.to_string())?;
-                let mut out = self.rx.unexp_buf(n).map_err(|_| "no memory for a read")?;
-                out.resize(n, 0);
-                let r = match refused {
-                    Some(e) => Err(e),
-                    None => self.ep.domain.objs.mrs().copy_out(hdr.data, hdr.tag, &mut out, MrAccess::REMOTE_READ),
-                };
-                // Counted once per operation that went well as a whole.
-                if self.rma.end(hdr.id, last, r.err()) == Some(Ok(())) {
-                    if let Some(c) = &self.b.rma_read_cntr {
-                        c.inc();
-                    }
-                }
-                match r {
-                    Ok(()) => self.answer(hdr.id, None, out),
-                    Err(e) => {
-                        fi_log!(Level::Info, NAME, "ep_data", "refused a remote read of {n} bytes: {e}");
-                        self.rx.recycle(out);
-                        self.answer(hdr.id, Some(e), Vec::new());
-                    }
+                // Answered once the peer has room for it (`Answers`).
+                if self.answers.read(hdr) {
+                    self.answer_read(hdr)?;
                 }
             }
             Dest::Skip if hdr.op == OpCode::Rts => {
@@ -1426,13 +1448,45 @@ impl Taker<'_> {
         Ok(())
     }
 
+    /// Answer read request `hdr` with the bytes, or with the error.
+    fn answer_read(&mut self, hdr: Header) -> std::result::Result<(), String> {
+        let n = hdr.len as usize;
+        let last = hdr.flags.has(HdrFlags::LAST);
+        // A read's requests are checked one by one; once one is refused,
+        // the rest of the operation is too.
+        let refused = self.rma.begin(hdr.id, last, || None).map_err(|e| e.to_string())?;
+        let mut out = self.rx.unexp_buf(n).map_err(|_| "no memory for a read")?;
+        out.resize(n, 0);
+        let r = match refused {
+            Some(e) => Err(e),
+            None => self.ep.domain.objs.mrs().copy_out(hdr.data, hdr.tag, &mut out, MrAccess::REMOTE_READ),
+        };
+        // Counted once per operation that went well as a whole.
+        if self.rma.end(hdr.id, last, r.err()) == Some(Ok(())) {
+            if let Some(c) = &self.b.rma_read_cntr {
+                c.inc();
+            }
+        }
+        match r {
+            Ok(()) => self.answer(hdr.id, None, out),
+            Err(e) => {
+                fi_log!(Level::Info, NAME, "ep_data", "refused a remote read of {n} bytes: {e}");
+                self.rx.recycle(out);
+                self.answer(hdr.id, Some(e), Vec::new());
+            }
+        }
+        Ok(())
+    }
+
     /// Queue an answer to request `id` of this peer.
     fn answer(&mut self, id: u64, err: Option<Error>, payload: Vec<u8>) {
         let mut h = Header::new(OpCode::RmaResp);
         h.id = id;
         h.data = err.map_or(0, |e| e.errno() as u64);
         h.len = payload.len() as u64;
-        let f = Frame::new(0, &h, &[], FrameSrc::Owned(payload), false);
+        let mut f = Frame::new(0, &h, &[], FrameSrc::Owned(payload), false);
+        f.answer = true;
+        self.answers.queued(f.len());
         self.outbox.push((self.peer, f));
     }
 

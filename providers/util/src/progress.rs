@@ -111,7 +111,17 @@ impl Waiter {
     /// Change a registered descriptor's interest: readable, plus writable when
     /// `write` (a socket whose send queue is blocked).
     pub fn set_write_interest(&self, fd: RawFd, write: bool) -> Result<()> {
-        let mut events = libc::EPOLLIN as u32;
+        self.set_interest(fd, true, write)
+    }
+
+    /// Change a registered descriptor's interest: readable when `read` (off while
+    /// its reader holds back, so that a waiter does not wake for it), writable
+    /// when `write`.
+    pub fn set_interest(&self, fd: RawFd, read: bool, write: bool) -> Result<()> {
+        let mut events = 0u32;
+        if read {
+            events |= libc::EPOLLIN as u32;
+        }
         if write {
             events |= libc::EPOLLOUT as u32;
         }

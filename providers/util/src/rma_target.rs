@@ -119,9 +119,168 @@ impl RmaTarget {
     }
 }
 
+/// The most bytes of read answers one peer may have queued at the target and not
+/// yet taken (tcp: written to its socket; udp: acknowledged by its channel):
+/// four [`RMA_CHUNK`](crate::wire::RMA_CHUNK)s, 16 MiB. A read request that
+/// would go beyond it waits, as its header, until the peer takes what it was sent
+/// ([`Answers`]). A single answer always goes, so one operation never waits.
+pub const ANSWER_BYTES_MAX: usize = 4 * crate::wire::RMA_CHUNK;
+
+/// The most answers one peer may be owed by the target at once: queued and not
+/// yet taken, or waiting for room (read requests beyond [`ANSWER_BYTES_MAX`]).
+/// At the cap the target stops taking that peer's requests (tcp stops reading
+/// its connection, udp leaves its request frames with the channel, whose window
+/// closes) until the peer takes its answers: back-pressure, as TCP's own flow
+/// control. Answers other than reads are at most
+/// [`MAX_ATOMIC_BYTES`](crate::atomic::MAX_ATOMIC_BYTES) plus a header, so a peer
+/// makes the target hold at most `ANSWER_BYTES_MAX` plus about 16 MiB of
+/// answers, and 4096 waiting request headers.
+pub const ANSWERS_MAX: usize = 4096;
+
+static HIGH_WATER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The most bytes of answers any one peer had queued at once in this process
+/// ([`Answers::bytes`]'s high-water mark). A diagnostic for tests.
+#[doc(hidden)]
+pub fn answer_bytes_high_water() -> usize {
+    HIGH_WATER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The bytes of a read request's answer: a header and the bytes asked for.
+pub fn read_answer_len(h: &crate::wire::Header) -> usize {
+    crate::wire::HDR_LEN + usize::try_from(h.len).unwrap_or(usize::MAX)
+}
+
+/// What one peer is owed by the target: the answers queued for it and not yet
+/// taken, and its read requests waiting for room. Sans-IO bookkeeping; the
+/// transport calls [`Answers::queued`] when it queues an answer,
+/// [`Answers::taken`] when the peer took it, offers every read request to
+/// [`Answers::read`], serves [`Answers::next_read`] once answers were taken, and
+/// stops taking requests while [`Answers::full`].
+#[derive(Debug, Default)]
+pub struct Answers {
+    /// Bytes of answers queued and not yet taken.
+    bytes: usize,
+    /// Answers queued and not yet taken.
+    count: usize,
+    /// Read requests waiting for room, in arrival order (a multi-request read's
+    /// answers go back in order).
+    waiting: std::collections::VecDeque<crate::wire::Header>,
+}
+
+impl Answers {
+    /// Nothing owed.
+    pub fn new() -> Answers {
+        Answers::default()
+    }
+
+    /// Bytes of answers queued and not yet taken (at most [`ANSWER_BYTES_MAX`]
+    /// of read answers plus the small answers).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Answers owed: queued and not taken, or waiting.
+    pub fn owed(&self) -> usize {
+        self.count + self.waiting.len()
+    }
+
+    /// Read requests waiting for room.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Whether the peer is owed [`ANSWERS_MAX`] answers: take none of its
+    /// requests until it takes some.
+    pub fn full(&self) -> bool {
+        self.owed() >= ANSWERS_MAX
+    }
+
+    fn room_for(&self, n: usize) -> bool {
+        self.bytes == 0 || self.bytes.saturating_add(n) <= ANSWER_BYTES_MAX
+    }
+
+    /// A read request arrived: `true` to answer it now, `false` if it waits
+    /// (the header is kept; [`Answers::next_read`] gives it back once there is
+    /// room). The caller checks [`Answers::full`] before taking a request.
+    pub fn read(&mut self, h: crate::wire::Header) -> bool {
+        if self.waiting.is_empty() && self.room_for(read_answer_len(&h)) {
+            return true;
+        }
+        self.waiting.push_back(h);
+        false
+    }
+
+    /// The oldest waiting read request, if its answer fits now.
+    pub fn next_read(&mut self) -> Option<crate::wire::Header> {
+        let h = self.waiting.front()?;
+        if !self.room_for(read_answer_len(h)) {
+            return None;
+        }
+        self.waiting.pop_front()
+    }
+
+    /// An answer of `n` bytes (header included) was queued for the peer.
+    pub fn queued(&mut self, n: usize) {
+        self.bytes += n;
+        self.count += 1;
+        HIGH_WATER.fetch_max(self.bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The peer took an answer of `n` bytes.
+    pub fn taken(&mut self, n: usize) {
+        self.bytes = self.bytes.saturating_sub(n);
+        self.count = self.count.saturating_sub(1);
+    }
+
+    /// Forget everything (the peer is gone).
+    pub fn clear(&mut self) {
+        *self = Answers::default();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read_req(len: usize) -> crate::wire::Header {
+        crate::wire::Header { len: len as u64, ..crate::wire::Header::new(crate::wire::OpCode::ReadReq) }
+    }
+
+    #[test]
+    fn read_answers_wait_beyond_the_byte_bound() {
+        use crate::wire::{HDR_LEN, RMA_CHUNK};
+        let mut a = Answers::new();
+        let per = HDR_LEN + RMA_CHUNK;
+        // A first answer always goes, however large.
+        assert!(a.read(read_req(RMA_CHUNK)));
+        a.queued(per);
+        let mut now = 1;
+        while a.read(read_req(RMA_CHUNK)) {
+            a.queued(per);
+            now += 1;
+        }
+        assert!(a.bytes() <= ANSWER_BYTES_MAX, "{} queued", a.bytes());
+        assert_eq!(now, ANSWER_BYTES_MAX / per);
+        // Once one waits, later ones (even small) wait behind it: in order.
+        assert!(!a.read(read_req(1)));
+        assert_eq!(a.waiting(), 2);
+        assert_eq!(a.next_read(), None);
+        a.taken(per);
+        assert_eq!(a.next_read().map(|h| h.len), Some(RMA_CHUNK as u64));
+        a.queued(per);
+        assert_eq!(a.next_read().map(|h| h.len), Some(1));
+        assert_eq!(a.waiting(), 0);
+        // Small answers always queue; the count caps what is owed.
+        while !a.full() {
+            a.queued(HDR_LEN);
+        }
+        assert_eq!(a.owed(), ANSWERS_MAX);
+        a.taken(HDR_LEN);
+        assert!(!a.full());
+        a.clear();
+        assert_eq!((a.bytes(), a.owed()), (0, 0));
+    }
 
     #[test]
     fn a_single_request_is_never_tracked() {

@@ -246,8 +246,23 @@ impl TcpEp {
         }
     }
 
-    /// A read request: answer with the bytes, or with the error.
+    /// A read request: answered now if the peer has room for the answer
+    /// (`rma_target::Answers`), or once it took what it was sent.
     pub(super) fn on_read_req(
+        &self,
+        g: &mut Inner,
+        conn: ConnId,
+        h: Header,
+    ) -> std::result::Result<(), (Error, String)> {
+        let c = Self::conn_mut(g, conn).ok_or_else(|| proto("request on a closed connection"))?;
+        if !c.answers.read(h) {
+            return Ok(());
+        }
+        self.answer_read(g, conn, h)
+    }
+
+    /// Answer a read request with the bytes, or with the error.
+    pub(super) fn answer_read(
         &self,
         g: &mut Inner,
         conn: ConnId,
@@ -274,7 +289,7 @@ impl TcpEp {
         }
         let status = r.err().map_or(0, |e| e.errno());
         let r = Header { len: buf.len() as u64, data: status as u64, id: h.id, ..Header::new(OpCode::RmaResp) };
-        let _ = self.queue(g, conn, TxOp::owned(r.encode(), buf, false));
+        self.answer(g, conn, TxOp::answer(r.encode(), buf));
         Ok(())
     }
 
@@ -314,8 +329,16 @@ impl TcpEp {
         };
         g.rx.recycle(buf);
         let r = Header { len: result.len() as u64, data: status as u64, id: h.id, ..Header::new(OpCode::RmaResp) };
-        let _ = self.queue(g, conn, TxOp::owned(r.encode(), result, false));
+        self.answer(g, conn, TxOp::answer(r.encode(), result));
         Ok(())
+    }
+
+    /// Queue an answer to the peer, counted until written.
+    fn answer(&self, g: &mut Inner, conn: ConnId, op: TxOp) {
+        if let Some(c) = Self::conn_mut(g, conn) {
+            c.answers.queued(op.total);
+        }
+        let _ = self.queue(g, conn, op);
     }
 
     fn apply_atomic(
