@@ -623,8 +623,9 @@ impl TcpEp {
                 g.handshakes = hs;
                 while g.handshakes.len() >= cfg.handshake_max {
                     let Some((old, _)) = g.handshakes.pop_front() else { break };
-                    self.drop_unidentified(g, old);
-                    g.acceptor.drops.evicted();
+                    if !self.read_before_dropping(g, old) {
+                        g.acceptor.drops.evicted();
+                    }
                 }
             }
             if let Ok(id) = self.add_conn(g, c) {
@@ -640,10 +641,29 @@ impl TcpEp {
                 break;
             }
             g.handshakes.pop_front();
-            self.drop_unidentified(g, id);
-            g.acceptor.drops.timed_out();
+            if !self.read_before_dropping(g, id) {
+                g.acceptor.drops.timed_out();
+            }
         }
         g.acceptor.drops.report(now, "rdm listener", false);
+    }
+
+    /// An unidentified connection is about to be dropped (its time is up, or it is
+    /// the oldest at the cap): read what it sent first. Its hello may have been
+    /// waiting in the socket all along, unread because this endpoint made no
+    /// progress meanwhile (an application computing for longer than the
+    /// handshake time-out); such a connection is kept. Returns whether it was
+    /// kept (it identified itself), else it is dropped.
+    fn read_before_dropping(&self, g: &mut Inner, id: ConnId) -> bool {
+        if Self::handshaking(g, id) {
+            self.progress_conn(g, id);
+        }
+        if Self::handshaking(g, id) {
+            self.drop_unidentified(g, id);
+            false
+        } else {
+            true
+        }
     }
 
     /// Whether `id` is an accepted connection still waiting for its hello.

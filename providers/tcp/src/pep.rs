@@ -149,17 +149,13 @@ impl Progress for TcpPep {
                 }
             }
         }
-        if let Some(now) = now {
-            while g.incoming.front().is_some_and(|i| i.deadline <= now) {
-                let old = g.incoming.pop_front().expect("checked");
-                self.poll.del_fd(old.sock.as_raw_fd());
-                g.acceptor.drops.timed_out();
-            }
-            g.acceptor.drops.report(now, "passive endpoint", false);
-        }
-        // Read hellos. A request is complete once header and payload are in; the
-        // hello is read byte-exactly (no read-ahead), so the endpoint that adopts the
-        // socket starts at the next frame.
+        // Read hellos, then drop the connections whose time is up: a hello that
+        // waited in its socket while this endpoint made no progress (an
+        // application computing for longer than the handshake time-out) still
+        // counts. A request is complete once header and payload are in; the hello
+        // is read byte-exactly (no read-ahead), so the endpoint that adopts the
+        // socket starts at the next frame; each connection is read until it has
+        // nothing more.
         let mut i = 0;
         while i < g.incoming.len() {
             let inc = &mut g.incoming[i];
@@ -197,7 +193,16 @@ impl Progress for TcpPep {
                     self.poll.del_fd(inc.sock.as_raw_fd());
                     continue;
                 }
-                Ok(n) => inc.buf.extend_from_slice(&tmp[..n]),
+                Ok(n) => {
+                    inc.buf.extend_from_slice(&tmp[..n]);
+                    let complete = inc.buf.len() >= HDR_LEN
+                        && Header::decode(inc.buf[..HDR_LEN].try_into().expect("40 bytes"), 0)
+                            .is_ok_and(|h| inc.buf.len() == HDR_LEN + h.len as usize);
+                    if !complete {
+                        // More may be there: read this connection again.
+                        continue;
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     let inc = g.incoming.remove(i).expect("in range");
@@ -226,6 +231,14 @@ impl Progress for TcpPep {
                 }
             }
             i += 1;
+        }
+        if let Some(now) = now {
+            while g.incoming.front().is_some_and(|i| i.deadline <= now) {
+                let old = g.incoming.pop_front().expect("checked");
+                self.poll.del_fd(old.sock.as_raw_fd());
+                g.acceptor.drops.timed_out();
+            }
+            g.acceptor.drops.report(now, "passive endpoint", false);
         }
     }
 
