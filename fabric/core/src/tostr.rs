@@ -3,11 +3,9 @@
 //! same names, order, indentation and value spellings (`[ FI_MSG, FI_RMA ]`, `[  ]`
 //! for no bits, `(null)` for no address, `117.0` for a version).
 
-use fabric_core::flags::{CAP_NAMES, MODE_NAMES, MR_MODE_NAMES, OP_FLAG_NAMES, ORDER_NAMES};
-use fabric_core::info::{version_major, version_minor};
-use fabric_core::{
-    Address, Caps, DomainAttr, EpAttr, FabricAttr, Info, Mode, MrMode, MsgOrder, OpFlags, RxAttr, TxAttr,
-};
+use crate::flags::{CAP_NAMES, MODE_NAMES, MR_MODE_NAMES, OP_FLAG_NAMES, ORDER_NAMES};
+use crate::info::{version_major, version_minor};
+use crate::{Address, Caps, DomainAttr, EpAttr, FabricAttr, Info, Mode, MrMode, MsgOrder, OpFlags, RxAttr, TxAttr};
 use std::fmt::Write;
 
 const TAB: &str = "    ";
@@ -254,8 +252,8 @@ pub fn info_str(info: &Info) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_core::info::version;
-    use fabric_core::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
+    use crate::info::version;
+    use crate::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
 
     /// What libfabric 1.17's `fi_pingpong -p udp -v` printed for its udp entry on this
     /// machine (server side), copied verbatim.
