@@ -3,6 +3,7 @@
 //! that C programs and MPI libraries linked against libfabric run on fabric with
 //! `LD_LIBRARY_PATH` pointing at it, unchanged.
 //!
+//! - `abi`: libfabric 1.17's structs and constants, `#[repr(C)]`, named as in C.
 //! - `exports`: the functions the library exports, at libfabric's symbol
 //!   versions (`libfabric.map`, and `.symver` for the names with several).
 //! - `shim.c`: the two variadic exports (`fi_log`, `fi_param_define`), which
@@ -13,5 +14,6 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+pub mod abi;
 pub mod exports;
 mod pending;
