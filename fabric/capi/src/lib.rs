@@ -16,4 +16,6 @@
 
 pub mod abi;
 pub mod exports;
+pub mod info;
 mod pending;
+pub mod tostr;

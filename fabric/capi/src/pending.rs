@@ -6,33 +6,6 @@ use std::ffi::{c_char, c_int, c_void};
 
 const NOSYS: c_int = -38;
 
-/// `fi_getinfo` (FABRIC_1.3).
-#[no_mangle]
-pub extern "C" fn fabric_capi_getinfo(
-    _version: u32,
-    _node: *const c_char,
-    _service: *const c_char,
-    _flags: u64,
-    _hints: *const c_void,
-    info: *mut *mut c_void,
-) -> c_int {
-    if !info.is_null() {
-        // SAFETY: the caller passes a valid out-pointer (checked non-NULL).
-        unsafe { *info = std::ptr::null_mut() };
-    }
-    NOSYS
-}
-
-/// `fi_freeinfo` (FABRIC_1.3).
-#[no_mangle]
-pub extern "C" fn fabric_capi_freeinfo(_info: *mut c_void) {}
-
-/// `fi_dupinfo` (FABRIC_1.3).
-#[no_mangle]
-pub extern "C" fn fabric_capi_dupinfo(_info: *const c_void) -> *mut c_void {
-    std::ptr::null_mut()
-}
-
 /// `fi_fabric` (FABRIC_1.1).
 #[no_mangle]
 pub extern "C" fn fabric_capi_fabric(_attr: *mut c_void, fabric: *mut *mut c_void, _ctx: *mut c_void) -> c_int {
@@ -41,18 +14,6 @@ pub extern "C" fn fabric_capi_fabric(_attr: *mut c_void, fabric: *mut *mut c_voi
         unsafe { *fabric = std::ptr::null_mut() };
     }
     NOSYS
-}
-
-/// `fi_tostr`.
-#[no_mangle]
-pub extern "C" fn fi_tostr(_data: *const c_void, _datatype: c_int) -> *mut c_char {
-    std::ptr::null_mut()
-}
-
-/// `fi_tostr_r`.
-#[no_mangle]
-pub extern "C" fn fi_tostr_r(buf: *mut c_char, _len: usize, _data: *const c_void, _datatype: c_int) -> *mut c_char {
-    buf
 }
 
 /// `fi_getparams`.
