@@ -17,5 +17,6 @@
 pub mod abi;
 pub mod exports;
 pub mod info;
+pub mod params;
 mod pending;
 pub mod tostr;
