@@ -135,18 +135,21 @@ pub unsafe extern "C" fn fi_param_get(prov: *mut fi_provider, name: *const c_cha
         let raw = unsafe { libc::getenv(cvar.as_ptr()) };
         // SAFETY: NULL or a string.
         let Some(text) = (unsafe { c_str(raw) }) else { return neg(Error::NoData) };
-        // SAFETY (each arm): value is valid for the parameter's type.
         match kind {
+            // SAFETY: value is valid for the parameter's type (here and below).
             abi::FI_PARAM_STRING => unsafe { *(value as *mut *const c_char) = raw },
             abi::FI_PARAM_INT => match fabric_core::param::parse_int(&text).and_then(|n| c_int::try_from(n).ok()) {
+                // SAFETY: as above.
                 Some(n) => unsafe { *(value as *mut c_int) = n },
                 None => return neg(Error::Inval),
             },
             abi::FI_PARAM_BOOL => match fabric_core::param::parse_bool(&text) {
+                // SAFETY: as above.
                 Some(b) => unsafe { *(value as *mut c_int) = c_int::from(b) },
                 None => return neg(Error::Inval),
             },
             _ => match fabric_core::param::parse_size(&text) {
+                // SAFETY: as above.
                 Some(n) => unsafe { *(value as *mut usize) = n },
                 None => return neg(Error::Inval),
             },
