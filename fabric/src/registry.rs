@@ -4,7 +4,7 @@ use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::param::{core_params, Param};
 use fabric_core::prov::Provider;
-use fabric_core::{Error, Hints, Info, Result};
+use fabric_core::{EpType, Error, Hints, Info, Protocol, Result};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Providers registered at run time, in registration order.
@@ -71,12 +71,62 @@ pub fn all_providers() -> Vec<Arc<dyn Provider>> {
     v
 }
 
-/// The providers in use: [`all_providers`] minus those `FI_PROVIDER` excludes.
+/// The providers in use: [`all_providers`] minus those `FI_PROVIDER` excludes
+/// (a provider stays when the filter allows any of its entries, so
+/// `FI_PROVIDER=ofi_rxm` keeps tcp for its RDM entries).
 pub fn providers() -> Vec<Arc<dyn Provider>> {
     let filter = std::env::var("FI_PROVIDER").unwrap_or_default();
     let all = all_providers();
     check_env(&all);
-    all.into_iter().filter(|p| provider_allowed(&filter, p.name())).collect()
+    all.into_iter().filter(|p| provider_may_match(&filter, p.name())).collect()
+}
+
+/// The utility provider libfabric 1.x layers over a core provider for its RDM
+/// endpoints: `ofi_rxm` over connected endpoints (`FI_PROTO_RXM`), `ofi_rxd`
+/// over datagram ones (`FI_PROTO_RXD`); `None` for the others.
+pub fn layer_of(protocol: Protocol) -> Option<&'static str> {
+    match protocol {
+        Protocol::Rxm => Some("ofi_rxm"),
+        Protocol::Rxd => Some("ofi_rxd"),
+        _ => None,
+    }
+}
+
+/// The name libfabric 1.x gives an entry: its provider's, followed by the
+/// utility provider for RDM entries built over connected or datagram endpoints
+/// (`tcp;ofi_rxm`, `udp;ofi_rxd`, `verbs;ofi_rxm`); the provider's alone
+/// otherwise. fabric's own [`Info`] keeps the provider's name in
+/// `fabric_attr.prov_name` (what [`crate::Fabric::open`] looks up); the C ABI
+/// reports this one, as libfabric does, and `FI_PROVIDER` and
+/// `Hints::prov_name` select entries by it.
+pub fn layered_name(info: &Info) -> String {
+    let prov = &info.fabric_attr.prov_name;
+    match layer_of(info.ep_attr.protocol) {
+        Some(layer) if info.ep_attr.ep_type == EpType::Rdm => format!("{prov};{layer}"),
+        _ => prov.clone(),
+    }
+}
+
+/// The provider part of a name [`layered_name`] gives (`tcp` of `tcp;ofi_rxm`).
+pub fn core_name(name: &str) -> &str {
+    name.split(';').next().unwrap_or(name).trim()
+}
+
+/// The layered names a provider's entries may carry (for checking filters
+/// without asking it): tcp and verbs layer `ofi_rxm`, udp `ofi_rxd`.
+fn layered_names(prov: &str) -> Vec<String> {
+    let layer = match prov {
+        "tcp" | "verbs" => "ofi_rxm",
+        "udp" => "ofi_rxd",
+        _ => return Vec::new(),
+    };
+    vec![format!("{prov};{layer}")]
+}
+
+/// Whether a filter may allow some entry of provider `prov`: the provider's own
+/// name or one of its layered names ([`layered_names`]).
+fn provider_may_match(filter: &str, prov: &str) -> bool {
+    provider_allowed(filter, prov) || layered_names(prov).iter().any(|n| provider_allowed(filter, n))
 }
 
 /// Report (once per process, whatever `FI_LOG_LEVEL` says) the core's variables
@@ -85,7 +135,8 @@ pub fn providers() -> Vec<Arc<dyn Provider>> {
 /// no level.
 fn check_env(provs: &[Arc<dyn Provider>]) {
     fabric_core::log::level();
-    let names: Vec<&str> = provs.iter().map(|p| p.name()).collect();
+    let layered: Vec<String> = provs.iter().flat_map(|p| layered_names(p.name())).collect();
+    let names: Vec<&str> = provs.iter().map(|p| p.name()).chain(layered.iter().map(String::as_str)).collect();
     if let Ok(filter) = std::env::var("FI_PROVIDER") {
         if let Some(why) = unknown_providers(&filter, &names) {
             fabric_core::log::config_warn("core", "FI_PROVIDER", &filter, why);
@@ -158,7 +209,8 @@ pub fn provider_allowed(filter: &str, name: &str) -> bool {
 /// Discover what the enabled providers offer for `hints` (`fi_getinfo`).
 ///
 /// Every provider allowed by `FI_PROVIDER` and by `hints.prov_name` (same syntax)
-/// is asked; its entries that fail [`Info::check`] are dropped, each refusal
+/// is asked; its entries whose [`layered_name`] the filters refuse are dropped
+/// (`tcp;ofi_rxm` and `ofi_rxm` keep tcp's RDM entries only), those that fail [`Info::check`] are dropped, each refusal
 /// logged at info level (`FI_LOG_LEVEL=info`) with the provider and the reason;
 /// the rest are narrowed to the hints ([`Info::narrow`]) and returned in provider
 /// order, best first. `Err(NoData)` when nothing is left.
@@ -175,13 +227,13 @@ pub fn getinfo_from(provs: &[Arc<dyn Provider>], filter: &str, hints: &Hints) ->
     let mut reasons = 0usize;
     for p in provs {
         let name = p.name();
-        if !provider_allowed(filter, name) {
+        if !provider_may_match(filter, name) {
             fi_log!(Level::Info, name, "core", "provider {} excluded by FI_PROVIDER={}", name, filter);
             reasons += 1;
             continue;
         }
         if let Some(want) = &hints.prov_name {
-            if !provider_allowed(want, name) {
+            if !provider_may_match(want, name) {
                 fi_log!(Level::Info, name, "core", "provider {} excluded by hints (prov_name {})", name, want);
                 reasons += 1;
                 continue;
@@ -200,6 +252,20 @@ pub fn getinfo_from(provs: &[Arc<dyn Provider>], filter: &str, hints: &Hints) ->
             reasons += 1;
         }
         for mut info in infos {
+            let entry = layered_name(&info);
+            let wanted = hints.prov_name.as_deref().map_or(true, |w| provider_allowed(w, &entry));
+            if !provider_allowed(filter, &entry) || !wanted {
+                fi_log!(
+                    Level::Info,
+                    name,
+                    "core",
+                    "entry {} ({}) excluded by the provider filter",
+                    entry,
+                    info.domain_attr.name
+                );
+                reasons += 1;
+                continue;
+            }
             match info.check(hints) {
                 Ok(()) => {
                     info.narrow(hints);
@@ -248,7 +314,7 @@ pub fn params() -> Vec<Param> {
 mod tests {
     use super::*;
     use fabric_core::prov::FabricOps;
-    use fabric_core::{Caps, EpType};
+    use fabric_core::Caps;
 
     #[test]
     fn unknown_provider_names_are_found() {
@@ -359,6 +425,91 @@ mod tests {
         let p = fakes();
         let v = getinfo_from(&p, "alpha", &Hints::new().caps(Caps::MSG | Caps::SEND)).unwrap();
         assert_eq!(v[0].caps, Caps::MSG | Caps::SEND);
+    }
+
+    /// A provider offering what tcp or udp does: a connected or datagram entry
+    /// and an RDM one layered over it.
+    struct Layered {
+        name: &'static str,
+        base: EpType,
+        rdm: Protocol,
+    }
+
+    impl Provider for Layered {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn params(&self) -> Vec<Param> {
+            Vec::new()
+        }
+        fn getinfo(&self, _hints: &Hints) -> Result<Vec<Info>> {
+            let mut base = Info::default();
+            base.ep_attr.ep_type = self.base;
+            base.fabric_attr.prov_name = self.name.into();
+            let mut rdm = base.clone();
+            rdm.ep_attr.ep_type = EpType::Rdm;
+            rdm.ep_attr.protocol = self.rdm;
+            Ok(vec![base, rdm])
+        }
+        fn fabric(&self, _info: &Info) -> Result<Arc<dyn FabricOps>> {
+            Err(Error::NoSys)
+        }
+    }
+
+    fn layered() -> Vec<Arc<dyn Provider>> {
+        vec![
+            Arc::new(Layered { name: "tcp", base: EpType::Msg, rdm: Protocol::Rxm }),
+            Arc::new(Layered { name: "udp", base: EpType::Dgram, rdm: Protocol::Rxd }),
+            Arc::new(Fake { name: "shm", ep_type: EpType::Rdm }),
+        ]
+    }
+
+    fn entries(filter: &str, hints: &Hints) -> Vec<(String, EpType)> {
+        match getinfo_from(&layered(), filter, hints) {
+            Ok(v) => v.iter().map(|i| (layered_name(i), i.ep_attr.ep_type)).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn libfabric_layered_names_select_rdm_entries() {
+        let all = entries("", &Hints::new());
+        let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["tcp", "tcp;ofi_rxm", "udp", "udp;ofi_rxd", "shm"]);
+        let rxm = vec![("tcp;ofi_rxm".to_string(), EpType::Rdm)];
+        let rxd = vec![("udp;ofi_rxd".to_string(), EpType::Rdm)];
+        // In FI_PROVIDER and in hints alike, case and spaces aside.
+        assert_eq!(entries("tcp;ofi_rxm", &Hints::new()), rxm);
+        assert_eq!(entries("", &Hints::new().provider("TCP;OFI_RXM")), rxm);
+        assert_eq!(entries("ofi_rxm", &Hints::new()), rxm);
+        assert_eq!(entries("", &Hints::new().provider("ofi_rxm")), rxm);
+        assert_eq!(entries("udp;ofi_rxd", &Hints::new()), rxd);
+        assert_eq!(entries("", &Hints::new().provider(" ofi_rxd ")), rxd);
+        // The core provider's name keeps every entry of it, layered or not.
+        assert_eq!(entries("tcp", &Hints::new()).len(), 2);
+        // Exclusions: of the layer, or of the whole provider.
+        let n: Vec<String> = entries("^ofi_rxm,ofi_rxd", &Hints::new()).into_iter().map(|e| e.0).collect();
+        assert_eq!(n, ["tcp", "udp", "shm"]);
+        let n: Vec<String> = entries("^tcp", &Hints::new()).into_iter().map(|e| e.0).collect();
+        assert_eq!(n, ["udp", "udp;ofi_rxd", "shm"]);
+        // Both filters apply.
+        assert!(entries("udp", &Hints::new().provider("tcp;ofi_rxm")).is_empty());
+        assert_eq!(getinfo_from(&layered(), "verbs;ofi_rxm", &Hints::new()).unwrap_err(), Error::NoData);
+        assert_eq!(core_name("tcp;ofi_rxm"), "tcp");
+        assert_eq!(core_name("shm"), "shm");
+    }
+
+    #[test]
+    fn layered_names_are_known_to_the_filter_check() {
+        let names = ["tcp", "udp", "tcp;ofi_rxm", "udp;ofi_rxd"];
+        assert_eq!(unknown_providers("tcp;ofi_rxm", &names), None);
+        assert_eq!(unknown_providers("ofi_rxd", &names), None);
+        assert!(provider_may_match("ofi_rxm", "tcp"));
+        assert!(!provider_may_match("ofi_rxm", "shm"));
+        assert!(provider_may_match("^ofi_rxm", "tcp"));
     }
 
     #[test]

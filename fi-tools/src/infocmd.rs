@@ -192,11 +192,7 @@ pub fn list_entry(name: &str, version: u32) -> String {
 pub fn env_entry(p: &Param, value: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}: {}", p.env_name(), p.kind.name());
-    let mut help = if p.prov == "core" { p.help.to_string() } else { format!("{}: {}", p.prov, p.help) };
-    if !p.default.is_empty() && !help.to_ascii_lowercase().contains("default") {
-        let _ = write!(help, " (default: {})", p.default);
-    }
-    let _ = writeln!(out, "# {help}");
+    let _ = writeln!(out, "# {}", p.help_text());
     if let Some(v) = value {
         if v.contains(' ') {
             let _ = writeln!(out, "{}=\"{v}\"", p.env_name());

@@ -14,7 +14,8 @@ pub mod pattern;
 pub mod perf;
 pub mod pingpong;
 pub mod ppopts;
-pub mod tostr;
+/// `fi_tostr` formats: shared with the C ABI (`fabric-capi`), so they live in fabric-core.
+pub use fabric_core::tostr;
 
 /// The usage text of `fi_strerror`, as libfabric's.
 pub const STRERROR_USAGE: &str = "Usage: fi_strerror FI_ERROR_CODE

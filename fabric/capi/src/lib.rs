@@ -16,4 +16,7 @@
 
 pub mod abi;
 pub mod exports;
+pub mod info;
+pub mod params;
 mod pending;
+pub mod tostr;

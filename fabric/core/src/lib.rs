@@ -12,6 +12,7 @@ pub mod info;
 pub mod log;
 pub mod param;
 pub mod prov;
+pub mod tostr;
 
 pub use addr::{AddrFormat, Address, FiAddr};
 pub use atomic::{AtomicKind, AtomicOp, Datatype, RmaIov};

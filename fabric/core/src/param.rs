@@ -55,6 +55,18 @@ impl Param {
         }
     }
 
+    /// The help `fi_info -e` prints and `fi_getparams` gives: a provider's
+    /// prefixed with its name, the default appended where the help does not
+    /// mention one.
+    pub fn help_text(&self) -> String {
+        let mut help =
+            if self.prov == "core" { self.help.to_string() } else { format!("{}: {}", self.prov, self.help) };
+        if !self.default.is_empty() && !help.to_ascii_lowercase().contains("default") {
+            help.push_str(&format!(" (default: {})", self.default));
+        }
+        help
+    }
+
     /// The raw value set in the environment, if any.
     pub fn raw(&self) -> Option<String> {
         std::env::var(self.env_name()).ok()

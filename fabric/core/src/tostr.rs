@@ -3,11 +3,9 @@
 //! same names, order, indentation and value spellings (`[ FI_MSG, FI_RMA ]`, `[  ]`
 //! for no bits, `(null)` for no address, `117.0` for a version).
 
-use fabric_core::flags::{CAP_NAMES, MODE_NAMES, MR_MODE_NAMES, OP_FLAG_NAMES, ORDER_NAMES};
-use fabric_core::info::{version_major, version_minor};
-use fabric_core::{
-    Address, Caps, DomainAttr, EpAttr, FabricAttr, Info, Mode, MrMode, MsgOrder, OpFlags, RxAttr, TxAttr,
-};
+use crate::flags::{CAP_NAMES, MODE_NAMES, MR_MODE_NAMES, OP_FLAG_NAMES, ORDER_NAMES};
+use crate::info::{version_major, version_minor};
+use crate::{Address, Caps, DomainAttr, EpAttr, FabricAttr, Info, Mode, MrMode, MsgOrder, OpFlags, RxAttr, TxAttr};
 use std::fmt::Write;
 
 const TAB: &str = "    ";
@@ -225,23 +223,27 @@ pub fn fabric_attr_str(out: &mut String, a: &FabricAttr, prefix: &str) {
 /// `fi_tostr(info, FI_TYPE_INFO)`: the `fi_info:` block that `fi_info -v` prints
 /// after each `---`, every line ending in a newline.
 pub fn info_str(info: &Info) -> String {
+    let handle = match &info.handle {
+        None => "(nil)".to_string(),
+        Some(h) => format!("{:p}", std::sync::Arc::as_ptr(&h.0) as *const u8),
+    };
+    let lens = (addr_len(info.src_addr.as_ref()), addr_len(info.dest_addr.as_ref()));
+    info_str_with(info, lens, &handle)
+}
+
+/// [`info_str`] with the address lengths and the `handle` line's value given:
+/// for a C `struct fi_info`, whose own fields they are (`fabric-capi`).
+pub fn info_str_with(info: &Info, (src_addrlen, dest_addrlen): (usize, usize), handle: &str) -> String {
     let mut out = String::with_capacity(4096);
     let _ = writeln!(out, "fi_info:");
     let _ = writeln!(out, "{TAB}caps: {}", caps_str(info.caps));
     let _ = writeln!(out, "{TAB}mode: {}", mode_str(info.mode));
     let _ = writeln!(out, "{TAB}addr_format: {}", info.addr_format.name());
-    let _ = writeln!(out, "{TAB}src_addrlen: {}", addr_len(info.src_addr.as_ref()));
-    let _ = writeln!(out, "{TAB}dest_addrlen: {}", addr_len(info.dest_addr.as_ref()));
+    let _ = writeln!(out, "{TAB}src_addrlen: {src_addrlen}");
+    let _ = writeln!(out, "{TAB}dest_addrlen: {dest_addrlen}");
     let _ = writeln!(out, "{TAB}src_addr: {}", addr_str(info.src_addr.as_ref()));
     let _ = writeln!(out, "{TAB}dest_addr: {}", addr_str(info.dest_addr.as_ref()));
-    match &info.handle {
-        None => {
-            let _ = writeln!(out, "{TAB}handle: (nil)");
-        }
-        Some(h) => {
-            let _ = writeln!(out, "{TAB}handle: {:p}", std::sync::Arc::as_ptr(&h.0) as *const u8);
-        }
-    }
+    let _ = writeln!(out, "{TAB}handle: {handle}");
     tx_attr_str(&mut out, &info.tx_attr, TAB);
     rx_attr_str(&mut out, &info.rx_attr, TAB);
     ep_attr_str(&mut out, &info.ep_attr, TAB);
@@ -254,8 +256,8 @@ pub fn info_str(info: &Info) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_core::info::version;
-    use fabric_core::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
+    use crate::info::version;
+    use crate::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
 
     /// What libfabric 1.17's `fi_pingpong -p udp -v` printed for its udp entry on this
     /// machine (server side), copied verbatim.
