@@ -15,5 +15,8 @@ shift
 out=$(cargo "$sub" --message-format=json-render-diagnostics "$@")
 # Each artifact is one JSON line; a binary's carries its target's name (the
 # target object holds no nested braces) and "executable":"<path>" (null for
-# libraries, which are skipped).
+# libraries). A shared library (cdylib) is listed by its first file ending in
+# .so, as "<target name>.so <path>" (fabric-capi: "fabric_capi.so .../libfabric_capi.so",
+# beside which its link step leaves libfabric.so.1).
 printf '%s\n' "$out" | sed -n 's/.*"target":{[^}]*"name":"\([^"]*\)"[^}]*}.*"executable":"\([^"]*\)".*/\1 \2/p'
+printf '%s\n' "$out" | sed -n 's/.*"target":{[^}]*"name":"\([^"]*\)"[^}]*}.*"filenames":\[[^]]*"\([^"]*\.so\)".*/\1.so \2/p'

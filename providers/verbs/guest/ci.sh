@@ -39,6 +39,7 @@ cd "$root"
 echo "ci.sh: building fi-tools and the conformance suite with the verbs feature"
 # What this very build produced, wherever cargo puts it (fi-tools/built.sh).
 tools=$(fi-tools/built.sh build -j2 --release -p fi-tools --features verbs)
+capi=$(fi-tools/built.sh build -j2 --release -p fabric-capi --features verbs)
 tests=$(fi-tools/built.sh test -j2 --release -p fabric --features verbs --test conformance --test no_alloc \
     --test auto_teardown --no-run)
 bin() { printf '%s\n' "$1" | awk -v n="$2" '$1 == n { p = $2 } END { print p }'; }
@@ -47,6 +48,8 @@ fi_pingpong=$(bin "$tools" fi_pingpong)
 conf=$(bin "$tests" conformance)
 noalloc=$(bin "$tests" no_alloc)
 teardown=$(bin "$tests" auto_teardown)
+libfabric=$(dirname "$(bin "$capi" fabric_capi.so)")/libfabric.so.1
+[ -f "$libfabric" ] || { echo "ci.sh: the build did not produce libfabric.so.1" >&2; exit 1; }
 for b in "$fi_info" "$fi_pingpong" "$conf" "$noalloc" "$teardown"; do
     [ -x "$b" ] || { echo "ci.sh: the build did not produce every program (fi_info, fi_pingpong, conformance, no_alloc, auto_teardown)" >&2; exit 1; }
 done
@@ -58,6 +61,8 @@ cp "$conf" "$stage/conformance"
 cp "$noalloc" "$stage/no_alloc"
 cp "$teardown" "$stage/auto_teardown"
 cp fabric/testkit/skips.sh "$stage/"
+mkdir -p "$stage/capi"
+cp "$libfabric" "$stage/capi/"
 
 cat > "$stage/test.sh" <<'EOF'
 # Runs in the guest (busybox sh), in /opt.
@@ -132,6 +137,18 @@ sh ./skips.sh "$FABRIC_SKIP_LOG" "conformance on verbs, no SRQ"
 unset FABRIC_REQUIRE FABRIC_SKIP_LOG
 
 if command -v fi_pingpong > /dev/null 2>&1; then
+    # libfabric's own programs, unchanged, over our libfabric.so.1 (fabric/capi).
+    step "Debian's fi_info and fi_pingpong over our libfabric.so.1 (-p verbs, msg and rdm, -S all -c)"
+    LD_LIBRARY_PATH=/opt/capi fi_info -p verbs > capi-info.txt 2>&1 || { cat capi-info.txt; die "fi_info over our libfabric.so.1"; }
+    grep -Eq "no version information|version .* not found" capi-info.txt && { cat capi-info.txt; die "the dynamic linker complained"; }
+    grep -E "provider:|type:" capi-info.txt | sort | uniq -c
+    grep -q FI_EP_RDM capi-info.txt || { cat capi-info.txt; die "fi_info over ours lists no RDM endpoint"; }
+    export LD_LIBRARY_PATH=/opt/capi
+    pp fi_pingpong msg -S all -I 20 -c || die "Debian's fi_pingpong -e msg over our libfabric.so.1"
+    pp fi_pingpong rdm -S all -I 20 -c || die "Debian's fi_pingpong -e rdm over our libfabric.so.1"
+    pp fi_pingpong rdm -m tagged -S 4096 -I 100 -c || die "Debian's fi_pingpong -e rdm -m tagged over our libfabric.so.1"
+    unset LD_LIBRARY_PATH
+
     step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (5 alternating runs each: median, best)"
     # libfabric's rxm sizes its CQ by FI_UNIVERSE_SIZE (256 by default), past
     # rxe's 32767 entries; 64 peers is plenty here.
@@ -239,4 +256,4 @@ EOF
 
 "$here/run-guest.sh" --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
     "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
-    "$stage/skips.sh"
+    "$stage/skips.sh" "$stage/capi"
