@@ -7,12 +7,11 @@
 
 mod common;
 
-use common::wait;
+use common::{read_request, well_behaved_read};
 
-use fabric_core::prov::{DomainOps, IoVec, RmaOp};
 use fabric_core::*;
 use fabric_util::rma_target::{answer_bytes_high_water, ANSWER_BYTES_MAX};
-use fabric_util::wire::{HdrFlags, Header, OpCode, HDR_LEN, RMA_CHUNK};
+use fabric_util::wire::{Header, OpCode, HDR_LEN, RMA_CHUNK};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,10 +35,7 @@ fn answers_a_peer_does_not_take_stay_bounded() {
     // The memory first, so it is freed after the domain.
     let mut mem: Vec<u8> = (0..RMA_CHUNK).map(|i| (i * 7 + 3) as u8).collect();
     let expect = mem.clone();
-    let p = fabric_tcp::provider();
-    let info = p.getinfo(&Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true)).unwrap()[0].clone();
-    let fabric = p.fabric(&info).unwrap();
-    let dom: Arc<dyn DomainOps> = fabric.domain(&info).unwrap();
+    let (dom, info) = common::open_rdm_domain(&fabric_tcp::provider());
     let t = common::rdm_endpoint(&dom, &info);
     // SAFETY: `mem` outlives the domain; the test reads it only through `expect`.
     let mr = unsafe { dom.mr_reg(mem.as_mut_ptr(), RMA_CHUNK, MrAccess::REMOTE_READ, 0) }.unwrap();
@@ -69,28 +65,12 @@ fn answers_a_peer_does_not_take_stay_bounded() {
     bad.write_all(name.as_bytes()).unwrap();
     assert_eq!(read_frame(&mut bad).0.op, OpCode::HelloAck);
     for id in 1..=REQUESTS {
-        let h = Header {
-            len: RMA_CHUNK as u64,
-            flags: HdrFlags(HdrFlags::LAST),
-            tag: addr,
-            data: key,
-            id,
-            ..Header::new(OpCode::ReadReq)
-        };
-        bad.write_all(&h.encode()).unwrap();
+        bad.write_all(&read_request(id, RMA_CHUNK as u64, addr, key).encode()).unwrap();
     }
 
     // Meanwhile a well-behaved peer reads the same region.
-    let good = common::rdm_endpoint(&dom, &info);
-    let to_t = good.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
-    let mut seen = vec![0u8; RMA_CHUNK];
-    let ri = [IoVec { base: seen.as_mut_ptr(), len: RMA_CHUNK }];
-    let rma = [RmaIov { addr, len: RMA_CHUNK, key }];
-    let rop = RmaOp { iov: &ri, addr: to_t, rma: &rma, context: 9, user_context: 9, data: 0 };
-    // SAFETY: `seen` outlives the completion waited for below.
-    unsafe { good.ep.post_read(&rop, OpFlags::empty()) }.unwrap();
-    let r = wait(&good.cq, &t.cq).expect("a well-behaved read next to a peer that takes no answers");
-    assert_eq!(r.op_context, 9);
+    let what = "a well-behaved read next to a peer that takes no answers";
+    let seen = well_behaved_read(&dom, &info, &t, (addr, key, RMA_CHUNK), what);
     assert!(seen == expect, "the well-behaved read got other bytes");
 
     // Give the target time to take every request it is willing to take (before

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::wait;
+use common::{wait, Driver};
 
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, MrOps, Op, RmaOp};
 use fabric_core::*;
@@ -29,9 +29,7 @@ use fabric_util::rma_target::OPS_MAX;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, ATOMIC_MAX, HDR_LEN, RMA_CHUNK};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Requests the hostile peer sends.
@@ -434,55 +432,6 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<(Header, Vec<u8>)> {
     let mut payload = vec![0u8; h.payload_len() as usize];
     s.read_exact(&mut payload)?;
     Ok((h, payload))
-}
-
-/// The endpoint's progress, driven from a thread of the test (reads of its CQ,
-/// which sleep on its sockets): a panic in the provider shows up at `finish`.
-struct Driver {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Vec<String>>>,
-}
-
-impl Driver {
-    fn start(cq: Arc<dyn CqOps>) -> Driver {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let handle = std::thread::spawn(move || {
-            // Nothing the hostile peer does may complete anything on this queue.
-            let mut odd = Vec::new();
-            let mut out = [CqEntry::new(0, Caps::empty())];
-            while !s.load(Ordering::Acquire) {
-                match cq.sread(&mut out, Some(Duration::from_millis(5))) {
-                    Ok(n) if n > 0 => odd.push(format!("{:?}", out[0])),
-                    Err(Error::Avail) => odd.push(format!("{:?}", cq.readerr())),
-                    _ => {}
-                }
-            }
-            odd
-        });
-        Driver { stop, handle: Some(handle) }
-    }
-
-    /// Whether the thread is still running (it stops only when told, or panics).
-    fn alive(&self) -> bool {
-        self.handle.as_ref().is_some_and(|h| !h.is_finished())
-    }
-
-    /// Stop; the completions seen meanwhile.
-    fn finish(mut self) -> Vec<String> {
-        self.stop.store(true, Ordering::Release);
-        let h = self.handle.take().expect("running");
-        h.join().unwrap_or_else(|_| panic!("the endpoint's progress panicked (see the output above)"))
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 /// The hostile peer's connection: a raw socket that said hello under a made-up
