@@ -14,7 +14,21 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod addr;
 pub mod abi;
+mod av;
+mod cntr;
+mod cq;
+mod domain;
+mod ep;
+mod ep_cm;
+mod ep_msg;
+mod ep_tagged;
+mod eq;
+mod fabric;
+mod fid;
+mod infoconv;
+mod mr;
 pub mod exports;
 pub mod info;
 mod pending;
