@@ -70,8 +70,10 @@ pub(crate) unsafe extern "C" fn fi_av_open(
             Ok(o) => o,
             Err(e) => return fid::err(e),
         };
-        let obj =
-            Av { c: abi::fid_av { fid: fid::fid(abi::FI_CLASS_AV, context, &FID_OPS), ops: &AV_OPS as *const _ as *mut _ }, ops };
+        let obj = Av {
+            c: abi::fid_av { fid: fid::fid(abi::FI_CLASS_AV, context, &FID_OPS), ops: &AV_OPS as *const _ as *mut _ },
+            ops,
+        };
         // SAFETY: non-NULL out-pointer.
         unsafe { *av = fid::leak(obj) as *mut abi::fid_av };
         0

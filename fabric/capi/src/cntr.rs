@@ -63,7 +63,10 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
             Err(e) => return fid::err(e),
         };
         let obj = Cntr {
-            c: abi::fid_cntr { fid: fid::fid(abi::FI_CLASS_CNTR, context, &FID_OPS), ops: &CNTR_OPS as *const _ as *mut _ },
+            c: abi::fid_cntr {
+                fid: fid::fid(abi::FI_CLASS_CNTR, context, &FID_OPS),
+                ops: &CNTR_OPS as *const _ as *mut _,
+            },
             ops,
         };
         // SAFETY: non-NULL out-pointer.

@@ -412,7 +412,13 @@ unsafe extern "C" fn pep_cancel(_f: *mut abi::fid, _context: *mut c_void) -> isi
     ENOSYS as isize
 }
 
-unsafe extern "C" fn pep_getopt(f: *mut abi::fid, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+unsafe extern "C" fn pep_getopt(
+    f: *mut abi::fid,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut usize,
+) -> c_int {
     guard("fi_getopt", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
         let Some(p) = (unsafe { fid::get::<Pep>(f as *const c_void) }) else {
@@ -437,7 +443,13 @@ unsafe extern "C" fn pep_getopt(f: *mut abi::fid, level: c_int, name: c_int, val
     })
 }
 
-unsafe extern "C" fn pep_setopt(_f: *mut abi::fid, _level: c_int, _name: c_int, _val: *const c_void, _len: usize) -> c_int {
+unsafe extern "C" fn pep_setopt(
+    _f: *mut abi::fid,
+    _level: c_int,
+    _name: c_int,
+    _val: *const c_void,
+    _len: usize,
+) -> c_int {
     fid::err(Error::NoProtoOpt)
 }
 

@@ -168,15 +168,8 @@ pub(crate) unsafe fn inject_buf(
             // SAFETY: the caller's buffer of `len` bytes, read during the call only.
             unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
         };
-        let op = Op {
-            iov: &[],
-            addr: FiAddr(p.addr),
-            context: 0,
-            user_context: 0,
-            data: p.data,
-            tag: p.tag,
-            ignore: 0,
-        };
+        let op =
+            Op { iov: &[], addr: FiAddr(p.addr), context: 0, user_context: 0, data: p.data, tag: p.tag, ignore: 0 };
         fid::sret(e.ops.inject(data, &op, flags))
     })
 }

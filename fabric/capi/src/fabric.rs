@@ -70,7 +70,7 @@ pub unsafe extern "C" fn fabric_capi_fabric(
             hints = hints.fabric(n);
         }
         let info = match prov.getinfo(&hints) {
-            Ok(v) => match v.into_iter().find(|i| name.is_none_or(|n| i.fabric_attr.name == n)) {
+            Ok(v) => match v.into_iter().find(|i| name.map_or(true, |n| i.fabric_attr.name == n)) {
                 Some(i) => i,
                 None => return fid::err(Error::NoData),
             },

@@ -14,8 +14,8 @@
 
 #![allow(clippy::missing_safety_doc)]
 
-mod addr;
 pub mod abi;
+mod addr;
 mod av;
 mod cntr;
 mod cq;
@@ -25,11 +25,11 @@ mod ep_cm;
 mod ep_msg;
 mod ep_tagged;
 mod eq;
+pub mod exports;
 mod fabric;
 mod fid;
+pub mod info;
 mod infoconv;
 mod mr;
-pub mod exports;
-pub mod info;
 mod pending;
 pub mod tostr;
