@@ -161,7 +161,11 @@ pub extern "C" fn fabric_capi_dupinfo_compat(_info: *const c_void) -> *mut c_voi
 
 /// Compat `fi_fabric` (FABRIC_1.0): refused.
 #[no_mangle]
-pub unsafe extern "C" fn fabric_capi_fabric_compat(_attr: *mut c_void, fabric: *mut *mut c_void, _ctx: *mut c_void) -> c_int {
+pub unsafe extern "C" fn fabric_capi_fabric_compat(
+    _attr: *mut c_void,
+    fabric: *mut *mut c_void,
+    _ctx: *mut c_void,
+) -> c_int {
     pre_1_3("fi_fabric");
     if !fabric.is_null() {
         // SAFETY: the caller passes a valid out-pointer (checked non-NULL).
