@@ -155,13 +155,19 @@ unsafe extern "C" fn srx_ctx(
 }
 
 unsafe extern "C" fn query_atomic(
-    _d: *mut abi::fid_domain,
-    _datatype: abi::fi_datatype,
-    _op: abi::fi_op,
-    _attr: *mut abi::fi_atomic_attr,
-    _flags: u64,
+    d: *mut abi::fid_domain,
+    datatype: abi::fi_datatype,
+    op: abi::fi_op,
+    attr: *mut abi::fi_atomic_attr,
+    flags: u64,
 ) -> c_int {
-    ENOSYS
+    guard("fi_query_atomic", EINVAL, || {
+        // SAFETY: the caller's domain, class-checked.
+        match unsafe { fid::get::<Domain>(d as *const c_void) } {
+            Some(dom) => crate::ep_atomic::query(dom.ops.as_ref(), datatype, op, attr, flags),
+            None => EINVAL,
+        }
+    })
 }
 
 unsafe extern "C" fn query_collective(

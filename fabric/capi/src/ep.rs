@@ -5,7 +5,7 @@
 use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL, ENOSYS};
 use crate::{abi, exports::guard};
-use fabric_core::prov::EndpointOps;
+use fabric_core::prov::{DomainOps, EndpointOps};
 use fabric_core::{BindFlags, Caps, EpType, Error, OpFlags};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,8 @@ pub(crate) struct Ep {
     c: abi::fid_ep,
     /// The provider's endpoint.
     pub(crate) ops: Arc<dyn EndpointOps>,
+    /// The provider's domain (atomic queries).
+    pub(crate) domain: Arc<dyn DomainOps>,
     /// Flags every transmit operation is posted with (`FI_COMPLETION` unless the
     /// transmit queue was bound with `FI_SELECTIVE_COMPLETION`, then the
     /// `tx_attr.op_flags` default).
@@ -134,12 +136,13 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
                 ops: &EP_OPS as *const _ as *mut _,
                 cm: crate::ep_cm::ep_cm_ops(),
                 msg: crate::ep_msg::ops(),
-                rma: std::ptr::null_mut(),
+                rma: crate::ep_rma::ops(),
                 tagged: crate::ep_tagged::ops(),
-                atomic: std::ptr::null_mut(),
+                atomic: crate::ep_atomic::ops(),
                 collective: std::ptr::null_mut(),
             },
             ops,
+            domain: Arc::clone(&d.ops),
             tx_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             rx_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             tx_msg_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
