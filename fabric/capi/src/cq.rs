@@ -207,6 +207,13 @@ unsafe fn read_into(
     if buf.is_null() && count > 0 {
         return EINVAL as isize;
     }
+    if count == 0 {
+        // Nothing to read: progress only (as libfabric's queues do).
+        return match q.ops.read(&mut []) {
+            Ok(_) | Err(Error::Again) => 0,
+            Err(e) => fid::serr(e),
+        };
+    }
     let size = entry_size(q.format);
     let mut entries = [CqEntry::new(0, Caps::empty()); CHUNK];
     let mut got = 0usize;

@@ -421,7 +421,13 @@ unsafe extern "C" fn compwritemsg(
 ///
 /// # Safety
 /// `ep_` NULL or a live fid; `count` NULL or valid for a write.
-unsafe fn valid(ep_: *mut abi::fid_ep, kind: AtomicKind, datatype: abi::fi_datatype, op: abi::fi_op, count: *mut usize) -> c_int {
+unsafe fn valid(
+    ep_: *mut abi::fid_ep,
+    kind: AtomicKind,
+    datatype: abi::fi_datatype,
+    op: abi::fi_op,
+    count: *mut usize,
+) -> c_int {
     guard("fi_atomicvalid", EINVAL, || {
         // SAFETY: the caller's endpoint, class-checked.
         let Some(e) = (unsafe { ep(ep_) }) else {
@@ -444,7 +450,12 @@ unsafe fn valid(ep_: *mut abi::fid_ep, kind: AtomicKind, datatype: abi::fi_datat
     })
 }
 
-unsafe extern "C" fn writevalid(ep: *mut abi::fid_ep, datatype: abi::fi_datatype, op: abi::fi_op, count: *mut usize) -> c_int {
+unsafe extern "C" fn writevalid(
+    ep: *mut abi::fid_ep,
+    datatype: abi::fi_datatype,
+    op: abi::fi_op,
+    count: *mut usize,
+) -> c_int {
     // SAFETY: the caller's arguments.
     unsafe { valid(ep, AtomicKind::Plain, datatype, op, count) }
 }

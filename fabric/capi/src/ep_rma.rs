@@ -35,7 +35,17 @@ pub(crate) fn ops() -> *mut abi::fi_ops_rma {
 ///
 /// # Safety
 /// The buffers `iov` describes stay valid until the operation's completion.
-unsafe fn post(e: &Ep, read: bool, iov: &[IoVec], peer: u64, rma: &[RmaIov], ctx: *mut c_void, data: u64, flags: OpFlags) -> isize {
+#[allow(clippy::too_many_arguments)]
+unsafe fn post(
+    e: &Ep,
+    read: bool,
+    iov: &[IoVec],
+    peer: u64,
+    rma: &[RmaIov],
+    ctx: *mut c_void,
+    data: u64,
+    flags: OpFlags,
+) -> isize {
     let op = RmaOp { iov, addr: FiAddr(peer), rma, context: ctx as u64, user_context: ctx as u64, data };
     // SAFETY: the caller's buffers, valid until completion (libfabric's rule).
     let r = unsafe {

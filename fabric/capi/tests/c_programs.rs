@@ -4,7 +4,9 @@
 //! and endpoint type, messages and tagged, every size, data checked; and
 //! `lf_inproc` (`/work/shared/tools/inproc/lf_inproc.c`'s program, carried here as
 //! `tests/c/lf_inproc.c`), compiled against the system's `<rdma/*.h>`, one
-//! thread driving two RDM endpoints. Each skips (`fabric_testkit::skip`, area
+//! thread driving two RDM endpoints; and `tests/c/objects.c`, the object calls
+//! one by one (bad input, tagged with data, cancel, peek/claim, wait objects,
+//! counters, MR, RMA, atomics). Each skips (`fabric_testkit::skip`, area
 //! `libfabric`) when the program or the headers are missing.
 
 use std::path::{Path, PathBuf};
@@ -133,15 +135,15 @@ fn pingpong_shm_rdm_tagged() {
     pingpong(&["-p", "shm", "-e", "rdm", "-m", "tagged"]);
 }
 
-/// `tests/c/lf_inproc.c` built against the system's headers and our library, as
+/// `tests/c/<src>` built against the system's headers and our library, as
 /// `name` (one binary per test: tests run in parallel).
-fn lf_inproc(name: &str) -> Option<PathBuf> {
+fn build(src: &str, name: &str) -> Option<PathBuf> {
     if !Path::new("/usr/include/rdma/fabric.h").exists() {
         fabric_testkit::skip("libfabric", "no <rdma/fabric.h> (package libfabric-dev)");
         return None;
     }
     let lib = lib_dir();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/lf_inproc.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(src);
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let o = Command::new(&cc)
@@ -152,12 +154,12 @@ fn lf_inproc(name: &str) -> Option<PathBuf> {
         .arg("-l:libfabric.so.1")
         .output()
         .expect("run the C compiler");
-    assert!(o.status.success(), "{cc} lf_inproc.c: {}", text(&o));
+    assert!(o.status.success(), "{cc} {}: {}", src.display(), text(&o));
     Some(out)
 }
 
 fn inproc(prov: &str) {
-    let Some(prog) = lf_inproc(&format!("lf_inproc_{prov}")) else { return };
+    let Some(prog) = build("lf_inproc.c", &format!("lf_inproc_{prov}")) else { return };
     for size in ["0", "64", "65536"] {
         let child = Command::new(&prog)
             .args([prov, "300", size])
@@ -185,4 +187,38 @@ fn lf_inproc_tcp() {
 #[test]
 fn lf_inproc_udp() {
     inproc("udp");
+}
+
+/// `tests/c/objects.c` over `prov`: it prints `ok` when every check passed.
+fn objects(prov: &str) {
+    let Some(prog) = build("objects.c", &format!("objects_{prov}")) else { return };
+    let child = Command::new(&prog)
+        .arg(prov)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn objects");
+    let o = wait(child, Duration::from_secs(120));
+    assert!(o.status.success(), "objects {prov}: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().any(|l| l == "ok"), "{}", text(&o));
+    if out.contains("rma: absent") {
+        fabric_testkit::absent(prov, "no FI_RMA|FI_ATOMIC RDM entry: RMA and atomics not checked");
+    }
+}
+
+#[test]
+fn objects_shm() {
+    objects("shm");
+}
+
+#[test]
+fn objects_tcp() {
+    objects("tcp");
+}
+
+#[test]
+fn objects_udp() {
+    objects("udp");
 }
