@@ -214,12 +214,34 @@ unsafe fn read_into(
             Err(e) => fid::serr(e),
         };
     }
+    // A single-entry read (the common case: `fi_cq_read(cq, &e, 1)` in a loop)
+    // fills a one-entry array rather than a whole chunk.
+    if count == 1 {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<1>(q, buf, count, src, block) }
+    } else {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<CHUNK>(q, buf, count, src, block) }
+    }
+}
+
+/// [`read_into`] through a stack array of `N` provider entries.
+///
+/// # Safety
+/// As [`read_into`].
+unsafe fn read_chunks<const N: usize>(
+    q: &Cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    block: Option<Option<std::time::Duration>>,
+) -> isize {
     let size = entry_size(q.format);
-    let mut entries = [CqEntry::new(0, Caps::empty()); CHUNK];
+    let mut entries = [CqEntry::new(0, Caps::empty()); N];
     let mut got = 0usize;
     let mut first = true;
     while got < count {
-        let want = (count - got).min(CHUNK);
+        let want = (count - got).min(N);
         let r = match block {
             Some(t) if first => {
                 if !q.wait {
@@ -248,7 +270,7 @@ unsafe fn read_into(
             break;
         }
     }
-    if got == 0 && count > 0 {
+    if got == 0 {
         return fid::serr(Error::Again);
     }
     got as isize
