@@ -402,7 +402,7 @@ pub(crate) fn info_to_c(info: &Info) -> *mut fi_info {
         c.dest_addrlen = b.len();
         ok &= !c.dest_addr.is_null();
     }
-    // SAFETY (all five): the attribute structs alloc_info allocated.
+    // SAFETY: the attribute structs alloc_info allocated (this and the four below).
     let tx = unsafe { &mut *c.tx_attr };
     tx.caps = info.tx_attr.caps.bits();
     tx.mode = info.tx_attr.mode.bits();
@@ -625,7 +625,7 @@ pub(crate) unsafe fn info_from_c(c: &fi_info) -> Result<Info> {
     i.src_addr = unsafe { addr_from_c(c.addr_format, c.src_addr, c.src_addrlen) }?;
     // SAFETY: as above.
     i.dest_addr = unsafe { addr_from_c(c.addr_format, c.dest_addr, c.dest_addrlen) }?;
-    // SAFETY (all five): each attribute pointer is NULL or valid.
+    // SAFETY: each attribute pointer is NULL or valid (this and the four below).
     if let Some(t) = unsafe { c.tx_attr.as_ref() } {
         i.tx_attr = tx_attr_from_c(t);
     }
@@ -686,7 +686,7 @@ pub(crate) unsafe fn hints_from_c(
     hints.src_addr = unsafe { addr_from_c(h.addr_format, h.src_addr, h.src_addrlen) }?;
     // SAFETY: as above.
     hints.dest_addr = unsafe { addr_from_c(h.addr_format, h.dest_addr, h.dest_addrlen) }?;
-    // SAFETY (each attribute): NULL or valid.
+    // SAFETY: each attribute pointer is NULL or valid (this and those below).
     if let Some(e) = unsafe { h.ep_attr.as_ref() } {
         hints.ep_type = ep_type_from_c(e.r#type).ok_or(Error::Inval)?;
     }
@@ -829,7 +829,8 @@ unsafe fn dup_one(src: &fi_info) -> *mut fi_info {
     let c = unsafe { &mut *p };
     c.next = null_mut();
     c.nic = null_mut();
-    // SAFETY (throughout): src's pointers are NULL or valid, with their lengths.
+    // SAFETY: src's pointers are NULL or valid, with their lengths; c's are the
+    // copies just made.
     unsafe {
         c.src_addr = dup_bytes(src.src_addr, src.src_addrlen);
         c.dest_addr = dup_bytes(src.dest_addr, src.dest_addrlen);
