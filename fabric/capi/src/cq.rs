@@ -1,0 +1,383 @@
+//! `fi_cq_open` and the completion queue (`struct fid_cq`): completions are read
+//! from the provider into a small array on the stack and written straight into
+//! the caller's entries in the format the queue was opened with.
+
+use crate::domain::Domain;
+use crate::fid::{self, CObject, EINVAL};
+use crate::{abi, exports::guard};
+use fabric_core::prov::CqOps;
+use fabric_core::{Caps, CqAttr, CqEntry, CqFormat, Error, WaitObj};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+/// Entries read from the provider per call into it.
+const CHUNK: usize = 16;
+
+/// A completion queue as C holds it.
+#[repr(C)]
+pub(crate) struct Cq {
+    c: abi::fid_cq,
+    /// The provider's queue.
+    pub(crate) ops: Arc<dyn CqOps>,
+    /// `FI_CQ_FORMAT_*` of the caller's entries.
+    format: abi::fi_cq_format,
+    /// Whether the queue has a wait object (`fi_cq_sread` allowed).
+    wait: bool,
+}
+
+// SAFETY: repr(C), first field `fid_cq`, whose first field is `struct fid`.
+unsafe impl CObject for Cq {
+    const CLASS: usize = abi::FI_CLASS_CQ;
+}
+
+static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, control);
+
+static CQ_OPS: abi::fi_ops_cq = abi::fi_ops_cq {
+    size: std::mem::size_of::<abi::fi_ops_cq>(),
+    read: Some(read),
+    readfrom: Some(readfrom),
+    readerr: Some(readerr),
+    sread: Some(sread),
+    sreadfrom: Some(sreadfrom),
+    signal: Some(signal),
+    strerror: Some(strerror),
+};
+
+/// `fi_cq_open` (`domain->ops->cq_open`).
+pub(crate) unsafe extern "C" fn fi_cq_open(
+    domain: *mut abi::fid_domain,
+    attr: *mut abi::fi_cq_attr,
+    cq: *mut *mut abi::fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    guard("fi_cq_open", EINVAL, || {
+        if cq.is_null() || attr.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: non-NULL out-pointer.
+        unsafe { *cq = std::ptr::null_mut() };
+        // SAFETY: the caller's domain, class-checked.
+        let Some(d) = (unsafe { fid::get::<Domain>(domain as *const c_void) }) else {
+            return EINVAL;
+        };
+        // SAFETY: the caller's attributes, non-NULL.
+        let a = unsafe { &*attr };
+        let (format, cformat) = match a.format {
+            abi::FI_CQ_FORMAT_UNSPEC | abi::FI_CQ_FORMAT_CONTEXT => (CqFormat::Context, abi::FI_CQ_FORMAT_CONTEXT),
+            abi::FI_CQ_FORMAT_MSG => (CqFormat::Msg, abi::FI_CQ_FORMAT_MSG),
+            abi::FI_CQ_FORMAT_DATA => (CqFormat::Data, abi::FI_CQ_FORMAT_DATA),
+            abi::FI_CQ_FORMAT_TAGGED => (CqFormat::Tagged, abi::FI_CQ_FORMAT_TAGGED),
+            _ => return EINVAL,
+        };
+        let wait_obj = match a.wait_obj {
+            abi::FI_WAIT_NONE => WaitObj::None,
+            abi::FI_WAIT_UNSPEC | abi::FI_WAIT_FD => WaitObj::Fd,
+            _ => return fid::err(Error::NoSys),
+        };
+        if a.wait_cond != abi::FI_CQ_COND_NONE || !a.wait_set.is_null() {
+            return fid::err(Error::NoSys);
+        }
+        let ops = match d.ops.cq_open(&CqAttr { size: a.size, format, wait_obj }) {
+            Ok(o) => o,
+            Err(e) => return fid::err(e),
+        };
+        let obj = Cq {
+            c: abi::fid_cq { fid: fid::fid(abi::FI_CLASS_CQ, context, &FID_OPS), ops: &CQ_OPS as *const _ as *mut _ },
+            ops,
+            format: cformat,
+            wait: wait_obj != WaitObj::None,
+        };
+        // SAFETY: non-NULL out-pointer.
+        unsafe { *cq = fid::leak(obj) as *mut abi::fid_cq };
+        0
+    })
+}
+
+unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
+    guard("fi_close", EINVAL, || {
+        // SAFETY: the caller's fid, class-checked.
+        match unsafe { fid::reclaim::<Cq>(f) } {
+            Some(_) => 0,
+            None => EINVAL,
+        }
+    })
+}
+
+/// `fi_control`: `FI_GETWAIT` gives the queue's file descriptor.
+unsafe extern "C" fn control(f: *mut abi::fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard("fi_control", EINVAL, || {
+        // SAFETY: the caller's fid, class-checked.
+        let Some(cq) = (unsafe { fid::get::<Cq>(f as *const c_void) }) else {
+            return EINVAL;
+        };
+        match command {
+            abi::FI_GETWAIT => {
+                if arg.is_null() {
+                    return EINVAL;
+                }
+                match cq.ops.wait_fd() {
+                    Ok(fd) => {
+                        // SAFETY: FI_GETWAIT's argument is an `int *` for an fd wait object.
+                        unsafe { *(arg as *mut c_int) = fd };
+                        0
+                    }
+                    Err(e) => fid::err(e),
+                }
+            }
+            _ => fid::err(Error::NoSys),
+        }
+    })
+}
+
+/// `fi_trywait` for one object (a completion queue; others answer
+/// `-FI_EINVAL`).
+///
+/// # Safety
+/// `f` is NULL or a live fid.
+pub(crate) unsafe fn trywait_fid(f: *mut abi::fid) -> c_int {
+    // SAFETY: as the caller guarantees; class-checked.
+    match unsafe { fid::get::<Cq>(f as *const c_void) } {
+        Some(cq) => fid::ret(cq.ops.trywait()),
+        None => EINVAL,
+    }
+}
+
+/// The size of one caller entry in format `format`.
+fn entry_size(format: abi::fi_cq_format) -> usize {
+    match format {
+        abi::FI_CQ_FORMAT_MSG => std::mem::size_of::<abi::fi_cq_msg_entry>(),
+        abi::FI_CQ_FORMAT_DATA => std::mem::size_of::<abi::fi_cq_data_entry>(),
+        abi::FI_CQ_FORMAT_TAGGED => std::mem::size_of::<abi::fi_cq_tagged_entry>(),
+        _ => std::mem::size_of::<abi::fi_cq_entry>(),
+    }
+}
+
+/// Write `e` as the caller's entry at `out`.
+///
+/// # Safety
+/// `out` is valid for a write of one entry of `format` (alignment not assumed).
+unsafe fn write_entry(format: abi::fi_cq_format, e: &CqEntry, out: *mut u8) {
+    let t = abi::fi_cq_tagged_entry {
+        op_context: e.op_context as *mut c_void,
+        flags: e.flags.bits(),
+        len: e.len,
+        buf: e.buf as *mut c_void,
+        data: e.data,
+        tag: e.tag,
+    };
+    // SAFETY: each arm writes one entry of its format, which the caller made room
+    // for; the formats are prefixes of `fi_cq_tagged_entry`.
+    unsafe {
+        match format {
+            abi::FI_CQ_FORMAT_MSG => (out as *mut abi::fi_cq_msg_entry).write_unaligned(abi::fi_cq_msg_entry {
+                op_context: t.op_context,
+                flags: t.flags,
+                len: t.len,
+            }),
+            abi::FI_CQ_FORMAT_DATA => (out as *mut abi::fi_cq_data_entry).write_unaligned(abi::fi_cq_data_entry {
+                op_context: t.op_context,
+                flags: t.flags,
+                len: t.len,
+                buf: t.buf,
+                data: t.data,
+            }),
+            abi::FI_CQ_FORMAT_TAGGED => (out as *mut abi::fi_cq_tagged_entry).write_unaligned(t),
+            _ => (out as *mut abi::fi_cq_entry).write_unaligned(abi::fi_cq_entry { op_context: t.op_context }),
+        }
+    }
+}
+
+/// Read up to `count` completions into `buf` (and their sources into `src`),
+/// blocking up to `block` first when given.
+///
+/// # Safety
+/// `buf` is valid for `count` entries of the queue's format; `src` is NULL or
+/// valid for `count` addresses.
+unsafe fn read_into(
+    cq: *mut abi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    block: Option<Option<std::time::Duration>>,
+) -> isize {
+    // SAFETY: the caller's queue, class-checked.
+    let Some(q) = (unsafe { fid::get::<Cq>(cq as *const c_void) }) else {
+        return EINVAL as isize;
+    };
+    if buf.is_null() && count > 0 {
+        return EINVAL as isize;
+    }
+    if count == 0 {
+        // Nothing to read: progress only (as libfabric's queues do).
+        return match q.ops.read(&mut []) {
+            Ok(_) | Err(Error::Again) => 0,
+            Err(e) => fid::serr(e),
+        };
+    }
+    // A single-entry read (the common case: `fi_cq_read(cq, &e, 1)` in a loop)
+    // fills a one-entry array rather than a whole chunk.
+    if count == 1 {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<1>(q, buf, count, src, block) }
+    } else {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<CHUNK>(q, buf, count, src, block) }
+    }
+}
+
+/// [`read_into`] through a stack array of `N` provider entries.
+///
+/// # Safety
+/// As [`read_into`].
+unsafe fn read_chunks<const N: usize>(
+    q: &Cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    block: Option<Option<std::time::Duration>>,
+) -> isize {
+    let size = entry_size(q.format);
+    let mut entries = [CqEntry::new(0, Caps::empty()); N];
+    let mut got = 0usize;
+    let mut first = true;
+    while got < count {
+        let want = (count - got).min(N);
+        let r = match block {
+            Some(t) if first => {
+                if !q.wait {
+                    return fid::serr(Error::NoSys);
+                }
+                q.ops.sread(&mut entries[..want], t)
+            }
+            _ => q.ops.read(&mut entries[..want]),
+        };
+        first = false;
+        let n = match r {
+            Ok(n) => n.min(want),
+            Err(_) if got > 0 => break,
+            Err(e) => return fid::serr(e),
+        };
+        for (i, e) in entries[..n].iter().enumerate() {
+            // SAFETY: entry `got + i` of the caller's `count` entries.
+            unsafe { write_entry(q.format, e, (buf as *mut u8).add((got + i) * size)) };
+            if !src.is_null() {
+                // SAFETY: `src` has room for `count` addresses.
+                unsafe { src.add(got + i).write_unaligned(e.src.0) };
+            }
+        }
+        got += n;
+        if n < want {
+            break;
+        }
+    }
+    if got == 0 {
+        return fid::serr(Error::Again);
+    }
+    got as isize
+}
+
+unsafe extern "C" fn read(cq: *mut abi::fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: the caller's arguments, as fi_cq_read documents them.
+    guard("fi_cq_read", EINVAL as isize, || unsafe { read_into(cq, buf, count, std::ptr::null_mut(), None) })
+}
+
+unsafe extern "C" fn readfrom(cq: *mut abi::fid_cq, buf: *mut c_void, count: usize, src: *mut abi::fi_addr_t) -> isize {
+    // SAFETY: the caller's arguments, as fi_cq_readfrom documents them.
+    guard("fi_cq_readfrom", EINVAL as isize, || unsafe { read_into(cq, buf, count, src, None) })
+}
+
+unsafe extern "C" fn sread(
+    cq: *mut abi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: forwarded as received.
+    unsafe { sreadfrom(cq, buf, count, std::ptr::null_mut(), cond, timeout) }
+}
+
+unsafe extern "C" fn sreadfrom(
+    cq: *mut abi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    let t = fid::timeout(timeout);
+    // SAFETY: the caller's arguments, as fi_cq_sreadfrom documents them.
+    guard("fi_cq_sread", EINVAL as isize, || unsafe { read_into(cq, buf, count, src, Some(t)) })
+}
+
+/// Error data handed out with `fi_cq_readerr` (none is kept: `err_data_size` 0).
+unsafe extern "C" fn readerr(cq: *mut abi::fid_cq, buf: *mut abi::fi_cq_err_entry, _flags: u64) -> isize {
+    guard("fi_cq_readerr", EINVAL as isize, || {
+        // SAFETY: the caller's queue, class-checked.
+        let Some(q) = (unsafe { fid::get::<Cq>(cq as *const c_void) }) else {
+            return EINVAL as isize;
+        };
+        if buf.is_null() {
+            return EINVAL as isize;
+        }
+        let e = match q.ops.readerr() {
+            Ok(e) => e,
+            Err(e) => return fid::serr(e),
+        };
+        let out = abi::fi_cq_err_entry {
+            op_context: e.entry.op_context as *mut c_void,
+            flags: e.entry.flags.bits(),
+            len: e.entry.len,
+            buf: e.entry.buf as *mut c_void,
+            data: e.entry.data,
+            tag: e.entry.tag,
+            olen: e.olen,
+            err: e.err.errno(),
+            prov_errno: e.prov_errno,
+            err_data: std::ptr::null_mut(),
+            err_data_size: 0,
+        };
+        // SAFETY: the caller's entry, non-NULL.
+        unsafe { buf.write_unaligned(out) };
+        1
+    })
+}
+
+unsafe extern "C" fn signal(cq: *mut abi::fid_cq) -> c_int {
+    guard("fi_cq_signal", EINVAL, || {
+        // SAFETY: the caller's queue, class-checked.
+        match unsafe { fid::get::<Cq>(cq as *const c_void) } {
+            Some(q) => {
+                q.ops.signal();
+                0
+            }
+            None => EINVAL,
+        }
+    })
+}
+
+/// `fi_cq_strerror`: the text of a provider error number, copied to `buf` when
+/// given, else a string that lives as long as the process.
+unsafe extern "C" fn strerror(
+    _cq: *mut abi::fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    guard("fi_cq_strerror", c"Unknown error".as_ptr(), || {
+        let s = crate::exports::fi_strerror(prov_errno);
+        if buf.is_null() || len == 0 {
+            return s;
+        }
+        // SAFETY: fi_strerror returns a NUL-terminated static string.
+        let bytes = unsafe { std::ffi::CStr::from_ptr(s) }.to_bytes();
+        let n = bytes.len().min(len - 1);
+        // SAFETY: `buf` has room for `len` bytes; `n + 1 <= len`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, n);
+            *buf.add(n) = 0;
+        }
+        buf
+    })
+}

@@ -1,0 +1,295 @@
+//! Messages (`struct fi_ops_msg`): `fi_send`, `fi_recv` and their variants,
+//! posted straight to the provider with the caller's buffers (no copy, no
+//! allocation); `void *context` is the operation's completion context.
+
+use crate::ep::{ep, Ep};
+use crate::fid::{self, EINVAL};
+use crate::{abi, exports::guard};
+use fabric_core::prov::{IoVec, Op};
+use fabric_core::{FiAddr, OpFlags};
+use std::ffi::c_void;
+
+static MSG_OPS: abi::fi_ops_msg = abi::fi_ops_msg {
+    size: std::mem::size_of::<abi::fi_ops_msg>(),
+    recv: Some(recv),
+    recvv: Some(recvv),
+    recvmsg: Some(recvmsg),
+    send: Some(send),
+    sendv: Some(sendv),
+    sendmsg: Some(sendmsg),
+    inject: Some(inject),
+    senddata: Some(senddata),
+    injectdata: Some(injectdata),
+};
+
+/// The table for `fid_ep.msg`.
+pub(crate) fn ops() -> *mut abi::fi_ops_msg {
+    &MSG_OPS as *const _ as *mut _
+}
+
+/// What one data-transfer call posts, besides its buffers.
+pub(crate) struct Post {
+    /// Peer (destination or source filter).
+    pub(crate) addr: u64,
+    /// The caller's context.
+    pub(crate) context: *mut c_void,
+    /// Remote CQ data.
+    pub(crate) data: u64,
+    /// Tag.
+    pub(crate) tag: u64,
+    /// Ignore mask.
+    pub(crate) ignore: u64,
+}
+
+/// The caller's iovec array as IoVecs (same layout: `struct iovec`).
+///
+/// # Safety
+/// `iov` is NULL or valid for reads of `count` entries, for `'a`.
+pub(crate) unsafe fn iovs<'a>(iov: *const abi::iovec, count: usize, limit: usize) -> Option<&'a [IoVec]> {
+    if count > limit || (iov.is_null() && count > 0) {
+        return None;
+    }
+    if count == 0 {
+        return Some(&[]);
+    }
+    const _: () = assert!(std::mem::size_of::<IoVec>() == std::mem::size_of::<abi::iovec>());
+    // SAFETY: `struct iovec` and `IoVec` are both `{ pointer, size_t }` in C
+    // layout; the caller's array holds `count` entries.
+    Some(unsafe { std::slice::from_raw_parts(iov as *const IoVec, count) })
+}
+
+/// Post a send (`rx` false) or receive of `iov` on `e`.
+///
+/// # Safety
+/// The buffers `iov` describes stay valid (for reads of a send, writes of a
+/// receive) until the operation's completion, as libfabric requires of callers.
+pub(crate) unsafe fn post(e: &Ep, rx: bool, iov: &[IoVec], p: &Post, flags: OpFlags) -> isize {
+    let addr = if rx && !e.directed { FiAddr::UNSPEC } else { FiAddr(p.addr) };
+    let op = Op {
+        iov,
+        addr,
+        context: p.context as u64,
+        user_context: p.context as u64,
+        data: p.data,
+        tag: p.tag,
+        ignore: p.ignore,
+    };
+    // SAFETY: the caller's buffers, valid until completion (see above).
+    let r = unsafe {
+        if rx {
+            e.ops.post_recv(&op, flags)
+        } else {
+            e.ops.post_send(&op, flags)
+        }
+    };
+    fid::sret(r)
+}
+
+/// Post one buffer.
+///
+/// # Safety
+/// `ep` is NULL or a live fid; `buf` valid for `len` bytes until completion.
+pub(crate) unsafe fn post_buf(
+    what: &str,
+    ep_: *mut abi::fid_ep,
+    rx: bool,
+    buf: *const c_void,
+    len: usize,
+    p: Post,
+    extra: OpFlags,
+) -> isize {
+    guard(what, EINVAL as isize, || {
+        // SAFETY: the caller's endpoint, class-checked.
+        let Some(e) = (unsafe { ep(ep_) }) else {
+            return EINVAL as isize;
+        };
+        if buf.is_null() && len > 0 {
+            return EINVAL as isize;
+        }
+        let iov = [IoVec { base: buf as *mut u8, len }];
+        let flags = if rx { e.rx_flags() } else { e.tx_flags() } | extra;
+        // SAFETY: the caller's buffer, valid until completion.
+        unsafe { post(e, rx, &iov, &p, flags) }
+    })
+}
+
+/// Post an iovec array.
+///
+/// # Safety
+/// As [`post_buf`], for each of the `count` entries of `iov`.
+pub(crate) unsafe fn post_iov(
+    what: &str,
+    ep_: *mut abi::fid_ep,
+    rx: bool,
+    iov: *const abi::iovec,
+    count: usize,
+    p: Post,
+    extra: OpFlags,
+) -> isize {
+    guard(what, EINVAL as isize, || {
+        // SAFETY: the caller's endpoint, class-checked.
+        let Some(e) = (unsafe { ep(ep_) }) else {
+            return EINVAL as isize;
+        };
+        let limit = if rx { e.rx_iov_limit } else { e.tx_iov_limit };
+        // SAFETY: the caller's array of `count` entries.
+        let Some(v) = (unsafe { iovs(iov, count, limit) }) else {
+            return EINVAL as isize;
+        };
+        let flags = if rx { e.rx_flags() } else { e.tx_flags() } | extra;
+        // SAFETY: the caller's buffers, valid until completion.
+        unsafe { post(e, rx, v, &p, flags) }
+    })
+}
+
+/// Inject `len` bytes at `buf` (copied before return; no completion).
+///
+/// # Safety
+/// `ep` is NULL or a live fid; `buf` valid for `len` bytes during the call.
+pub(crate) unsafe fn inject_buf(
+    what: &str,
+    ep_: *mut abi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    p: Post,
+    flags: OpFlags,
+) -> isize {
+    guard(what, EINVAL as isize, || {
+        // SAFETY: the caller's endpoint, class-checked.
+        let Some(e) = (unsafe { ep(ep_) }) else {
+            return EINVAL as isize;
+        };
+        if (buf.is_null() && len > 0) || len > e.inject_size {
+            return EINVAL as isize;
+        }
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's buffer of `len` bytes, read during the call only.
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
+        };
+        let op =
+            Op { iov: &[], addr: FiAddr(p.addr), context: 0, user_context: 0, data: p.data, tag: p.tag, ignore: 0 };
+        fid::sret(e.ops.inject(data, &op, flags))
+    })
+}
+
+/// Post a `struct fi_msg`.
+///
+/// # Safety
+/// `msg` NULL or valid; its buffers as [`post_iov`]'s.
+unsafe fn post_msg(what: &str, ep_: *mut abi::fid_ep, rx: bool, msg: *const abi::fi_msg, flags: u64) -> isize {
+    guard(what, EINVAL as isize, || {
+        // SAFETY: the caller's endpoint, class-checked.
+        let Some(e) = (unsafe { ep(ep_) }) else {
+            return EINVAL as isize;
+        };
+        if msg.is_null() {
+            return EINVAL as isize;
+        }
+        // SAFETY: the caller's message, non-NULL.
+        let m = unsafe { &*msg };
+        let limit = if rx { e.rx_iov_limit } else { e.tx_iov_limit };
+        // SAFETY: the message's array of `iov_count` entries.
+        let Some(v) = (unsafe { iovs(m.msg_iov, m.iov_count, limit) }) else {
+            return EINVAL as isize;
+        };
+        let p = Post { addr: m.addr, context: m.context, data: m.data, tag: 0, ignore: 0 };
+        let f = if rx { e.rx_msg(flags) } else { e.tx_msg(flags) };
+        // SAFETY: the caller's buffers, valid until completion.
+        unsafe { post(e, rx, v, &p, f) }
+    })
+}
+
+fn plain(addr: u64, context: *mut c_void) -> Post {
+    Post { addr, context, data: 0, tag: 0, ignore: 0 }
+}
+
+unsafe extern "C" fn recv(
+    ep: *mut abi::fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    src: abi::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the caller's arguments, as fi_recv documents them.
+    unsafe { post_buf("fi_recv", ep, true, buf, len, plain(src, context), OpFlags::empty()) }
+}
+
+unsafe extern "C" fn recvv(
+    ep: *mut abi::fid_ep,
+    iov: *const abi::iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    src: abi::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the caller's arguments, as fi_recvv documents them.
+    unsafe { post_iov("fi_recvv", ep, true, iov, count, plain(src, context), OpFlags::empty()) }
+}
+
+unsafe extern "C" fn recvmsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg, flags: u64) -> isize {
+    // SAFETY: the caller's arguments, as fi_recvmsg documents them.
+    unsafe { post_msg("fi_recvmsg", ep, true, msg, flags) }
+}
+
+unsafe extern "C" fn send(
+    ep: *mut abi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    dest: abi::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the caller's arguments, as fi_send documents them.
+    unsafe { post_buf("fi_send", ep, false, buf, len, plain(dest, context), OpFlags::empty()) }
+}
+
+unsafe extern "C" fn sendv(
+    ep: *mut abi::fid_ep,
+    iov: *const abi::iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    dest: abi::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: the caller's arguments, as fi_sendv documents them.
+    unsafe { post_iov("fi_sendv", ep, false, iov, count, plain(dest, context), OpFlags::empty()) }
+}
+
+unsafe extern "C" fn sendmsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg, flags: u64) -> isize {
+    // SAFETY: the caller's arguments, as fi_sendmsg documents them.
+    unsafe { post_msg("fi_sendmsg", ep, false, msg, flags) }
+}
+
+unsafe extern "C" fn inject(ep: *mut abi::fid_ep, buf: *const c_void, len: usize, dest: abi::fi_addr_t) -> isize {
+    // SAFETY: the caller's arguments, as fi_inject documents them.
+    unsafe { inject_buf("fi_inject", ep, buf, len, plain(dest, std::ptr::null_mut()), OpFlags::empty()) }
+}
+
+unsafe extern "C" fn senddata(
+    ep: *mut abi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    dest: abi::fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let p = Post { addr: dest, context, data, tag: 0, ignore: 0 };
+    // SAFETY: the caller's arguments, as fi_senddata documents them.
+    unsafe { post_buf("fi_senddata", ep, false, buf, len, p, OpFlags::REMOTE_CQ_DATA) }
+}
+
+unsafe extern "C" fn injectdata(
+    ep: *mut abi::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: abi::fi_addr_t,
+) -> isize {
+    let p = Post { addr: dest, context: std::ptr::null_mut(), data, tag: 0, ignore: 0 };
+    // SAFETY: the caller's arguments, as fi_injectdata documents them.
+    unsafe { inject_buf("fi_injectdata", ep, buf, len, p, OpFlags::REMOTE_CQ_DATA) }
+}

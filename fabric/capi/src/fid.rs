@@ -1,0 +1,181 @@
+//! What every C object shares: the Rust object behind a `struct fid *`, found by
+//! checking the fid's class and casting back (each object is a `#[repr(C)]`
+//! struct whose first field is its C `fid_*` struct), boxed and leaked at open,
+//! reclaimed by `fi_close`; error numbers as C sees them; the `fi_ops` entries
+//! that every class shares.
+
+use crate::abi;
+use fabric_core::Error;
+use std::ffi::{c_char, c_int, c_void};
+
+/// `-FI_EINVAL`.
+pub(crate) const EINVAL: c_int = -libc::EINVAL;
+/// `-FI_ENOSYS`.
+pub(crate) const ENOSYS: c_int = -libc::ENOSYS;
+
+/// An error as a libfabric return value (a negative error number).
+pub(crate) fn err(e: Error) -> c_int {
+    -e.errno()
+}
+
+/// [`err`] for the `ssize_t` returns of data-transfer calls.
+pub(crate) fn serr(e: Error) -> isize {
+    -(e.errno() as isize)
+}
+
+/// `0` or the negative error number of a result.
+pub(crate) fn ret(r: fabric_core::Result<()>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => err(e),
+    }
+}
+
+/// [`ret`] as `ssize_t`.
+pub(crate) fn sret(r: fabric_core::Result<()>) -> isize {
+    match r {
+        Ok(()) => 0,
+        Err(e) => serr(e),
+    }
+}
+
+/// A Rust object whose first field is the C `fid_*` struct of `CLASS`.
+///
+/// # Safety
+/// The implementing type is `#[repr(C)]` and its first field is a C struct whose
+/// first field is `struct fid`: a pointer to the object is a valid `struct fid *`.
+pub(crate) unsafe trait CObject: Sized {
+    /// Its `fclass` (`FI_CLASS_*`).
+    const CLASS: usize;
+}
+
+/// Leak `obj` for C: the pointer is its `struct fid_*`.
+pub(crate) fn leak<T: CObject>(obj: T) -> *mut T {
+    Box::into_raw(Box::new(obj))
+}
+
+/// The object behind `fid`, if `fid` is non-NULL and of class `T::CLASS`.
+///
+/// # Safety
+/// `fid` is NULL or points at a live `struct fid` (one this library handed out, or
+/// at least readable memory that starts with one).
+pub(crate) unsafe fn get<'a, T: CObject>(fid: *const c_void) -> Option<&'a T> {
+    let fid = fid as *const abi::fid;
+    if fid.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a pointer to a readable `struct fid`.
+    if unsafe { (*fid).fclass } != T::CLASS {
+        return None;
+    }
+    // SAFETY: objects of this class handed out by this library are `T`s (CObject).
+    Some(unsafe { &*(fid as *const T) })
+}
+
+/// Take back the object behind `fid` for `fi_close`; its class is reset first,
+/// so that a second close of the same pointer finds no object (while the memory
+/// is not reused).
+///
+/// # Safety
+/// As [`get`]; the object must not be used afterwards.
+pub(crate) unsafe fn reclaim<T: CObject>(fid: *mut abi::fid) -> Option<Box<T>> {
+    // SAFETY: as the caller guarantees.
+    unsafe { get::<T>(fid as *const c_void) }?;
+    // SAFETY: checked above: `fid` is a live `T` leaked by `leak`.
+    unsafe { (*fid).fclass = abi::FI_CLASS_UNSPEC };
+    // SAFETY: as above; the box is the one `leak` made.
+    Some(unsafe { Box::from_raw(fid as *mut T) })
+}
+
+/// A `struct fid` of class `class` with the caller's context and an ops table.
+pub(crate) fn fid(class: usize, context: *mut c_void, ops: &'static abi::fi_ops) -> abi::fid {
+    abi::fid { fclass: class, context, ops: ops as *const abi::fi_ops as *mut abi::fi_ops }
+}
+
+/// `fi_bind` on an object that binds nothing.
+pub(crate) unsafe extern "C" fn no_bind(_fid: *mut abi::fid, _bfid: *mut abi::fid, _flags: u64) -> c_int {
+    ENOSYS
+}
+
+/// `fi_control` on an object without controls.
+pub(crate) unsafe extern "C" fn no_control(_fid: *mut abi::fid, _command: c_int, _arg: *mut c_void) -> c_int {
+    ENOSYS
+}
+
+/// `fi_open_ops`: no extension ops are offered.
+pub(crate) unsafe extern "C" fn no_ops_open(
+    _fid: *mut abi::fid,
+    _name: *const c_char,
+    _flags: u64,
+    ops: *mut *mut c_void,
+    _context: *mut c_void,
+) -> c_int {
+    if !ops.is_null() {
+        // SAFETY: a non-NULL out-pointer from the caller.
+        unsafe { *ops = std::ptr::null_mut() };
+    }
+    ENOSYS
+}
+
+/// `fi_tostr` of a fid: not offered.
+pub(crate) unsafe extern "C" fn no_tostr(_fid: *const abi::fid, _buf: *mut c_char, _len: usize) -> c_int {
+    ENOSYS
+}
+
+/// `fi_set_ops`: not offered.
+pub(crate) unsafe extern "C" fn no_ops_set(
+    _fid: *mut abi::fid,
+    _name: *const c_char,
+    _flags: u64,
+    _ops: *mut c_void,
+    _context: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+/// A `fi_ops` table with `close` (and optionally `bind`, `control`) given.
+macro_rules! fi_ops {
+    ($close:expr) => {
+        $crate::fid::fi_ops!($close, $crate::fid::no_bind, $crate::fid::no_control)
+    };
+    ($close:expr, $bind:expr, $control:expr) => {
+        $crate::abi::fi_ops {
+            size: std::mem::size_of::<$crate::abi::fi_ops>(),
+            close: Some($close),
+            bind: Some($bind),
+            control: Some($control),
+            ops_open: Some($crate::fid::no_ops_open),
+            tostr: Some($crate::fid::no_tostr),
+            ops_set: Some($crate::fid::no_ops_set),
+        }
+    };
+}
+pub(crate) use fi_ops;
+
+/// Write `val` through `out` if it is non-NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `T`.
+pub(crate) unsafe fn put<T>(out: *mut T, val: T) {
+    if !out.is_null() {
+        // SAFETY: as the caller guarantees.
+        unsafe { out.write(val) };
+    }
+}
+
+/// A C string argument as `&str` (`None` for NULL or invalid UTF-8).
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string that outlives `'a`.
+pub(crate) unsafe fn cstr<'a>(s: *const c_char) -> Option<&'a str> {
+    if s.is_null() {
+        return None;
+    }
+    // SAFETY: as the caller guarantees.
+    unsafe { std::ffi::CStr::from_ptr(s) }.to_str().ok()
+}
+
+/// A timeout in milliseconds as the blocking calls take it (negative: forever).
+pub(crate) fn timeout(ms: c_int) -> Option<std::time::Duration> {
+    (ms >= 0).then(|| std::time::Duration::from_millis(ms as u64))
+}

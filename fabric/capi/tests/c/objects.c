@@ -1,0 +1,187 @@
+// The object calls over one provider, in one process: two RDM endpoints A and B.
+// Bad input (wrong class, NULL, short buffers) must answer -FI_EINVAL/-FI_ETOOSMALL;
+// tagged messages with FI_REMOTE_CQ_DATA read back with fi_cq_readfrom, fi_cancel,
+// FI_PEEK/FI_CLAIM, blocking reads, wait objects; then RMA and atomics when the
+// provider offers them (else "rma: absent"). Prints "ok" at the end.
+// usage: objects PROVIDER
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
+#define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
+struct side { struct fid_ep *ep; struct fid_cq *cq; struct fid_av *av; struct fid_cntr *cntr; fi_addr_t peer; };
+static struct fi_info *info; static struct fid_fabric *fab; static struct fid_domain *dom;
+
+static void mk(struct side *s) {
+  struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_UNSPEC };
+  struct fi_av_attr aa = { .type = FI_AV_UNSPEC };
+  struct fi_cntr_attr ka = { .events = FI_CNTR_EVENTS_COMP };
+  CK(fi_cq_open(dom, &ca, &s->cq, NULL)); CK(fi_av_open(dom, &aa, &s->av, NULL));
+  CK(fi_cntr_open(dom, &ka, &s->cntr, NULL));
+  CK(fi_endpoint(dom, info, &s->ep, NULL));
+  EXPECT(fi_ep_bind(s->ep, &dom->fid, 0), -FI_EINVAL);
+  CK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV)); CK(fi_ep_bind(s->ep, &s->av->fid, 0));
+  CK(fi_ep_bind(s->ep, &s->cntr->fid, FI_SEND));
+  CK(fi_enable(s->ep));
+}
+
+// One completion from `cq`, driving `other` too (manual progress).
+static void one(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagged_entry *e, fi_addr_t *src) {
+  for (long n = 0; n < 100000000; n++) {
+    ssize_t r = fi_cq_readfrom(cq, e, 1, src);
+    if (r == 1) return;
+    if (r != -FI_EAGAIN) { struct fi_cq_err_entry ee = {0}; fi_cq_readerr(cq, &ee, 0); fprintf(stderr, "cq: %zd err %d\n", r, ee.err); exit(1); }
+    struct fi_cq_tagged_entry x; if (other) (void)fi_cq_read(other, &x, 0);  /* progress only */
+  }
+  fprintf(stderr, "no completion\n"); exit(1);
+}
+// One completion from each queue (either may need the other's progress).
+static void pair(struct fid_cq *c1, struct fi_cq_tagged_entry *e1, struct fid_cq *c2, struct fi_cq_tagged_entry *e2, fi_addr_t *src2) {
+  int n1 = 1, n2 = 1;
+  for (long n = 0; n < 100000000 && (n1 || n2); n++) {
+    struct fid_cq *q[2] = { c1, c2 }; struct fi_cq_tagged_entry *e[2] = { e1, e2 }; int *left[2] = { &n1, &n2 };
+    for (int k = 0; k < 2; k++) {
+      struct fi_cq_tagged_entry x; ssize_t r = k ? fi_cq_readfrom(q[k], *left[k] ? e[k] : &x, 1, src2) : fi_cq_read(q[k], *left[k] ? e[k] : &x, 1);
+      if (r == 1 && !*left[k]) { fprintf(stderr, "unexpected completion\n"); exit(1); }
+      if (r == 1) *left[k] = 0;
+      else if (r != -FI_EAGAIN) { struct fi_cq_err_entry ee = {0}; fi_cq_readerr(q[k], &ee, 0); fprintf(stderr, "cq: %zd err %d\n", r, ee.err); exit(1); }
+    }
+  }
+  if (n1 || n2) { fprintf(stderr, "no completion\n"); exit(1); }
+}
+// An error completion from `cq`.
+static int one_err(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_err_entry *ee) {
+  struct fi_cq_tagged_entry e;
+  for (long n = 0; n < 100000000; n++) {
+    ssize_t r = fi_cq_read(cq, &e, 1);
+    if (r == -FI_EAVAIL) { CK(fi_cq_readerr(cq, ee, 0) != 1); return 0; }
+    if (r == 1) return 1;
+    if (other) (void)fi_cq_read(other, &e, 0);  /* progress only */
+  }
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  const char *prov = argc > 1 ? argv[1] : "shm";
+  const char *node = strcmp(prov, "shm") ? "127.0.0.1" : NULL;
+  struct fi_info *hints = fi_allocinfo();
+  hints->ep_attr->type = FI_EP_RDM; hints->caps = FI_TAGGED | FI_MSG | FI_RMA | FI_ATOMIC;
+  hints->fabric_attr->prov_name = strdup(prov);
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  int rma = 1;
+  if (fi_getinfo(FI_VERSION(1, 17), node, NULL, node ? FI_SOURCE : 0, hints, &info)) {
+    rma = 0; hints->caps = FI_TAGGED | FI_MSG;
+    CK(fi_getinfo(FI_VERSION(1, 17), node, NULL, node ? FI_SOURCE : 0, hints, &info));
+  }
+  CK(fi_fabric(info->fabric_attr, &fab, NULL)); CK(fi_domain(fab, info, &dom, NULL));
+  struct side a, b; mk(&a); mk(&b);
+
+  // Wrong classes (through the right table) and bad arguments.
+  struct fi_cq_tagged_entry e; fi_addr_t src = 0; char out[64] = "hello", in[64] = {0}; struct fi_context ctx[8];
+  EXPECT(a.cq->ops->read((struct fid_cq *)a.av, &e, 1), -FI_EINVAL);
+  EXPECT(a.cq->ops->read(NULL, &e, 1), -FI_EINVAL);
+  EXPECT(fi_cq_read(a.cq, NULL, 1), -FI_EINVAL);
+  EXPECT(a.ep->msg->send((struct fid_ep *)a.cq, "x", 1, NULL, 0, NULL), -FI_EINVAL);
+  EXPECT(a.ep->tagged->recv((struct fid_ep *)dom, in, 1, NULL, 0, 0, 0, NULL), -FI_EINVAL);
+  EXPECT(fi_tsend(a.ep, NULL, 5, NULL, 0, 1, NULL), -FI_EINVAL);
+  EXPECT(fi_cq_read(a.cq, &e, 1), -FI_EAGAIN);
+  EXPECT(fi_cq_sread(a.cq, &e, 1, NULL, 10), -FI_EAGAIN);
+
+  // Names and addresses.
+  char na[256], nb[256], tiny[2]; size_t la = sizeof na, lb = sizeof nb, lt = sizeof tiny;
+  EXPECT(fi_getname(&a.ep->fid, tiny, &lt), -FI_ETOOSMALL);
+  if (lt <= sizeof tiny) { fprintf(stderr, "fi_getname gave no length\n"); return 1; }
+  CK(fi_getname(&a.ep->fid, na, &la)); CK(fi_getname(&b.ep->fid, nb, &lb));
+  EXPECT(fi_av_insert(a.av, nb, 1, &a.peer, 0, NULL), 1); EXPECT(fi_av_insert(b.av, na, 1, &b.peer, 0, NULL), 1);
+  char text[128]; size_t tl = sizeof text;
+  if (!fi_av_straddr(a.av, nb, text, &tl) || !strstr(text, "://")) { fprintf(stderr, "fi_av_straddr\n"); return 1; }
+  char back[256]; size_t bl = sizeof back;
+  CK(fi_av_lookup(a.av, a.peer, back, &bl)); EXPECT(bl, lb); EXPECT(memcmp(back, nb, lb), 0);
+
+  // Tagged with remote CQ data; the source comes back from fi_cq_readfrom.
+  CK(fi_trecv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 7, 0, &ctx[0]));
+  CK(fi_tsenddata(a.ep, out, 6, NULL, 0xabcd, a.peer, 7, &ctx[1]));
+  struct fi_cq_tagged_entry ea; pair(a.cq, &ea, b.cq, &e, &src); EXPECT(ea.op_context, &ctx[1]);
+  EXPECT(e.op_context, &ctx[0]); EXPECT(e.len, 6); EXPECT(e.tag, 7);
+  EXPECT(e.data, 0xabcd); EXPECT(!!(e.flags & FI_REMOTE_CQ_DATA), 1); EXPECT(!!(e.flags & FI_RECV), 1);
+  EXPECT(src, b.peer); EXPECT(strcmp(in, "hello"), 0);
+  EXPECT(fi_cntr_read(a.cntr) >= 1, 1);
+
+  // Cancel: an FI_ECANCELED error completion with the context.
+  struct fi_cq_err_entry ee;
+  CK(fi_trecv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 99, 0, &ctx[2]));
+  CK(fi_cancel(&b.ep->fid, &ctx[2]));
+  memset(&ee, 0, sizeof ee); EXPECT(one_err(b.cq, a.cq, &ee), 0);
+  EXPECT(ee.err, FI_ECANCELED); EXPECT(ee.op_context, &ctx[2]);
+
+  // Peek, then claim.
+  CK(fi_tsend(a.ep, out, 6, NULL, a.peer, 42, &ctx[3]));
+  struct iovec iov = { in, sizeof in };
+  struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .tag = 42, .context = &ctx[4] };
+  int sent = 0;
+  for (int tries = 0;; tries++) {
+    memset(in, 0, sizeof in);
+    CK(fi_trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM));
+    ssize_t r; struct fi_cq_tagged_entry pe;
+    while ((r = fi_cq_read(b.cq, &pe, 1)) == -FI_EAGAIN) if (!sent && fi_cq_read(a.cq, &ea, 1) == 1) { EXPECT(ea.op_context, &ctx[3]); sent = 1; }
+    if (r == 1) { EXPECT(pe.op_context, &ctx[4]); EXPECT(pe.len, 6); break; }
+    EXPECT(r, -FI_EAVAIL); CK(fi_cq_readerr(b.cq, &ee, 0) != 1); EXPECT(ee.err, FI_ENOMSG);
+    if (tries > 100000) { fprintf(stderr, "peek never found the message\n"); return 1; }
+  }
+  CK(fi_trecvmsg(b.ep, &m, FI_CLAIM));
+  if (sent) one(b.cq, a.cq, &e, NULL); else { pair(a.cq, &ea, b.cq, &e, NULL); EXPECT(ea.op_context, &ctx[3]); }
+  EXPECT(e.op_context, &ctx[4]); EXPECT(strcmp(in, "hello"), 0);
+
+  // Wait objects.
+  int fd = -1; CK(fi_control(&a.cq->fid, FI_GETWAIT, &fd)); EXPECT(fd >= 0, 1);
+  struct fid *fids[1] = { &a.cq->fid }; long tw = fi_trywait(fab, fids, 1);
+  if (tw != 0 && tw != -FI_EAGAIN) { fprintf(stderr, "fi_trywait %ld\n", tw); return 1; }
+  CK(fi_cq_signal(a.cq));
+
+  if (!rma) { printf("rma: absent\n"); }
+  else {
+    uint64_t target[4] = { 1, 2, 3, 4 }, local[4] = { 10, 20, 30, 40 }, res = 0, cmp = 0;
+    struct fid_mr *mr;
+    CK(fi_mr_reg(dom, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
+    uint64_t key = fi_mr_key(mr); (void)fi_mr_desc(mr);
+    uint64_t base = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
+    CK(fi_write(a.ep, local, 16, NULL, a.peer, base, key, &ctx[5]));
+    one(a.cq, b.cq, &e, NULL); EXPECT(e.op_context, &ctx[5]); EXPECT(target[0], 10); EXPECT(target[1], 20);
+    memset(local, 0, sizeof local);
+    CK(fi_read(a.ep, local, 32, NULL, a.peer, base, key, &ctx[6]));
+    one(a.cq, b.cq, &e, NULL); EXPECT(local[0], 10); EXPECT(local[3], 4);
+    size_t cnt = 0;
+    if (fi_atomicvalid(a.ep, FI_UINT64, FI_SUM, &cnt) == 0 && cnt >= 1) {
+      uint64_t five = 5;
+      CK(fi_atomic(a.ep, &five, 1, NULL, a.peer, base, key, FI_UINT64, FI_SUM, &ctx[7]));
+      one(a.cq, b.cq, &e, NULL); EXPECT(target[0], 15);
+      CK(fi_fetch_atomic(a.ep, &five, 1, NULL, &res, NULL, a.peer, base, key, FI_UINT64, FI_SUM, &ctx[7]));
+      one(a.cq, b.cq, &e, NULL); EXPECT(res, 15); EXPECT(target[0], 20);
+      cmp = 20; uint64_t nv = 99;
+      CK(fi_compare_atomic(a.ep, &nv, 1, NULL, &cmp, NULL, &res, NULL, a.peer, base, key, FI_UINT64, FI_CSWAP, &ctx[7]));
+      one(a.cq, b.cq, &e, NULL); EXPECT(res, 20); EXPECT(target[0], 99);
+      struct fi_atomic_attr at; CK(fi_query_atomic(dom, FI_UINT64, FI_SUM, &at, 0)); EXPECT(at.size, 8);
+      EXPECT(fi_atomic(a.ep, &five, 1, NULL, a.peer, base, key, 77, FI_SUM, &ctx[7]), -FI_EINVAL);
+      printf("atomics: ok\n");
+    } else printf("atomics: absent\n");
+    CK(fi_close(&mr->fid));
+    printf("rma: ok\n");
+  }
+  struct side *s[2] = { &a, &b };
+  for (int i = 0; i < 2; i++) {
+    CK(fi_close(&s[i]->ep->fid)); CK(fi_close(&s[i]->cntr->fid)); CK(fi_close(&s[i]->av->fid)); CK(fi_close(&s[i]->cq->fid));
+  }
+  CK(fi_close(&dom->fid)); CK(fi_close(&fab->fid));
+  fi_freeinfo(info); fi_freeinfo(hints);
+  printf("ok\n");
+  return 0;
+}

@@ -1,0 +1,224 @@
+//! C programs built for libfabric 1.17 run over this crate's `libfabric.so.1`
+//! (found beside the test binary's directory, in `target/<profile>/`), unchanged:
+//! Debian's `fi_pingpong` as two processes (server and client) for each provider
+//! and endpoint type, messages and tagged, every size, data checked; and
+//! `lf_inproc` (`/work/shared/tools/inproc/lf_inproc.c`'s program, carried here as
+//! `tests/c/lf_inproc.c`), compiled against the system's `<rdma/*.h>`, one
+//! thread driving two RDM endpoints; and `tests/c/objects.c`, the object calls
+//! one by one (bad input, tagged with data, cancel, peek/claim, wait objects,
+//! counters, MR, RMA, atomics). Each skips (`fabric_testkit::skip`, area
+//! `libfabric`) when the program or the headers are missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PINGPONG: &str = "/usr/bin/fi_pingpong";
+
+/// `target/<profile>/`, where the build leaves `libfabric.so.1`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf();
+    assert!(dir.join("libfabric.so.1").exists(), "no libfabric.so.1 in {}", dir.display());
+    dir
+}
+
+/// A TCP port that was free a moment ago.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("local_addr").port()
+}
+
+/// Wait for `child` up to `limit`, killing it past that.
+fn wait(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait_with_output")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Run `fi_pingpong ARGS -S all -c` as server and client over our library.
+fn pingpong(args: &[&str]) {
+    if !Path::new(PINGPONG).exists() {
+        fabric_testkit::skip("libfabric", format!("{PINGPONG} is not installed (package libfabric-bin)"));
+        return;
+    }
+    let lib = lib_dir();
+    let run = |extra: &[String]| {
+        Command::new(PINGPONG)
+            .args(args)
+            .args(["-S", "all", "-c"])
+            .args(extra)
+            .env("LD_LIBRARY_PATH", &lib)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn fi_pingpong")
+    };
+    let port = free_port().to_string();
+    let server = run(&["-B".into(), port.clone()]);
+    // The client retries while the server is not listening yet.
+    let mut client_out = None;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        let o = wait(run(&["-P".into(), port.clone(), "127.0.0.1".into()]), Duration::from_secs(120));
+        let refused = String::from_utf8_lossy(&o.stderr).contains("failed to connect");
+        client_out = Some(o);
+        if !refused {
+            break;
+        }
+    }
+    let client = client_out.expect("client ran");
+    let server = wait(server, Duration::from_secs(30));
+    assert!(client.status.success(), "fi_pingpong {args:?} client:\n{}\nserver:\n{}", text(&client), text(&server));
+    assert!(server.status.success(), "fi_pingpong {args:?} server:\n{}", text(&server));
+    let out = String::from_utf8_lossy(&client.stdout);
+    assert!(out.contains("usec/xfer") && out.lines().count() > 2, "no results: {}", text(&client));
+}
+
+#[test]
+fn pingpong_tcp_rdm_msg() {
+    pingpong(&["-p", "tcp", "-e", "rdm"]);
+}
+
+#[test]
+fn pingpong_tcp_rdm_tagged() {
+    pingpong(&["-p", "tcp", "-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn pingpong_tcp_msg_msg() {
+    pingpong(&["-p", "tcp", "-e", "msg"]);
+}
+
+#[test]
+fn pingpong_tcp_msg_tagged() {
+    pingpong(&["-p", "tcp", "-e", "msg", "-m", "tagged"]);
+}
+
+#[test]
+fn pingpong_udp_dgram_msg() {
+    pingpong(&["-p", "udp", "-e", "dgram"]);
+}
+
+#[test]
+fn pingpong_udp_rdm_msg() {
+    pingpong(&["-p", "udp", "-e", "rdm"]);
+}
+
+#[test]
+fn pingpong_udp_rdm_tagged() {
+    pingpong(&["-p", "udp", "-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn pingpong_shm_rdm_msg() {
+    pingpong(&["-p", "shm", "-e", "rdm"]);
+}
+
+#[test]
+fn pingpong_shm_rdm_tagged() {
+    pingpong(&["-p", "shm", "-e", "rdm", "-m", "tagged"]);
+}
+
+/// `tests/c/<src>` built against the system's headers and our library, as
+/// `name` (one binary per test: tests run in parallel).
+fn build(src: &str, name: &str) -> Option<PathBuf> {
+    if !Path::new("/usr/include/rdma/fabric.h").exists() {
+        fabric_testkit::skip("libfabric", "no <rdma/fabric.h> (package libfabric-dev)");
+        return None;
+    }
+    let lib = lib_dir();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(src);
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = Command::new(&cc)
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-l:libfabric.so.1")
+        .output()
+        .expect("run the C compiler");
+    assert!(o.status.success(), "{cc} {}: {}", src.display(), text(&o));
+    Some(out)
+}
+
+fn inproc(prov: &str) {
+    let Some(prog) = build("lf_inproc.c", &format!("lf_inproc_{prov}")) else { return };
+    for size in ["0", "64", "65536"] {
+        let child = Command::new(&prog)
+            .args([prov, "300", size])
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lf_inproc");
+        let o = wait(child, Duration::from_secs(120));
+        assert!(o.status.success(), "lf_inproc {prov} {size}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("usec per round trip"), "{}", text(&o));
+    }
+}
+
+#[test]
+fn lf_inproc_shm() {
+    inproc("shm");
+}
+
+#[test]
+fn lf_inproc_tcp() {
+    inproc("tcp");
+}
+
+#[test]
+fn lf_inproc_udp() {
+    inproc("udp");
+}
+
+/// `tests/c/objects.c` over `prov`: it prints `ok` when every check passed.
+fn objects(prov: &str) {
+    let Some(prog) = build("objects.c", &format!("objects_{prov}")) else { return };
+    let child = Command::new(&prog)
+        .arg(prov)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn objects");
+    let o = wait(child, Duration::from_secs(120));
+    assert!(o.status.success(), "objects {prov}: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().any(|l| l == "ok"), "{}", text(&o));
+    if out.contains("rma: absent") {
+        fabric_testkit::absent(prov, "no FI_RMA|FI_ATOMIC RDM entry: RMA and atomics not checked");
+    }
+}
+
+#[test]
+fn objects_shm() {
+    objects("shm");
+}
+
+#[test]
+fn objects_tcp() {
+    objects("tcp");
+}
+
+#[test]
+fn objects_udp() {
+    objects("udp");
+}
