@@ -5,6 +5,7 @@
  *                     allreduce, alltoall, barrier
  *   mpi_check osc     one-sided: Put, Get, Accumulate, Fetch_and_op,
  *                     Compare_and_swap, with data checks
+ *   mpi_check probe_ssend  an Ssend found by Probe, then received
  *   mpi_check lat N   8-byte ping-pong between ranks 0 and 1: half round trip
  *
  * Every rank prints "rank R: ok" at the end, rank 0 first the libfabric.so.1
@@ -217,6 +218,26 @@ static void osc(void)
 	free(buf);
 }
 
+/* An MPI_Ssend found by MPI_Probe, then received: over libfabric 1.17's
+ * udp;ofi_rxd, Open MPI's MTL segfaults in that MPI_Recv. */
+static void probe_ssend(void)
+{
+	unsigned char b[256];
+	if (rank == 1) {
+		fill(b, sizeof b, 9);
+		MPI_Ssend(b, sizeof b, MPI_BYTE, 0, 5, MPI_COMM_WORLD);
+	} else if (rank == 0) {
+		MPI_Status st;
+		int count;
+		MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+		MPI_Get_count(&st, MPI_BYTE, &count);
+		CHECK(count == (int) sizeof b && st.MPI_SOURCE == 1 && st.MPI_TAG == 5, "probe: %d bytes from %d tag %d", count, st.MPI_SOURCE, st.MPI_TAG);
+		memset(b, 0, sizeof b);
+		MPI_Recv(b, count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st);
+		check(b, sizeof b, 9, "probe/ssend");
+	}
+}
+
 static void lat(int iters)
 {
 	char b[8] = { 0 };
@@ -251,6 +272,8 @@ int main(int argc, char **argv)
 		pt2pt();
 	else if (!strcmp(mode, "osc"))
 		osc();
+	else if (!strcmp(mode, "probe_ssend"))
+		probe_ssend();
 	else if (!strcmp(mode, "lat"))
 		lat(argc > 2 ? atoi(argv[2]) : 10000);
 	else
