@@ -33,6 +33,11 @@ pub(crate) struct Ep {
     pub(crate) tx_iov_limit: usize,
     /// The most iovec entries a receive takes.
     pub(crate) rx_iov_limit: usize,
+    /// `FI_COMPLETION` if the entry's `tx_attr.op_flags` has it: what a transmit
+    /// without flags of its own gets on a selective-completion queue.
+    tx_default: OpFlags,
+    /// The same from `rx_attr.op_flags`.
+    rx_default: OpFlags,
     /// The most bytes an inject takes.
     pub(crate) inject_size: usize,
     /// Whether receives honour their source address (`FI_DIRECTED_RECV`); without
@@ -149,14 +154,12 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             rx_msg_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             tx_iov_limit: info.tx_attr.iov_limit.max(1),
             rx_iov_limit: info.rx_attr.iov_limit.max(1),
+            tx_default: info.tx_attr.op_flags & OpFlags::COMPLETION,
+            rx_default: info.rx_attr.op_flags & OpFlags::COMPLETION,
             inject_size: if ep_type == EpType::Unspec { 0 } else { info.tx_attr.inject_size },
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),
             eq_fids: Mutex::new(None),
         };
-        let tx_default = info.tx_attr.op_flags & OpFlags::COMPLETION;
-        let rx_default = info.rx_attr.op_flags & OpFlags::COMPLETION;
-        obj.tx_flags.store(OpFlags::COMPLETION.bits() | tx_default.bits(), Ordering::Relaxed);
-        obj.rx_flags.store(OpFlags::COMPLETION.bits() | rx_default.bits(), Ordering::Relaxed);
         // SAFETY: non-NULL out-pointer.
         unsafe { *ep = fid::leak(obj) as *mut abi::fid_ep };
         0
@@ -208,13 +211,13 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
                 if b.contains(BindFlags::TRANSMIT) {
                     e.tx_msg_flags.store(always, Ordering::Relaxed);
                     if sel {
-                        e.tx_flags.fetch_and(!OpFlags::COMPLETION.bits(), Ordering::Relaxed);
+                        e.tx_flags.store(e.tx_default.bits(), Ordering::Relaxed);
                     }
                 }
                 if b.contains(BindFlags::RECV) {
                     e.rx_msg_flags.store(always, Ordering::Relaxed);
                     if sel {
-                        e.rx_flags.fetch_and(!OpFlags::COMPLETION.bits(), Ordering::Relaxed);
+                        e.rx_flags.store(e.rx_default.bits(), Ordering::Relaxed);
                     }
                 }
                 0

@@ -6,7 +6,8 @@
 //! `tests/c/lf_inproc.c`), compiled against the system's `<rdma/*.h>`, one
 //! thread driving two RDM endpoints; and `tests/c/objects.c`, the object calls
 //! one by one (bad input, tagged with data, cancel, peek/claim, wait objects,
-//! counters, MR, RMA, atomics). Each skips (`fabric_testkit::skip`, area
+//! counters, MR, RMA, atomics); and `tests/c/alltoall.c`, eight endpoints of
+//! one process each sending to every other at once. Each skips (`fabric_testkit::skip`, area
 //! `libfabric`) when the program or the headers are missing.
 
 use std::path::{Path, PathBuf};
@@ -221,4 +222,28 @@ fn objects_tcp() {
 #[test]
 fn objects_udp() {
     objects("udp");
+}
+
+/// `tests/c/alltoall.c` over `prov`: 8 endpoints, 10 rounds.
+fn alltoall(prov: &str) {
+    let Some(prog) = build("alltoall.c", &format!("alltoall_{prov}")) else { return };
+    let child = Command::new(&prog)
+        .args([prov, "8", "10"])
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn alltoall");
+    let o = wait(child, Duration::from_secs(120));
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("ok"), "alltoall {prov}: {}", text(&o));
+}
+
+#[test]
+fn alltoall_tcp() {
+    alltoall("tcp");
+}
+
+#[test]
+fn alltoall_udp() {
+    alltoall("udp");
 }
