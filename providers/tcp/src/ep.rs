@@ -42,6 +42,23 @@ use rma::RmaPending;
 /// limit (a peer may be configured with a larger one).
 const UNEXP_EAGER_LIMIT: usize = 64 << 20;
 
+/// The operations of a connection that lost a simultaneous connect (the peer
+/// refused it: its own connection to us wins) while the winner had not arrived
+/// yet. The loser is closed at once (the peer closes it too); its operations wait
+/// here, in order, for the peer's connection, and fail if it does not come
+/// within `FI_TCP_HANDSHAKE_TIMEOUT`.
+struct Parked {
+    /// The peer's name.
+    peer: SocketAddr,
+    /// The connection they were posted on (rendezvous sends and one-sided
+    /// operations still name it).
+    from: ConnId,
+    /// Frames nothing of which was sent.
+    ops: Vec<TxOp>,
+    /// When they fail if the peer has not connected.
+    deadline: Instant,
+}
+
 /// A reference to a connection slot, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ConnId {
@@ -131,6 +148,9 @@ struct Inner {
     rndv_tx: RndvSend<ConnId, RndvMsg>,
     /// Large messages we cleared, waiting for their data.
     rndv_rx: RndvRecv<ConnId, RxWait>,
+    /// RDM: operations of connections that lost a simultaneous connect before
+    /// the winner (the peer's connection to us) arrived, waiting for it.
+    parked: Vec<Parked>,
     /// One-sided operations we started, waiting for their answers.
     rma_pending: Vec<RmaPending>,
     /// Next request id of a one-sided operation.
@@ -186,6 +206,7 @@ impl TcpEp {
             rx: RxEngine::new(config().eager_max),
             rndv_tx: RndvSend::new(),
             rndv_rx: RndvRecv::new(),
+            parked: Vec::new(),
             rma_pending: Vec::new(),
             next_rma: 1,
             inject_pool: Vec::new(),
@@ -583,6 +604,9 @@ impl TcpEp {
         let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.contains(&l.as_raw_fd()));
         if listener_ready || g.acceptor.paused() || !g.handshakes.is_empty() {
             self.accept_and_reap(g, listener_ready, Instant::now());
+        }
+        if !g.parked.is_empty() {
+            self.expire_parked(g, Some(Instant::now()), Error::ConnReset);
         }
         for i in 0..g.slots.len() {
             let Some(c) = g.slots[i].conn.as_ref() else { continue };
@@ -1031,12 +1055,19 @@ impl TcpEp {
                 let c = Self::conn_mut(g, id).expect("exists");
                 c.state = ConnState::Lost;
                 let peer = c.peer;
-                if let Some(p) = peer {
-                    if let Some(&winner) = g.by_name.get(&p) {
-                        if winner != id {
-                            self.adopt_ops(g, id, winner);
-                        }
-                    }
+                let winner = peer.and_then(|p| g.by_name.get(&p).copied()).filter(|w| *w != id);
+                fi_log!(
+                    Level::Debug,
+                    NAME,
+                    "ep_ctrl",
+                    "{id:?} to {peer:?} lost a simultaneous connect; the winner: {winner:?}"
+                );
+                match (winner, peer) {
+                    (Some(w), _) => self.adopt_ops(g, id, w),
+                    // The peer's connection has not arrived yet: the operations wait
+                    // for it (the peer closes this one; its close must not fail them).
+                    (None, Some(p)) => self.park(g, id, p),
+                    (None, None) => self.fail_conn(g, id, Error::ConnRefused, "refused"),
                 }
                 Ok(())
             }
@@ -1085,6 +1116,14 @@ impl TcpEp {
                 }
             }
         };
+        fi_log!(
+            Level::Debug,
+            NAME,
+            "ep_ctrl",
+            "hello from {name} (epoch {epoch:#x}) on {id:?}: existing {existing:?} {:?}: {}",
+            existing.and_then(|e| Self::conn_mut(g, e).map(|c| c.state)),
+            if accept { "accepted" } else { "rejected" }
+        );
         if !accept {
             let rej = Header::new(OpCode::Reject);
             let c = Self::conn_mut(g, id).expect("exists");
@@ -1109,6 +1148,7 @@ impl TcpEp {
         }
         g.by_name.insert(name, id);
         g.by_addr.retain(|_, c| Some(*c) != existing);
+        self.unpark(g, name, id);
         if let Some(old) = existing {
             self.adopt_ops(g, old, id);
         }
@@ -1116,10 +1156,87 @@ impl TcpEp {
         Ok(())
     }
 
+    /// Close a connection that lost a simultaneous connect before the winner
+    /// arrived, keeping its operations ([`Parked`]) for the winner.
+    fn park(&self, g: &mut Inner, id: ConnId, peer: SocketAddr) {
+        let Some(c) = Self::conn_mut(g, id) else { return };
+        let ops: Vec<TxOp> = c
+            .txq
+            .drain(..)
+            .filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_)))
+            .map(|mut op| {
+                // The loser never got past its hello: nothing of these was sent.
+                op.sent = 0;
+                op
+            })
+            .collect();
+        self.poll.del_fd(c.fd());
+        g.slots[id.idx as usize].conn = None;
+        g.slots[id.idx as usize].rx = RxState::Header;
+        if g.by_name.get(&peer) == Some(&id) {
+            g.by_name.remove(&peer);
+        }
+        g.by_addr.retain(|_, c| *c != id);
+        let deadline = Instant::now() + config().handshake_timeout;
+        g.parked.push(Parked { peer, from: id, ops, deadline });
+    }
+
+    /// The peer's connection `to` is accepted: the operations parked for it
+    /// (oldest first) move to it, and what named their old connections follows.
+    fn unpark(&self, g: &mut Inner, peer: SocketAddr, to: ConnId) {
+        let mut i = 0;
+        while i < g.parked.len() {
+            if g.parked[i].peer != peer {
+                i += 1;
+                continue;
+            }
+            let p = g.parked.remove(i);
+            g.rndv_tx.rekey(p.from, to);
+            for r in g.rma_pending.iter_mut().filter(|r| r.conn == p.from) {
+                r.conn = to;
+            }
+            match Self::conn_mut(g, to) {
+                Some(w) => w.txq.extend(p.ops),
+                None => Self::fail_sends(g, p.ops, p.from, Error::ConnReset),
+            }
+        }
+    }
+
+    /// Parked operations whose peer never connected fail (all of them when the
+    /// endpoint closes: `now` None).
+    fn expire_parked(&self, g: &mut Inner, now: Option<Instant>, err: Error) {
+        let mut i = 0;
+        while i < g.parked.len() {
+            if now.is_some_and(|t| g.parked[i].deadline > t) {
+                i += 1;
+                continue;
+            }
+            let p = g.parked.remove(i);
+            fi_log!(
+                Level::Info,
+                NAME,
+                "ep_ctrl",
+                "{} operations for {} failed: the peer did not connect after refusing our connection",
+                p.ops.len(),
+                p.peer
+            );
+            Self::fail_sends(g, p.ops, p.from, err);
+            self.fail_rma(g, p.from, err);
+        }
+    }
+
     /// Move the user frames queued on a losing connection to the winner, in order,
     /// and drop the loser.
     fn adopt_ops(&self, g: &mut Inner, from: ConnId, to: ConnId) {
         let Some(c) = Self::conn_mut(g, from) else { return };
+        fi_log!(
+            Level::Debug,
+            NAME,
+            "ep_ctrl",
+            "{from:?} ({:?}, {:?}) gives its operations to {to:?} and closes",
+            c.state,
+            c.peer
+        );
         let ops: Vec<TxOp> =
             c.txq.drain(..).filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_))).collect();
         let fd = c.fd();
@@ -1127,6 +1244,9 @@ impl TcpEp {
         g.slots[from.idx as usize].conn = None;
         g.slots[from.idx as usize].rx = RxState::Header;
         g.rndv_tx.rekey(from, to);
+        for r in g.rma_pending.iter_mut().filter(|r| r.conn == from) {
+            r.conn = to;
+        }
         match Self::conn_mut(g, to) {
             Some(w) => {
                 for mut op in ops {
@@ -1177,6 +1297,7 @@ impl TcpEp {
             self.fail_conn(g, id, Error::Canceled, "endpoint closed");
         }
         g.b.eq = eq;
+        self.expire_parked(g, None, Error::Canceled);
         g.rx.fail_all_posted(&g.b, Error::Canceled);
         let waits: Vec<RxWait> = g.rndv_rx.drain().collect();
         for w in waits {
@@ -1245,10 +1366,8 @@ impl Progress for TcpEp {
     fn next_deadline(&self) -> Option<Instant> {
         let g = self.lock();
         let hello = g.handshakes.front().map(|&(_, t)| t);
-        match (hello, g.acceptor.deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let parked = g.parked.iter().map(|p| p.deadline).min();
+        [hello, g.acceptor.deadline(), parked].into_iter().flatten().min()
     }
 }
 
