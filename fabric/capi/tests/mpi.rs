@@ -60,8 +60,10 @@ fn mpirun(np: usize, prov: &str, mode: &[&str]) -> String {
 /// libfabric (`None`).
 fn mpirun_with(lib: Option<&Path>, np: usize, prov: &str, mode: &[&str]) -> String {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
-    let mut c = Command::new("mpirun");
-    c.args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
+    // A hung job fails the test instead of stalling the run (coreutils' timeout
+    // ends mpirun, which ends its ranks).
+    let mut c = Command::new("timeout");
+    c.args(["--kill-after=10", "300", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
         .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", prov])
         .args(["-x", "LD_LIBRARY_PATH"]);
     match lib {
