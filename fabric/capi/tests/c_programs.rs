@@ -2,8 +2,8 @@
 //! (found beside the test binary's directory, in `target/<profile>/`), unchanged:
 //! Debian's `fi_pingpong` as two processes (server and client) for each provider
 //! and endpoint type, messages and tagged, every size, data checked; and
-//! `lf_inproc` (`/work/shared/tools/inproc/lf_inproc.c`'s program, carried here as
-//! `tests/c/lf_inproc.c`), compiled against the system's `<rdma/*.h>`, one
+//! `lf_inproc` (the team's `../shared/tools/inproc/lf_inproc.c`, beside the
+//! checkout; area `shared` when it is not there), compiled against the system's `<rdma/*.h>`, one
 //! thread driving two RDM endpoints; and `tests/c/objects.c`, the object calls
 //! one by one (bad input, tagged with data, cancel, peek/claim, wait objects,
 //! counters, MR, RMA, atomics); and `tests/c/alltoall.c`, eight endpoints of
@@ -139,12 +139,16 @@ fn pingpong_shm_rdm_tagged() {
 /// `tests/c/<src>` built against the system's headers and our library, as
 /// `name` (one binary per test: tests run in parallel).
 fn build(src: &str, name: &str) -> Option<PathBuf> {
+    build_from(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(src), name)
+}
+
+/// [`build`] of a source anywhere.
+fn build_from(src: &Path, name: &str) -> Option<PathBuf> {
     if !Path::new("/usr/include/rdma/fabric.h").exists() {
         fabric_testkit::skip("libfabric", "no <rdma/fabric.h> (package libfabric-dev)");
         return None;
     }
     let lib = lib_dir();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(src);
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let o = Command::new(&cc)
@@ -160,7 +164,13 @@ fn build(src: &str, name: &str) -> Option<PathBuf> {
 }
 
 fn inproc(prov: &str) {
-    let Some(prog) = build("lf_inproc.c", &format!("lf_inproc_{prov}")) else { return };
+    // The team's program, beside the checkout (as CI has it).
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/inproc/lf_inproc.c");
+    if !src.exists() {
+        fabric_testkit::skip("shared", format!("no {} (../shared beside the checkout)", src.display()));
+        return;
+    }
+    let Some(prog) = build_from(&src, &format!("lf_inproc_{prov}")) else { return };
     for size in ["0", "64", "65536"] {
         let child = Command::new(&prog)
             .args([prov, "300", size])
