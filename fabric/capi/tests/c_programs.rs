@@ -154,7 +154,7 @@ fn build_from(src: &Path, name: &str) -> Option<PathBuf> {
     let o = Command::new(&cc)
         .args(["-O2", "-o"])
         .arg(&out)
-        .arg(&src)
+        .arg(src)
         .arg(format!("-L{}", lib.display()))
         .arg("-l:libfabric.so.1")
         .output()
