@@ -83,6 +83,21 @@ pub(crate) unsafe fn ep<'a>(ep: *mut abi::fid_ep) -> Option<&'a Ep> {
     unsafe { fid::get::<Ep>(ep as *const c_void) }
 }
 
+/// Run `f` on the endpoint behind `ep_` under [`guard`](crate::exports::guard):
+/// `err` for NULL, another class, or a panic.
+///
+/// # Safety
+/// `ep_` is NULL or a live fid.
+pub(crate) unsafe fn with_ep<T: Copy>(what: &str, ep_: *mut abi::fid_ep, err: T, f: impl FnOnce(&Ep) -> T) -> T {
+    crate::exports::guard(what, err, || {
+        // SAFETY: the caller's endpoint, class-checked.
+        match unsafe { ep(ep_) } {
+            Some(e) => f(e),
+            None => err,
+        }
+    })
+}
+
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close, bind, control);
 
 static EP_OPS: abi::fi_ops_ep = abi::fi_ops_ep {

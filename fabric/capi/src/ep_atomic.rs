@@ -4,9 +4,9 @@
 //! `fi_inject_atomic` answers `-FI_ENOSYS` (the provider contract has no
 //! copy-at-once atomic).
 
-use crate::ep::{ep, Ep};
+use crate::abi;
+use crate::ep::{with_ep, Ep};
 use crate::fid::{self, EINVAL};
-use crate::{abi, exports::guard};
 use fabric_core::prov::{AtomicDesc, IoVec};
 use fabric_core::{AtomicKind, AtomicOp, Datatype, Error, FiAddr, OpFlags, RmaIov};
 use std::ffi::{c_int, c_void};
@@ -102,14 +102,12 @@ unsafe fn post(e: &Ep, c: &Call, flags: OpFlags) -> isize {
 /// # Safety
 /// As [`post`]; `ep_` NULL or a live fid.
 unsafe fn call(what: &str, ep_: *mut abi::fid_ep, c: Call) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
+    let f = |e: &Ep| {
         // SAFETY: the caller's buffers, as above.
         unsafe { post(e, &c, e.tx_flags()) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 /// The one `fi_ioc` of a `v` or `msg` form: its address and count.
@@ -138,11 +136,7 @@ unsafe fn call_msg(
     result: (*const abi::fi_ioc, usize),
     flags: u64,
 ) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
+    let f = |e: &Ep| {
         // SAFETY: NULL or the caller's message.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL as isize;
@@ -191,7 +185,9 @@ unsafe fn call_msg(
         };
         // SAFETY: the caller's buffers, as above.
         unsafe { post(e, &c, e.tx_msg(flags)) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 unsafe extern "C" fn write(
@@ -428,11 +424,7 @@ unsafe fn valid(
     op: abi::fi_op,
     count: *mut usize,
 ) -> c_int {
-    guard("fi_atomicvalid", EINVAL, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL;
-        };
+    let f = |e: &Ep| {
         if count.is_null() {
             return EINVAL;
         }
@@ -447,7 +439,9 @@ unsafe fn valid(
             }
             Err(err) => fid::err(err),
         }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep("fi_atomicvalid", ep_, EINVAL, f) }
 }
 
 unsafe extern "C" fn writevalid(

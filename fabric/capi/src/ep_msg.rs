@@ -2,9 +2,9 @@
 //! posted straight to the provider with the caller's buffers (no copy, no
 //! allocation); `void *context` is the operation's completion context.
 
-use crate::ep::{ep, Ep};
+use crate::abi;
+use crate::ep::{with_ep, Ep};
 use crate::fid::{self, EINVAL};
-use crate::{abi, exports::guard};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::{FiAddr, OpFlags};
 use std::ffi::c_void;
@@ -98,11 +98,7 @@ pub(crate) unsafe fn post_buf(
     p: Post,
     extra: OpFlags,
 ) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
+    let f = |e: &Ep| {
         if buf.is_null() && len > 0 {
             return EINVAL as isize;
         }
@@ -110,7 +106,9 @@ pub(crate) unsafe fn post_buf(
         let flags = if rx { e.rx_flags() } else { e.tx_flags() } | extra;
         // SAFETY: the caller's buffer, valid until completion.
         unsafe { post(e, rx, &iov, &p, flags) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 /// Post an iovec array.
@@ -126,11 +124,7 @@ pub(crate) unsafe fn post_iov(
     p: Post,
     extra: OpFlags,
 ) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
+    let f = |e: &Ep| {
         let limit = if rx { e.rx_iov_limit } else { e.tx_iov_limit };
         // SAFETY: the caller's array of `count` entries.
         let Some(v) = (unsafe { iovs(iov, count, limit) }) else {
@@ -139,7 +133,9 @@ pub(crate) unsafe fn post_iov(
         let flags = if rx { e.rx_flags() } else { e.tx_flags() } | extra;
         // SAFETY: the caller's buffers, valid until completion.
         unsafe { post(e, rx, v, &p, flags) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 /// Inject `len` bytes at `buf` (copied before return; no completion).
@@ -154,51 +150,72 @@ pub(crate) unsafe fn inject_buf(
     p: Post,
     flags: OpFlags,
 ) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
+    let f = |e: &Ep| {
+        // SAFETY: the caller's buffer of `len` bytes, read during the call only.
+        let Some(data) = (unsafe { inject_bytes(e, buf, len) }) else {
             return EINVAL as isize;
-        };
-        if (buf.is_null() && len > 0) || len > e.inject_size {
-            return EINVAL as isize;
-        }
-        let data: &[u8] = if len == 0 {
-            &[]
-        } else {
-            // SAFETY: the caller's buffer of `len` bytes, read during the call only.
-            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
         };
         let op =
             Op { iov: &[], addr: FiAddr(p.addr), context: 0, user_context: 0, data: p.data, tag: p.tag, ignore: 0 };
         fid::sret(e.ops.inject(data, &op, flags))
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
-/// Post a `struct fi_msg`.
+/// Post a message struct (`fi_msg`, `fi_msg_tagged`): `parts` reads its
+/// iovec array, entry count and [`Post`]; `extra` joins the message flags.
 ///
 /// # Safety
 /// `msg` NULL or valid; its buffers as [`post_iov`]'s.
-unsafe fn post_msg(what: &str, ep_: *mut abi::fid_ep, rx: bool, msg: *const abi::fi_msg, flags: u64) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn post_msg<M>(
+    what: &str,
+    ep_: *mut abi::fid_ep,
+    rx: bool,
+    msg: *const M,
+    flags: u64,
+    extra: OpFlags,
+    parts: impl FnOnce(&M) -> (*const abi::iovec, usize, Post),
+) -> isize {
+    let f = |e: &Ep| {
+        // SAFETY: NULL or the caller's message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL as isize;
         };
-        if msg.is_null() {
-            return EINVAL as isize;
-        }
-        // SAFETY: the caller's message, non-NULL.
-        let m = unsafe { &*msg };
+        let (iov, count, p) = parts(m);
         let limit = if rx { e.rx_iov_limit } else { e.tx_iov_limit };
-        // SAFETY: the message's array of `iov_count` entries.
-        let Some(v) = (unsafe { iovs(m.msg_iov, m.iov_count, limit) }) else {
+        // SAFETY: the message's array of `count` entries.
+        let Some(v) = (unsafe { iovs(iov, count, limit) }) else {
             return EINVAL as isize;
         };
-        let p = Post { addr: m.addr, context: m.context, data: m.data, tag: 0, ignore: 0 };
-        let f = if rx { e.rx_msg(flags) } else { e.tx_msg(flags) };
+        let f = if rx { e.rx_msg(flags) } else { e.tx_msg(flags) } | extra;
         // SAFETY: the caller's buffers, valid until completion.
         unsafe { post(e, rx, v, &p, f) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
+}
+
+/// The parts of a `struct fi_msg`.
+fn msg_parts(m: &abi::fi_msg) -> (*const abi::iovec, usize, Post) {
+    (m.msg_iov, m.iov_count, Post { addr: m.addr, context: m.context, data: m.data, tag: 0, ignore: 0 })
+}
+
+/// The `len` bytes at `buf` an inject copies: `None` for NULL with a length,
+/// or more than `e` injects.
+///
+/// # Safety
+/// `buf` NULL or valid for reads of `len` bytes, for `'a`.
+pub(crate) unsafe fn inject_bytes<'a>(e: &Ep, buf: *const c_void, len: usize) -> Option<&'a [u8]> {
+    if (buf.is_null() && len > 0) || len > e.inject_size {
+        return None;
+    }
+    if len == 0 {
+        return Some(&[]);
+    }
+    // SAFETY: the caller's buffer of `len` bytes.
+    Some(unsafe { std::slice::from_raw_parts(buf as *const u8, len) })
 }
 
 fn plain(addr: u64, context: *mut c_void) -> Post {
@@ -231,7 +248,7 @@ unsafe extern "C" fn recvv(
 
 unsafe extern "C" fn recvmsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg, flags: u64) -> isize {
     // SAFETY: the caller's arguments, as fi_recvmsg documents them.
-    unsafe { post_msg("fi_recvmsg", ep, true, msg, flags) }
+    unsafe { post_msg("fi_recvmsg", ep, true, msg, flags, OpFlags::empty(), msg_parts) }
 }
 
 unsafe extern "C" fn send(
@@ -260,7 +277,7 @@ unsafe extern "C" fn sendv(
 
 unsafe extern "C" fn sendmsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg, flags: u64) -> isize {
     // SAFETY: the caller's arguments, as fi_sendmsg documents them.
-    unsafe { post_msg("fi_sendmsg", ep, false, msg, flags) }
+    unsafe { post_msg("fi_sendmsg", ep, false, msg, flags, OpFlags::empty(), msg_parts) }
 }
 
 unsafe extern "C" fn inject(ep: *mut abi::fid_ep, buf: *const c_void, len: usize, dest: abi::fi_addr_t) -> isize {

@@ -2,10 +2,10 @@
 //! variants, posted straight to the provider with the caller's buffers; reads
 //! and writes complete on the transmit queue.
 
-use crate::ep::{ep, Ep};
-use crate::ep_msg::iovs;
+use crate::abi;
+use crate::ep::{with_ep, Ep};
+use crate::ep_msg::{inject_bytes, iovs};
 use crate::fid::{self, EINVAL};
-use crate::{abi, exports::guard};
 use fabric_core::prov::{IoVec, RmaOp};
 use fabric_core::{FiAddr, OpFlags, RmaIov};
 use std::ffi::c_void;
@@ -77,11 +77,7 @@ unsafe fn post_iov(
     data: u64,
     extra: OpFlags,
 ) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
+    let f = |e: &Ep| {
         // SAFETY: the caller's array of `count` entries.
         let Some(v) = (unsafe { iovs(iov, count, e.tx_iov_limit) }) else {
             return EINVAL as isize;
@@ -89,7 +85,9 @@ unsafe fn post_iov(
         let rma = [RmaIov { addr, len: IoVec::total(v), key }];
         // SAFETY: the caller's buffers, valid until completion.
         unsafe { post(e, read, v, peer, &rma, ctx, data, e.tx_flags() | extra) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 /// `fi_readmsg`/`fi_writemsg`.
@@ -97,11 +95,7 @@ unsafe fn post_iov(
 /// # Safety
 /// `msg` NULL or valid; its buffers valid until completion.
 unsafe fn post_msg(what: &str, ep_: *mut abi::fid_ep, read: bool, msg: *const abi::fi_msg_rma, flags: u64) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
+    let f = |e: &Ep| {
         // SAFETY: NULL or the caller's message.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL as isize;
@@ -122,7 +116,9 @@ unsafe fn post_msg(what: &str, ep_: *mut abi::fid_ep, read: bool, msg: *const ab
         }
         // SAFETY: the caller's buffers, valid until completion.
         unsafe { post(e, read, v, m.addr, &rma[..n], m.context, m.data, e.tx_msg(flags)) }
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 /// One buffer as an iovec.
@@ -228,24 +224,17 @@ fn inject_any(
     key: u64,
     flags: OpFlags,
 ) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
+    let f = |e: &Ep| {
+        // SAFETY: the caller's `len` bytes, read during the call only.
+        let Some(bytes) = (unsafe { inject_bytes(e, buf, len) }) else {
             return EINVAL as isize;
-        };
-        if (buf.is_null() && len > 0) || len > e.inject_size {
-            return EINVAL as isize;
-        }
-        let bytes: &[u8] = if len == 0 {
-            &[]
-        } else {
-            // SAFETY: the caller's `len` bytes, read during the call only.
-            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
         };
         let rma = [RmaIov { addr, len, key }];
         let op = RmaOp { iov: &[], addr: FiAddr(dest), rma: &rma, context: 0, user_context: 0, data };
         fid::sret(e.ops.inject_write(bytes, &op, flags))
-    })
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
 unsafe extern "C" fn inject(

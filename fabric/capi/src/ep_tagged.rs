@@ -2,10 +2,8 @@
 //! receives, an ignore mask; `fi_trecvmsg` takes `FI_PEEK`, `FI_CLAIM` and
 //! `FI_DISCARD` where the provider has them.
 
-use crate::ep::ep;
-use crate::ep_msg::{inject_buf, iovs, post, post_buf, post_iov, Post};
-use crate::fid::EINVAL;
-use crate::{abi, exports::guard};
+use crate::abi;
+use crate::ep_msg::{inject_buf, post_buf, post_iov, post_msg, Post};
 use fabric_core::OpFlags;
 use std::ffi::c_void;
 
@@ -61,36 +59,14 @@ unsafe extern "C" fn recvv(
     unsafe { post_iov("fi_trecvv", ep, true, iov, count, p, OpFlags::TAGGED) }
 }
 
-/// Post a `struct fi_msg_tagged`.
-///
-/// # Safety
-/// `msg` NULL or valid; its buffers valid until completion.
-unsafe fn post_msg(what: &str, ep_: *mut abi::fid_ep, rx: bool, msg: *const abi::fi_msg_tagged, flags: u64) -> isize {
-    guard(what, EINVAL as isize, || {
-        // SAFETY: the caller's endpoint, class-checked.
-        let Some(e) = (unsafe { ep(ep_) }) else {
-            return EINVAL as isize;
-        };
-        if msg.is_null() {
-            return EINVAL as isize;
-        }
-        // SAFETY: the caller's message, non-NULL.
-        let m = unsafe { &*msg };
-        let limit = if rx { e.rx_iov_limit } else { e.tx_iov_limit };
-        // SAFETY: the message's array of `iov_count` entries.
-        let Some(v) = (unsafe { iovs(m.msg_iov, m.iov_count, limit) }) else {
-            return EINVAL as isize;
-        };
-        let p = Post { addr: m.addr, context: m.context, data: m.data, tag: m.tag, ignore: m.ignore };
-        let f = if rx { e.rx_msg(flags) } else { e.tx_msg(flags) } | OpFlags::TAGGED;
-        // SAFETY: the caller's buffers, valid until completion.
-        unsafe { post(e, rx, v, &p, f) }
-    })
+/// The parts of a `struct fi_msg_tagged`.
+fn msg_parts(m: &abi::fi_msg_tagged) -> (*const abi::iovec, usize, Post) {
+    (m.msg_iov, m.iov_count, Post { addr: m.addr, context: m.context, data: m.data, tag: m.tag, ignore: m.ignore })
 }
 
 unsafe extern "C" fn recvmsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg_tagged, flags: u64) -> isize {
     // SAFETY: the caller's arguments, as fi_trecvmsg documents them.
-    unsafe { post_msg("fi_trecvmsg", ep, true, msg, flags) }
+    unsafe { post_msg("fi_trecvmsg", ep, true, msg, flags, OpFlags::TAGGED, msg_parts) }
 }
 
 unsafe extern "C" fn send(
@@ -123,7 +99,7 @@ unsafe extern "C" fn sendv(
 
 unsafe extern "C" fn sendmsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg_tagged, flags: u64) -> isize {
     // SAFETY: the caller's arguments, as fi_tsendmsg documents them.
-    unsafe { post_msg("fi_tsendmsg", ep, false, msg, flags) }
+    unsafe { post_msg("fi_tsendmsg", ep, false, msg, flags, OpFlags::TAGGED, msg_parts) }
 }
 
 unsafe extern "C" fn inject(
