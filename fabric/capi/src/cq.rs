@@ -69,10 +69,9 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
             abi::FI_CQ_FORMAT_TAGGED => (CqFormat::Tagged, abi::FI_CQ_FORMAT_TAGGED),
             _ => return EINVAL,
         };
-        let wait_obj = match a.wait_obj {
-            abi::FI_WAIT_NONE => WaitObj::None,
-            abi::FI_WAIT_UNSPEC | abi::FI_WAIT_FD => WaitObj::Fd,
-            _ => return fid::err(Error::NoSys),
+        let wait_obj = match fid::wait_obj(a.wait_obj) {
+            Ok(w) => w,
+            Err(e) => return e,
         };
         if a.wait_cond != abi::FI_CQ_COND_NONE || !a.wait_set.is_null() {
             return fid::err(Error::NoSys);

@@ -6,7 +6,7 @@ use crate::fabric::Fabric;
 use crate::fid::{self, CObject, EINVAL};
 use crate::{abi, exports::guard};
 use fabric_core::prov::EqOps;
-use fabric_core::{EqAttr, EqEvent, Error, WaitObj};
+use fabric_core::{EqAttr, EqEvent, Error};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex};
@@ -79,10 +79,9 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
         };
         // SAFETY: the caller's attributes, non-NULL.
         let a = unsafe { &*attr };
-        let wait_obj = match a.wait_obj {
-            abi::FI_WAIT_NONE => WaitObj::None,
-            abi::FI_WAIT_UNSPEC | abi::FI_WAIT_FD => WaitObj::Fd,
-            _ => return fid::err(Error::NoSys),
+        let wait_obj = match fid::wait_obj(a.wait_obj) {
+            Ok(w) => w,
+            Err(e) => return e,
         };
         if !a.wait_set.is_null() {
             return fid::err(Error::NoSys);

@@ -179,3 +179,13 @@ pub(crate) unsafe fn cstr<'a>(s: *const c_char) -> Option<&'a str> {
 pub(crate) fn timeout(ms: c_int) -> Option<std::time::Duration> {
     (ms >= 0).then(|| std::time::Duration::from_millis(ms as u64))
 }
+
+/// A queue's `wait_obj` (`fi_cq_attr`, `fi_eq_attr`): none, or an fd for
+/// `FI_WAIT_UNSPEC`/`FI_WAIT_FD`; any other kind is `-FI_ENOSYS`.
+pub(crate) fn wait_obj(w: abi::fi_wait_obj) -> Result<fabric_core::WaitObj, c_int> {
+    match w {
+        abi::FI_WAIT_NONE => Ok(fabric_core::WaitObj::None),
+        abi::FI_WAIT_UNSPEC | abi::FI_WAIT_FD => Ok(fabric_core::WaitObj::Fd),
+        _ => Err(err(Error::NoSys)),
+    }
+}
