@@ -76,7 +76,7 @@ FI_LOG_LEVEL=info ./fi_info -p verbs > info.txt 2>&1 || { cat info.txt; die "fi_
 cat info.txt
 grep -q FI_EP_MSG info.txt || die "fi_info lists no MSG endpoint"
 grep -q FI_EP_RDM info.txt || die "fi_info lists no RDM endpoint"
-./fi_info -p verbs -e rdm -v | head -90
+./fi_info -p verbs -t FI_EP_RDM -v | head -90
 
 # pp PROGRAM ENDPOINT ARGS...: server in the background, client to $addr.
 pp() {
@@ -142,6 +142,7 @@ if command -v fi_pingpong > /dev/null 2>&1; then
     LD_LIBRARY_PATH=/opt/capi fi_info -p verbs > capi-info.txt 2>&1 || { cat capi-info.txt; die "fi_info over our libfabric.so.1"; }
     grep -Eq "no version information|version .* not found" capi-info.txt && { cat capi-info.txt; die "the dynamic linker complained"; }
     grep -E "provider:|type:" capi-info.txt | sort | uniq -c
+    LD_LIBRARY_PATH=/opt/capi fi_info -p verbs -t FI_EP_RDM -v 2>&1 | grep -E "prov_name|protocol:|type:" | head -6
     grep -q FI_EP_RDM capi-info.txt || { cat capi-info.txt; die "fi_info over ours lists no RDM endpoint"; }
     export LD_LIBRARY_PATH=/opt/capi
     pp fi_pingpong msg -S all -I 20 -c || die "Debian's fi_pingpong -e msg over our libfabric.so.1"
