@@ -8,14 +8,25 @@
 #   benches/compare.sh shm                  # one provider: shm rdm, 64 B to 4 MiB
 #   benches/compare.sh udp                  # udp dgram 64 B; udp rdm (ours vs udp;ofi_rxd) 64 B, 4 KiB, 1 MiB
 #   RUNS=5 benches/compare.sh tcp rdm 64    # one case
+#   CAPI=1 benches/compare.sh tcp           # the C ABI: Debian's own fi_pingpong, the same
+#                                           # binary, over our libfabric.so.1 vs over libfabric
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 command -v fi_pingpong >/dev/null || { echo "libfabric's fi_pingpong is missing: apt-get install libfabric-bin" >&2; exit 1; }
-# The fi_pingpong this very build produced, wherever cargo put it.
-ours=$(fi-tools/built.sh build --release -q -p fi-tools | awk '$1 == "fi_pingpong" { print $2 }' | tail -1)
-[ -x "$ours" ] || { echo "compare.sh: the build produced no fi_pingpong" >&2; exit 1; }
 theirs=$(command -v fi_pingpong)
+# "ours": the fi_pingpong this very build produced, wherever cargo put it; with
+# CAPI=1, libfabric's own fi_pingpong over the libfabric.so.1 this build produced.
+ourlib=
+if [ -n "${CAPI:-}" ]; then
+  so=$(fi-tools/built.sh build --release -q -p fabric-capi | awk '$1 == "fabric_capi.so" { print $2 }' | tail -1)
+  ourlib=$(dirname "$so")
+  [ -f "$ourlib/libfabric.so.1" ] || { echo "compare.sh: the build produced no libfabric.so.1" >&2; exit 1; }
+  ours=$theirs
+else
+  ours=$(fi-tools/built.sh build --release -q -p fi-tools | awk '$1 == "fi_pingpong" { print $2 }' | tail -1)
+  [ -x "$ours" ] || { echo "compare.sh: the build produced no fi_pingpong" >&2; exit 1; }
+fi
 
 iters() { if [ "$1" -ge 4194304 ]; then echo 500; elif [ "$1" -ge 65536 ]; then echo 2000; else echo 20000; fi; }
 
@@ -23,14 +34,14 @@ iters() { if [ "$1" -ge 4194304 ]; then echo 500; elif [ "$1" -ge 65536 ]; then 
 lfprov() { if [ "$1" = udp ] && [ "$2" = rdm ]; then echo "udp;ofi_rxd"; else echo "$1"; fi; }
 
 # One run: prints usec/xfer (the 7th column of the data row).
-one() { # bin prov ep size
-  local bin=$1 prov=$2 ep=$3 size=$4 port=$((20000 + RANDOM % 20000))
+one() { # bin prov ep size [library directory]
+  local bin=$1 prov=$2 ep=$3 size=$4 lib=${5:-} port=$((20000 + RANDOM % 20000))
   local it; it=$(iters "$size")
-  "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -B "$port" >/dev/null 2>&1 &
+  LD_LIBRARY_PATH=$lib "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -B "$port" >/dev/null 2>&1 &
   local srv=$!
   sleep 0.3
   local out
-  out=$(timeout 120 "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -P "$port" 127.0.0.1 2>/dev/null || true)
+  out=$(LD_LIBRARY_PATH=$lib timeout 120 "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -P "$port" 127.0.0.1 2>/dev/null || true)
   wait $srv 2>/dev/null || true
   echo "$out" | awk '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 8 { print $7 }' | tail -1
 }
@@ -57,11 +68,15 @@ for c in "${cases[@]}"; do
   set -- $c
   o=(); t=()
   for _ in $(seq "$RUNS"); do
-    o+=("$(one "$ours" "$1" "$2" "$3")")
+    if [ -n "$ourlib" ]; then
+      o+=("$(one "$ours" "$(lfprov "$1" "$2")" "$2" "$3" "$ourlib")")
+    else
+      o+=("$(one "$ours" "$1" "$2" "$3")")
+    fi
     t+=("$(one "$theirs" "$(lfprov "$1" "$2")" "$2" "$3")")
   done
   om=$(printf '%s\n' "${o[@]}" | median); tm=$(printf '%s\n' "${t[@]}" | median)
   ob=$(printf '%s\n' "${o[@]}" | best); tb=$(printf '%s\n' "${t[@]}" | best)
   printf '%-5s %-5s %8s | %9s %9s %6s | %9s %9s %6s\n' "$1" "$2" "$3" "$om" "$tm" "$(ratio "$om" "$tm")" "$ob" "$tb" "$(ratio "$ob" "$tb")"
-  [ -n "${VERBOSE:-}" ] && echo "    ours: ${o[*]}  libfabric: ${t[*]}"
+  if [ -n "${VERBOSE:-}" ]; then echo "    ours: ${o[*]}  libfabric: ${t[*]}"; fi
 done
