@@ -46,14 +46,13 @@ pub(crate) unsafe extern "C" fn fi_av_open(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_av_open", EINVAL, || {
-        if av.is_null() || attr.is_null() {
+        if attr.is_null() {
             return EINVAL;
         }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *av = std::ptr::null_mut() };
-        // SAFETY: the caller's domain, class-checked.
-        let Some(d) = (unsafe { fid::get::<Domain>(domain as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and domain, class-checked.
+        let d = match unsafe { fid::open_under::<Domain, _>(av, domain as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // SAFETY: the caller's attributes, non-NULL.
         let a = unsafe { &*attr };
@@ -74,9 +73,8 @@ pub(crate) unsafe extern "C" fn fi_av_open(
             c: abi::fid_av { fid: fid::fid(abi::FI_CLASS_AV, context, &FID_OPS), ops: &AV_OPS as *const _ as *mut _ },
             ops,
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *av = fid::leak(obj) as *mut abi::fid_av };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(av, obj) }
     })
 }
 

@@ -42,14 +42,10 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_cntr_open", EINVAL, || {
-        if cntr.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *cntr = std::ptr::null_mut() };
-        // SAFETY: the caller's domain, class-checked.
-        let Some(d) = (unsafe { fid::get::<Domain>(domain as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and domain, class-checked.
+        let d = match unsafe { fid::open_under::<Domain, _>(cntr, domain as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         if !attr.is_null() {
             // SAFETY: the caller's attributes, non-NULL.
@@ -69,9 +65,8 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
             },
             ops,
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *cntr = fid::leak(obj) as *mut abi::fid_cntr };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(cntr, obj) }
     })
 }
 

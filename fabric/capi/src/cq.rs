@@ -51,14 +51,13 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_cq_open", EINVAL, || {
-        if cq.is_null() || attr.is_null() {
+        if attr.is_null() {
             return EINVAL;
         }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *cq = std::ptr::null_mut() };
-        // SAFETY: the caller's domain, class-checked.
-        let Some(d) = (unsafe { fid::get::<Domain>(domain as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and domain, class-checked.
+        let d = match unsafe { fid::open_under::<Domain, _>(cq, domain as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // SAFETY: the caller's attributes, non-NULL.
         let a = unsafe { &*attr };
@@ -86,9 +85,8 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
             format: cformat,
             wait: wait_obj != WaitObj::None,
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *cq = fid::leak(obj) as *mut abi::fid_cq };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(cq, obj) }
     })
 }
 

@@ -68,14 +68,10 @@ pub(crate) unsafe extern "C" fn fi_domain2(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_domain", EINVAL, || {
-        if domain.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *domain = std::ptr::null_mut() };
-        // SAFETY: the caller's fabric, class-checked.
-        let Some(f) = (unsafe { fid::get::<Fabric>(fabric as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and fabric, class-checked.
+        let f = match unsafe { fid::open_under::<Fabric, _>(domain, fabric as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // SAFETY: the caller's fi_info (NULL is refused there).
         let info = match unsafe { crate::infoconv::from_c(info) } {
@@ -95,9 +91,8 @@ pub(crate) unsafe extern "C" fn fi_domain2(
             ops,
             info,
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *domain = fid::leak(obj) as *mut abi::fid_domain };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(domain, obj) }
     })
 }
 

@@ -131,14 +131,10 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_endpoint", EINVAL, || {
-        if ep.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *ep = std::ptr::null_mut() };
-        // SAFETY: the caller's domain, class-checked.
-        let Some(d) = (unsafe { fid::get::<Domain>(domain as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and domain, class-checked.
+        let d = match unsafe { fid::open_under::<Domain, _>(ep, domain as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // SAFETY: the caller's fi_info (NULL refused there).
         let info = match unsafe { crate::infoconv::from_c(info) } {
@@ -175,9 +171,8 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),
             eq_fids: Mutex::new(None),
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *ep = fid::leak(obj) as *mut abi::fid_ep };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(ep, obj) }
     })
 }
 

@@ -269,14 +269,10 @@ pub(crate) unsafe extern "C" fn fi_passive_ep(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_passive_ep", EINVAL, || {
-        if pep.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *pep = std::ptr::null_mut() };
-        // SAFETY: the caller's fabric, class-checked.
-        let Some(f) = (unsafe { fid::get::<Fabric>(fabric as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and fabric, class-checked.
+        let f = match unsafe { fid::open_under::<Fabric, _>(pep, fabric as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // SAFETY: the caller's fi_info (NULL refused there).
         let info = match unsafe { crate::infoconv::from_c(info) } {
@@ -296,9 +292,8 @@ pub(crate) unsafe extern "C" fn fi_passive_ep(
             ops,
             eq_fids: Mutex::new(None),
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *pep = fid::leak(obj) as *mut abi::fid_pep };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(pep, obj) }
     })
 }
 

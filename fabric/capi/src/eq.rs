@@ -68,14 +68,13 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
     context: *mut c_void,
 ) -> c_int {
     guard("fi_eq_open", EINVAL, || {
-        if eq.is_null() || attr.is_null() {
+        if attr.is_null() {
             return EINVAL;
         }
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *eq = std::ptr::null_mut() };
-        // SAFETY: the caller's fabric, class-checked.
-        let Some(f) = (unsafe { fid::get::<Fabric>(fabric as *const c_void) }) else {
-            return EINVAL;
+        // SAFETY: the caller's out-pointer and fabric, class-checked.
+        let f = match unsafe { fid::open_under::<Fabric, _>(eq, fabric as *const c_void) } {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // SAFETY: the caller's attributes, non-NULL.
         let a = unsafe { &*attr };
@@ -96,9 +95,8 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
             fids: Arc::default(),
             err_data: Mutex::new(Vec::new()),
         };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *eq = fid::leak(obj) as *mut abi::fid_eq };
-        0
+        // SAFETY: checked by open_under above.
+        unsafe { fid::hand_out(eq, obj) }
     })
 }
 

@@ -87,6 +87,35 @@ pub(crate) unsafe fn reclaim<T: CObject>(fid: *mut abi::fid) -> Option<Box<T>> {
     Some(unsafe { Box::from_raw(fid as *mut T) })
 }
 
+/// The first steps of every open below a parent (`fi_domain`, `fi_endpoint`,
+/// `fi_passive_ep`, `fi_cq_open`, `fi_eq_open`, `fi_av_open`, `fi_cntr_open`):
+/// a NULL out-pointer is `-FI_EINVAL`; else `*out` is cleared (so a failed open
+/// leaves NULL), and the parent must be a live object of class `P::CLASS`
+/// (`-FI_EINVAL` otherwise). [`hand_out`] ends the open.
+///
+/// # Safety
+/// `out` is NULL or writable; `parent` as for [`get`].
+pub(crate) unsafe fn open_under<'a, P: CObject, C>(out: *mut *mut C, parent: *const c_void) -> Result<&'a P, c_int> {
+    if out.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: a non-NULL out-pointer, writable per the caller.
+    unsafe { *out = std::ptr::null_mut() };
+    // SAFETY: as the caller guarantees; class-checked.
+    unsafe { get::<P>(parent) }.ok_or(EINVAL)
+}
+
+/// The last step of an open: `obj` is leaked to C as `*out` (0).
+///
+/// # Safety
+/// `out` is non-NULL and writable (checked by [`open_under`]); `C` is the C
+/// struct that is `T`'s first field.
+pub(crate) unsafe fn hand_out<T: CObject, C>(out: *mut *mut C, obj: T) -> c_int {
+    // SAFETY: as the caller guarantees.
+    unsafe { *out = leak(obj) as *mut C };
+    0
+}
+
 /// A `struct fid` of class `class` with the caller's context and an ops table.
 pub(crate) fn fid(class: usize, context: *mut c_void, ops: &'static abi::fi_ops) -> abi::fid {
     abi::fid { fclass: class, context, ops: ops as *const abi::fi_ops as *mut abi::fi_ops }
