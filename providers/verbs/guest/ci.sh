@@ -39,6 +39,11 @@ cd "$root"
 echo "ci.sh: building fi-tools and the conformance suite with the verbs feature"
 # What this very build produced, wherever cargo puts it (fi-tools/built.sh).
 tools=$(fi-tools/built.sh build -j2 --release -p fi-tools --features verbs)
+# A cdylib's file name carries no hash of its features, so a build without verbs
+# in the same profile may have left its libfabric.so.1 under a fingerprint cargo
+# then finds fresh: touching the crate makes cargo link this feature set again,
+# and the check below refuses a library that does not use libibverbs.
+touch fabric/capi/src/lib.rs
 capi=$(fi-tools/built.sh build -j2 --release -p fabric-capi --features verbs)
 tests=$(fi-tools/built.sh test -j2 --release -p fabric --features verbs --test conformance --test no_alloc \
     --test auto_teardown --no-run)
@@ -50,6 +55,8 @@ noalloc=$(bin "$tests" no_alloc)
 teardown=$(bin "$tests" auto_teardown)
 libfabric=$(dirname "$(bin "$capi" fabric_capi.so)")/libfabric.so.1
 [ -f "$libfabric" ] || { echo "ci.sh: the build did not produce libfabric.so.1" >&2; exit 1; }
+readelf -d "$libfabric" | grep -q "libibverbs" ||
+    { echo "ci.sh: $libfabric was not linked with the verbs provider (no libibverbs in NEEDED)" >&2; exit 1; }
 for b in "$fi_info" "$fi_pingpong" "$conf" "$noalloc" "$teardown"; do
     [ -x "$b" ] || { echo "ci.sh: the build did not produce every program (fi_info, fi_pingpong, conformance, no_alloc, auto_teardown)" >&2; exit 1; }
 done
