@@ -8,7 +8,7 @@ use crate::{abi, exports::guard};
 use fabric_core::prov::{DomainOps, EndpointOps};
 use fabric_core::{BindFlags, Caps, EpType, Error, OpFlags};
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// An active endpoint as C holds it.
@@ -43,6 +43,9 @@ pub(crate) struct Ep {
     /// Whether receives honour their source address (`FI_DIRECTED_RECV`); without
     /// it libfabric ignores the address a receive is posted with.
     pub(crate) directed: bool,
+    /// The last `FI_OPT_MIN_MULTI_RECV` the provider accepted (0, the
+    /// providers' default, until set), for `fi_getopt`.
+    min_multi_recv: AtomicUsize,
     /// The object map of the bound event queue, to forget this endpoint at close.
     eq_fids: Mutex<Option<Arc<crate::eq::Fids>>>,
 }
@@ -169,6 +172,7 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             rx_default: info.rx_attr.op_flags & OpFlags::COMPLETION,
             inject_size: if ep_type == EpType::Unspec { 0 } else { info.tx_attr.inject_size },
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),
+            min_multi_recv: AtomicUsize::new(0),
             eq_fids: Mutex::new(None),
         };
         // SAFETY: checked by open_under above.
@@ -298,21 +302,21 @@ unsafe extern "C" fn getopt(
         if level != abi::FI_OPT_ENDPOINT || optval.is_null() || optlen.is_null() {
             return EINVAL;
         }
-        match optname {
-            abi::FI_OPT_CM_DATA_SIZE => {
-                // SAFETY: the caller's in/out length, non-NULL.
-                if unsafe { *optlen } < std::mem::size_of::<usize>() {
-                    return fid::err(Error::TooSmall);
-                }
-                // SAFETY: room for a size_t (checked).
-                unsafe {
-                    (optval as *mut usize).write_unaligned(e.ops.cm_data_size());
-                    *optlen = std::mem::size_of::<usize>();
-                }
-                0
-            }
-            _ => fid::err(Error::NoProtoOpt),
+        let value = match optname {
+            abi::FI_OPT_CM_DATA_SIZE => e.ops.cm_data_size(),
+            abi::FI_OPT_MIN_MULTI_RECV => e.min_multi_recv.load(Ordering::Relaxed),
+            _ => return fid::err(Error::NoProtoOpt),
+        };
+        // SAFETY: the caller's in/out length, non-NULL.
+        if unsafe { *optlen } < std::mem::size_of::<usize>() {
+            return fid::err(Error::TooSmall);
         }
+        // SAFETY: room for a size_t (checked).
+        unsafe {
+            (optval as *mut usize).write_unaligned(value);
+            *optlen = std::mem::size_of::<usize>();
+        }
+        0
     })
 }
 
@@ -335,7 +339,11 @@ unsafe extern "C" fn setopt(
             abi::FI_OPT_MIN_MULTI_RECV if optlen >= std::mem::size_of::<usize>() => {
                 // SAFETY: a size_t at `optval` (length checked).
                 let v = unsafe { (optval as *const usize).read_unaligned() };
-                fid::ret(e.ops.set_min_multi_recv(v))
+                if let Err(err) = e.ops.set_min_multi_recv(v) {
+                    return fid::err(err);
+                }
+                e.min_multi_recv.store(v, Ordering::Relaxed);
+                0
             }
             abi::FI_OPT_MIN_MULTI_RECV => EINVAL,
             _ => fid::err(Error::NoProtoOpt),
