@@ -34,7 +34,7 @@ const ADDRS: [&str; 2] = ["10.77.0.1/24", "10.77.0.2/24"];
 const PER_HOST: usize = 2;
 /// How long mpirun may take before it is killed and the test fails (a run
 /// takes about a second; the machines are shared).
-const WATCHDOG: Duration = Duration::from_secs(120);
+const WATCHDOG: Duration = Duration::from_secs(60);
 /// What one step of `mpi_check pt2pt`'s ring moves from each rank to the next:
 /// one message of each size 0, 1, 2, 4, ... 4 MiB (`pt2pt()` in
 /// `tests/mpi/mpi_check.c`), 8 MiB - 1 in all.
