@@ -8,9 +8,9 @@
  *   mpi_check probe_ssend  an Ssend found by Probe, then received
  *   mpi_check lat N   8-byte ping-pong between ranks 0 and 1: half round trip
  *
- * Every rank prints "rank R: ok" at the end, rank 0 first the libfabric.so.1
- * the process mapped ("libfabric: PATH"), so the caller can see whose library
- * ran. Any failed check prints "FAIL ..." and aborts the job. */
+ * Every rank prints "rank R: ok" at the end, and first the libfabric.so.1 the
+ * process mapped ("libfabric: PATH"), so the caller can see whose library ran.
+ * Any failed check prints "FAIL ..." and aborts the job. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -264,8 +264,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (rank == 0)
-		which_library();
+	which_library();
 	fflush(stdout);
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (!strcmp(mode, "pt2pt"))
