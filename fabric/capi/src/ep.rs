@@ -6,7 +6,7 @@ use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL, ENOSYS};
 use crate::{abi, exports::guard};
 use fabric_core::prov::{DomainOps, EndpointOps};
-use fabric_core::{BindFlags, Caps, EpType, Error, OpFlags};
+use fabric_core::{BindFlags, Caps, EpType, Error, Mode, OpFlags};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -148,6 +148,10 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             Ok(o) => o,
             Err(e) => return fid::err(e),
         };
+        // libfabric's rule for the remote CQ data of RMA writes: a completion of
+        // its own, no receive consumed, unless the application runs in
+        // FI_RX_CQ_DATA mode. Endpoints without RMA answer FI_EOPNOTSUPP.
+        let _ = ops.set_rx_cq_data(info.mode.contains(Mode::RX_CQ_DATA));
         let ep_type = info.ep_attr.ep_type;
         let obj = Ep {
             c: abi::fid_ep {

@@ -433,6 +433,16 @@ pub trait EndpointOps: Send + Sync {
     /// Set the smallest free space a multi-receive buffer may keep before it is
     /// released (`FI_OPT_MIN_MULTI_RECV`).
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()>;
+    /// Whether the remote CQ data of an RMA write takes a posted receive
+    /// (`true`, the default: fabric's Rust API returns that receive's buffer in
+    /// the completion, as libfabric's `FI_RX_CQ_DATA` mode) or completes with no
+    /// context and consumes nothing (`false`: libfabric's rule without that mode,
+    /// which its C ABI follows). Set before the endpoint is used. Endpoints
+    /// without RMA keep this default: `FI_EOPNOTSUPP`.
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        let _ = takes_recv;
+        Err(crate::Error::OpNotSupp)
+    }
     /// Join the multicast group `group` (`fi_join`), for an endpoint with
     /// `FI_MULTICAST`: once joined, the group's messages arrive on the endpoint's
     /// posted receives, and sends posted with `OpFlags::MULTICAST` to the returned

@@ -1130,9 +1130,7 @@ impl ShmEp {
     /// waits for the next one).
     fn remote_cq_data(&self, g: &mut Inner, peer: PeerId, data: u64) {
         let src = Self::src_of(g, peer);
-        let m = MsgSpec { tagged: false, src, tag: 0 };
-        let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(data), tag: 0, rma: true };
-        g.rx.arrive(&g.b, m, u);
+        g.rx.rma_data(&g.b, src, data);
         self.run_rx_actions(g);
     }
 
@@ -1987,6 +1985,11 @@ impl EndpointOps for ShmEp {
 
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
         self.lock().rx.set_min_multi_recv(bytes);
+        Ok(())
+    }
+
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        self.lock().rx.set_rma_data_takes_recv(takes_recv);
         Ok(())
     }
 

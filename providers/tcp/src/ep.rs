@@ -1569,6 +1569,11 @@ impl EndpointOps for TcpEp {
         Ok(())
     }
 
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        self.lock().rx.set_rma_data_takes_recv(takes_recv);
+        Ok(())
+    }
+
     fn close(&self) -> Result<()> {
         let mut g = self.lock();
         self.close_locked(&mut g);

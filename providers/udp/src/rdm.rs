@@ -1492,9 +1492,7 @@ impl Taker<'_> {
 
     /// Remote CQ data of a write: a completion on the receive queue.
     fn remote_cq_data(&mut self, data: u64) {
-        let m = MsgSpec { tagged: false, src: self.src, tag: 0 };
-        let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(data), tag: 0, rma: true };
-        self.rx.arrive(self.b, m, u);
+        self.rx.rma_data(self.b, self.src, data);
     }
 }
 
@@ -1611,6 +1609,11 @@ impl EndpointOps for UdpRdmEp {
 
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
         self.lock().rx.set_min_multi_recv(bytes);
+        Ok(())
+    }
+
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        self.lock().rx.set_rma_data_takes_recv(takes_recv);
         Ok(())
     }
 

@@ -155,6 +155,10 @@ pub struct RxEngine<R> {
     pool_cap: usize,
     /// `FI_OPT_MIN_MULTI_RECV`.
     min_multi_recv: usize,
+    /// Whether the remote CQ data of an RMA write takes a posted receive (fabric's
+    /// Rust API, and libfabric's `FI_RX_CQ_DATA` mode) or completes on its own
+    /// with no context (libfabric's rule otherwise). See [`RxEngine::rma_data`].
+    rma_data_takes_recv: bool,
     /// Work for the transport, drained by `take_action`.
     actions: VecDeque<RxAction<R>>,
 }
@@ -176,6 +180,7 @@ impl<R> RxEngine<R> {
             unexp_pool: Vec::new(),
             pool_cap,
             min_multi_recv: 0,
+            rma_data_takes_recv: true,
             actions: VecDeque::with_capacity(16),
         }
     }
@@ -183,6 +188,37 @@ impl<R> RxEngine<R> {
     /// Set `FI_OPT_MIN_MULTI_RECV`.
     pub fn set_min_multi_recv(&mut self, bytes: usize) {
         self.min_multi_recv = bytes;
+    }
+
+    /// Whether the remote CQ data of RMA writes takes a posted receive (the
+    /// default) or completes without one ([`RxEngine::rma_data`]).
+    pub fn set_rma_data_takes_recv(&mut self, takes: bool) {
+        self.rma_data_takes_recv = takes;
+    }
+
+    /// An RMA write from `src` carrying remote CQ data `data` has been applied.
+    ///
+    /// Where the data takes a receive (fabric's Rust API, whose completions give
+    /// back the receive's buffer; libfabric's `FI_RX_CQ_DATA` mode), it matches
+    /// the first untagged receive, or waits for one as an unexpected message of
+    /// no bytes, and completes with that receive's context. Otherwise, as
+    /// libfabric's providers do without that mode, it completes at once with no
+    /// context and consumes nothing. Either way the completion's flags are
+    /// `RMA | REMOTE_WRITE | REMOTE_CQ_DATA`; the receive counter counts it only
+    /// when it took a receive (remote writes have their own counter).
+    pub fn rma_data(&mut self, b: &Bindings, src: FiAddr, data: u64) {
+        if self.rma_data_takes_recv {
+            let m = MsgSpec { tagged: false, src, tag: 0 };
+            let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(data), tag: 0, rma: true };
+            self.arrive(b, m, u);
+            return;
+        }
+        let mut e = CqEntry::new(fabric_core::prov::NO_CONTEXT, Caps::RMA | Caps::REMOTE_WRITE | Caps::REMOTE_CQ_DATA);
+        e.data = data;
+        e.src = src;
+        if let Some(cq) = &b.rx_cq {
+            cq.push(e);
+        }
     }
 
     /// The next thing to put on the wire, if any.
@@ -683,6 +719,31 @@ mod tests {
 
     fn spec() -> MsgSpec {
         MsgSpec { tagged: false, src: FiAddr(3), tag: 0 }
+    }
+
+    #[test]
+    fn rma_data_takes_a_receive_or_none() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(1 << 16);
+        // Taking a receive: nothing until one is posted, then its context.
+        rx.rma_data(&b, FiAddr(3), 0xfeed);
+        assert!(read_one(&b).is_none());
+        let mut dst = [0u8; 8];
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut dst, &mut iov, 7), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        let e = read_one(&b).expect("completed into the receive");
+        assert_eq!((e.op_context, e.len, e.data, e.src), (7, 0, 0xfeed, FiAddr(3)));
+        assert!(e.flags.contains(Caps::RMA | Caps::REMOTE_WRITE | Caps::REMOTE_CQ_DATA));
+        // Without: at once, no context, and a posted receive stays posted.
+        rx.set_rma_data_takes_recv(false);
+        rx.post(&b, &op(&mut dst, &mut iov, 8), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        rx.rma_data(&b, FiAddr(4), 0xbeef);
+        let e = read_one(&b).expect("completed on its own");
+        assert_eq!((e.op_context, e.data, e.src), (fabric_core::prov::NO_CONTEXT, 0xbeef, FiAddr(4)));
+        assert!(e.flags.contains(Caps::RMA | Caps::REMOTE_WRITE | Caps::REMOTE_CQ_DATA));
+        assert!(read_one(&b).is_none());
+        rx.arrive(&b, spec(), Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: None, tag: 0, rma: false });
+        assert_eq!(read_one(&b).expect("the receive is still there").op_context, 8);
     }
 
     #[test]

@@ -1111,9 +1111,7 @@ impl VerbsEp {
             // SAFETY: the union holds the immediate data for this opcode.
             let imm = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
             let src = Self::src_of(g, cid);
-            let m = MsgSpec { tagged: false, src, tag: 0 };
-            let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(imm as u64), tag: 0, rma: true };
-            g.rx.arrive(&g.b, m, u);
+            g.rx.rma_data(&g.b, src, imm as u64);
             return;
         }
         let n = (wc.byte_len as usize).min(BUF);
@@ -2072,6 +2070,11 @@ impl EndpointOps for VerbsEp {
 
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
         self.lock().rx.set_min_multi_recv(bytes);
+        Ok(())
+    }
+
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        self.lock().rx.set_rma_data_takes_recv(takes_recv);
         Ok(())
     }
 

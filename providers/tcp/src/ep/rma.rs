@@ -377,9 +377,7 @@ impl TcpEp {
     /// waits as an unexpected message for the next one).
     fn remote_cq_data(&self, g: &mut Inner, conn: ConnId, data: u64) {
         let src = self.src_of(g, conn);
-        let m = MsgSpec { tagged: false, src, tag: 0 };
-        let u = Unexp { body: UnexpBody::Eager(Vec::new()), len: 0, data: Some(data), tag: 0, rma: true };
-        g.rx.arrive(&g.b, m, u);
+        g.rx.rma_data(&g.b, src, data);
         self.run_rx_actions(g);
     }
 
