@@ -257,3 +257,22 @@ fn alltoall_tcp() {
 fn alltoall_udp() {
     alltoall("udp");
 }
+
+
+/// `tests/c/cm.c` over tcp's MSG endpoints: connection management and its
+/// events (setname, connection data, reject, accept, getpeer, shutdown).
+#[test]
+fn cm_tcp() {
+    let Some(prog) = build("cm.c", "cm_tcp") else { return };
+    let child = Command::new(&prog)
+        .arg("tcp")
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cm");
+    let o = wait(child, Duration::from_secs(120));
+    assert!(o.status.success(), "cm tcp: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().any(|l| l == "ok") && !out.contains("absent"), "{}", text(&o));
+}

@@ -29,7 +29,12 @@
 #define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
 #define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
 #define TRUE(x) do { if (!(x)) { fprintf(stderr, "%d: not true: %s\n", __LINE__, #x); exit(1); } } while (0)
+// A post, retried while the provider answers -FI_EAGAIN (fi_msg(3): any post
+// may, for instance while a connection is being set up), driving everything.
+#define POST(x) do { long _p; double _end = now() + 30; while ((_p = (long)(x)) == -FI_EAGAIN && now() < _end) progress(); CK(_p); } while (0)
 
+static double now(void);
+static void progress(void);
 static const char *prov;
 static const char *node;
 static struct fi_info *info;
@@ -174,8 +179,8 @@ static void formats(void) {
     char in[64], out[32];
     fill(out, sizeof out, (int)i);
     struct fi_context rctx, sctx;
-    CK(fi_recv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, &rctx));
-    CK(fi_senddata(a.ep, out, sizeof out, NULL, 0x1234, ab, &sctx));
+    POST(fi_recv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, &rctx));
+    POST(fi_senddata(a.ep, out, sizeof out, NULL, 0x1234, ab, &sctx));
     unsigned char got[2 * sizeof(struct fi_cq_tagged_entry)];
     memset(got, 0xab, sizeof got);
     one(b.cq, got, NULL);
@@ -210,8 +215,8 @@ static void truncation(void) {
   char in[16], out[100];
   fill(out, sizeof out, 3);
   struct fi_context rctx;
-  CK(fi_recv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, &rctx));
-  CK(fi_send(a.ep, out, sizeof out, NULL, ab, NULL));
+  POST(fi_recv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, &rctx));
+  POST(fi_send(a.ep, out, sizeof out, NULL, ab, NULL));
   struct fi_cq_err_entry ee;
   memset(&ee, 0, sizeof ee);
   one_err(b.cq, &ee);
@@ -239,17 +244,17 @@ static void selective_and_inject(void) {
   fi_addr_t ab = know(&a, &b);
   char in[4][64], out[64];
   struct fi_context rctx[4], sctx[2];
-  for (int i = 0; i < 4; i++) CK(fi_trecv(b.ep, in[i], sizeof in[i], NULL, FI_ADDR_UNSPEC, 10 + i, 0, &rctx[i]));
+  for (int i = 0; i < 4; i++) POST(fi_trecv(b.ep, in[i], sizeof in[i], NULL, FI_ADDR_UNSPEC, 10 + i, 0, &rctx[i]));
   fill(out, sizeof out, 1);
-  CK(fi_tsend(a.ep, out, sizeof out, NULL, ab, 10, &sctx[0]));
+  POST(fi_tsend(a.ep, out, sizeof out, NULL, ab, 10, &sctx[0]));
   struct iovec iov = { out, sizeof out };
   struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = ab, .tag = 11, .context = &sctx[1] };
-  CK(fi_tsendmsg(a.ep, &m, FI_COMPLETION));
+  POST(fi_tsendmsg(a.ep, &m, FI_COMPLETION));
   char inj[8];
   fill(inj, sizeof inj, 5);
-  CK(fi_tinject(a.ep, inj, sizeof inj, ab, 12));
+  POST(fi_tinject(a.ep, inj, sizeof inj, ab, 12));
   memset(inj, 0, sizeof inj);  // free on return
-  CK(fi_tinjectdata(a.ep, out, 8, 0x77, ab, 13));
+  POST(fi_tinjectdata(a.ep, out, 8, 0x77, ab, 13));
   size_t big = info->tx_attr->inject_size + 1;
   char *huge = calloc(1, big);
   EXPECT(fi_tinject(a.ep, huge, big, ab, 14), -FI_EINVAL);
@@ -288,9 +293,9 @@ static void multi_recv(void) {
   struct iovec iov = { pool, sizeof pool };
   struct fi_context rctx;
   struct fi_msg m = { .msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx };
-  CK(fi_recvmsg(b.ep, &m, FI_MULTI_RECV));
+  POST(fi_recvmsg(b.ep, &m, FI_MULTI_RECV));
   char out[3][300];
-  for (int i = 0; i < 3; i++) { fill(out[i], 300, 20 + i); CK(fi_send(a.ep, out[i], 300, NULL, ab, NULL)); }
+  for (int i = 0; i < 3; i++) { fill(out[i], 300, 20 + i); POST(fi_send(a.ep, out[i], 300, NULL, ab, NULL)); }
   int released = 0, n = 0;
   char *seen[3];
   while (n < 3 || !released) {
@@ -324,13 +329,13 @@ static void directed(void) {
   char fa[32], fb[32], in[32];
   fill(fa, sizeof fa, 40); fill(fb, sizeof fb, 50);
   struct fi_cq_tagged_entry e;
-  CK(fi_tsend(b.ep, fb, sizeof fb, NULL, bc, 7, NULL));
+  POST(fi_tsend(b.ep, fb, sizeof fb, NULL, bc, 7, NULL));
   // B's message reaches C (unexpected) before A sends.
   struct fi_msg_tagged pm = { .msg_iov = NULL, .iov_count = 0, .addr = cb, .tag = 7 };
   for (;;) {
     struct fi_context pctx;
     pm.context = &pctx;
-    CK(fi_trecvmsg(c.ep, &pm, FI_PEEK));
+    POST(fi_trecvmsg(c.ep, &pm, FI_PEEK));
     fi_addr_t src;
     ssize_t r;
     while ((r = fi_cq_readfrom(c.cq, &e, 1, &src)) == -FI_EAGAIN) progress();
@@ -339,10 +344,11 @@ static void directed(void) {
     struct fi_cq_err_entry ee = { 0 };
     EXPECT(fi_cq_readerr(c.cq, &ee, 0), 1);
     EXPECT(ee.err, FI_ENOMSG);
+    progress();  // the sender's side too
   }
-  CK(fi_tsend(a.ep, fa, sizeof fa, NULL, ac, 7, NULL));
+  POST(fi_tsend(a.ep, fa, sizeof fa, NULL, ac, 7, NULL));
   struct fi_context r1, r2;
-  CK(fi_trecv(c.ep, in, sizeof in, NULL, ca, 7, 0, &r1));
+  POST(fi_trecv(c.ep, in, sizeof in, NULL, ca, 7, 0, &r1));
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   ssize_t r;
   while ((r = fi_cq_sreadfrom(c.cq, &e, 1, &src, NULL, 100)) == -FI_EAGAIN) progress();
@@ -350,7 +356,7 @@ static void directed(void) {
   EXPECT(e.op_context, &r1);
   EXPECT(src, ca);
   TRUE(same(in, sizeof in, 40));
-  CK(fi_trecv(c.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 7, 0, &r2));
+  POST(fi_trecv(c.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 7, 0, &r2));
   src = FI_ADDR_NOTAVAIL;
   while ((r = fi_cq_sreadfrom(c.cq, &e, 1, &src, NULL, 100)) == -FI_EAGAIN) progress();
   EXPECT(r, 1);
@@ -370,13 +376,13 @@ static void discard(void) {
   fi_addr_t ab = know(&a, &b);
   char out[40], in[64];
   fill(out, sizeof out, 60);
-  CK(fi_tsend(a.ep, out, sizeof out, NULL, ab, 21, NULL));
+  POST(fi_tsend(a.ep, out, sizeof out, NULL, ab, 21, NULL));
   struct fi_context claim;
   struct iovec iov = { in, sizeof in };
   struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .tag = 21, .context = &claim };
   struct fi_cq_tagged_entry e;
   for (;;) {
-    CK(fi_trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM));
+    POST(fi_trecvmsg(b.ep, &m, FI_PEEK | FI_CLAIM));
     ssize_t r;
     while ((r = fi_cq_read(b.cq, &e, 1)) == -FI_EAGAIN) progress();
     if (r == 1) break;
@@ -384,18 +390,19 @@ static void discard(void) {
     struct fi_cq_err_entry ee = { 0 };
     EXPECT(fi_cq_readerr(b.cq, &ee, 0), 1);
     EXPECT(ee.err, FI_ENOMSG);
+    progress();  // the sender's side too
   }
   EXPECT(e.op_context, &claim);
   EXPECT(e.len, sizeof out);
   EXPECT(e.tag, 21);
   memset(in, 0x5a, sizeof in);
-  CK(fi_trecvmsg(b.ep, &m, FI_CLAIM | FI_DISCARD));
+  POST(fi_trecvmsg(b.ep, &m, FI_CLAIM | FI_DISCARD));
   one_t(b.cq, &e);
   EXPECT(e.op_context, &claim);
   for (size_t i = 0; i < sizeof in; i++) EXPECT(in[i], 0x5a);
   struct fi_context again;
   m.context = &again;
-  CK(fi_trecvmsg(b.ep, &m, FI_PEEK));
+  POST(fi_trecvmsg(b.ep, &m, FI_PEEK));
   struct fi_cq_err_entry ee = { 0 };
   one_err(b.cq, &ee);
   EXPECT(ee.err, FI_ENOMSG);
@@ -469,7 +476,7 @@ static void rma(void) {
   uint64_t base = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
   fill(local, 1000, 70);
   struct fi_context wctx;
-  CK(fi_writedata(a.ep, local, 1000, NULL, 0xfeed, ab, base + 100, key, &wctx));
+  POST(fi_writedata(a.ep, local, 1000, NULL, 0xfeed, ab, base + 100, key, &wctx));
   struct fi_cq_tagged_entry e;
   one_t(b.cq, &e);
   EXPECT(e.op_context, NULL);  // no receive consumed (no FI_RX_CQ_DATA mode)
@@ -481,7 +488,7 @@ static void rma(void) {
   EXPECT(e.flags & (FI_RMA | FI_WRITE), FI_RMA | FI_WRITE);
   EXPECT(fi_cntr_read(b.rx), 1);
   fill(local, 16, 80);
-  CK(fi_inject_write(a.ep, local, 16, ab, base + 2000, key));
+  POST(fi_inject_write(a.ep, local, 16, ab, base + 2000, key));
   memset(local, 0, 16);
   // An inject completes nothing but counts (fi_cntr(3)); its data lands.
   for (double end = now() + 30; fi_cntr_read(a.tx) < 2; progress())
@@ -489,14 +496,14 @@ static void rma(void) {
   TRUE(same(target + 2000, 16, 80));
   memset(local, 0, sizeof local);
   struct fi_context rctx;
-  CK(fi_read(a.ep, local, 2100, NULL, ab, base, key, &rctx));
+  POST(fi_read(a.ep, local, 2100, NULL, ab, base, key, &rctx));
   one_t(a.cq, &e);
   EXPECT(e.op_context, &rctx);
   EXPECT(e.flags & (FI_RMA | FI_READ), FI_RMA | FI_READ);
   TRUE(same(local + 100, 1000, 70));
   TRUE(same(local + 2000, 16, 80));
   none(a.cq, 100);
-  CK(fi_write(a.ep, local, 8, NULL, ab, base, key + 0x1000, &wctx));
+  POST(fi_write(a.ep, local, 8, NULL, ab, base, key + 0x1000, &wctx));
   struct fi_cq_err_entry ee = { 0 };
   one_err(a.cq, &ee);
   EXPECT(ee.op_context, &wctx);
@@ -535,8 +542,8 @@ static void context2(void) {
   fi_addr_t ab = know(&a, &b);
   struct fi_context2 c1, c2;
   char in[8], out[8] = "ctx2";
-  CK(fi_trecv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 3, 0, &c1));
-  CK(fi_tsend(a.ep, out, sizeof out, NULL, ab, 3, &c2));
+  POST(fi_trecv(b.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 3, 0, &c1));
+  POST(fi_tsend(a.ep, out, sizeof out, NULL, ab, 3, &c2));
   struct fi_cq_tagged_entry e;
   one_t(b.cq, &e); EXPECT(e.op_context, &c1);
   one_t(a.cq, &e); EXPECT(e.op_context, &c2);
@@ -555,10 +562,10 @@ static void delivery(void) {
   for (size_t size = 64; size <= sizeof out; size *= 32) {
     memset(in, 0, sizeof in);
     fill(out, size, (int)size);
-    CK(fi_trecv(b.ep, in, size, NULL, FI_ADDR_UNSPEC, 5, 0, NULL));
+    POST(fi_trecv(b.ep, in, size, NULL, FI_ADDR_UNSPEC, 5, 0, NULL));
     struct iovec iov = { out, size };
     struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = ab, .tag = 5 };
-    CK(fi_tsendmsg(a.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION));
+    POST(fi_tsendmsg(a.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION));
     struct fi_cq_tagged_entry e;
     one_t(a.cq, &e);
     TRUE(same(in, size, (int)size));
@@ -637,7 +644,7 @@ static void threads(void) {
   enum { N = 200 };
   struct job ja = { &a, know(&a, &c), N }, jb = { &b, know(&b, &c), N };
   static char in[2 * N][16];
-  for (int i = 0; i < 2 * N; i++) CK(fi_trecv(c.ep, in[i], 16, NULL, FI_ADDR_UNSPEC, 1, 0, NULL));
+  for (int i = 0; i < 2 * N; i++) POST(fi_trecv(c.ep, in[i], 16, NULL, FI_ADDR_UNSPEC, 1, 0, NULL));
   pthread_t ta, tb;
   pthread_create(&ta, NULL, sender, &ja);
   pthread_create(&tb, NULL, sender, &jb);
