@@ -70,6 +70,91 @@ static int one_err(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_err_ent
   return -1;
 }
 
+// fi_inject_atomic and FI_INJECT (operand reusable on return, no completion for
+// the inject, inject_size the limit), then atomics over several fi_iocs
+// (gathered operands, adjacent results; mismatched counts refused). Target
+// t[0..2] starts at { v0, 20, 3 }; `c` is the context completions carry.
+static void atomics_more(struct side *a, struct side *b, uint64_t *t, uint64_t base, uint64_t key, struct fi_context *c) {
+  struct fi_cq_tagged_entry e; uint64_t res[3] = {0}, one1 = 1, rd = 0;
+  uint64_t v0 = t[0];
+  CK(fi_inject_atomic(a->ep, &one1, 1, a->peer, base, key, FI_UINT64, FI_SUM));
+  one1 = 1000;  /* the buffer is the caller's again */
+  for (long n = 0;; n++) {  /* no completion: read until the sum landed */
+    CK(fi_fetch_atomic(a->ep, &rd, 1, NULL, &res[0], NULL, a->peer, base, key, FI_UINT64, FI_ATOMIC_READ, c));
+    one(a->cq, b->cq, &e, NULL); EXPECT(e.op_context, c);  /* the inject's would come first */
+    if (res[0] == v0 + 1) break;
+    if (n > 1000000) { fprintf(stderr, "inject_atomic never landed\n"); exit(1); }
+  }
+  size_t big = info->tx_attr->inject_size / 8 + 1; uint64_t *ops = calloc(big, 8);
+  EXPECT(fi_inject_atomic(a->ep, ops, big, a->peer, base, key, FI_UINT64, FI_SUM), -FI_EINVAL);
+  EXPECT(fi_inject_atomic(a->ep, NULL, 1, a->peer, base, key, FI_UINT64, FI_SUM), -FI_EINVAL);
+  free(ops);
+  uint64_t two = 2; struct fi_ioc io = { &two, 1 }; struct fi_rma_ioc r = { base, 1, key };
+  struct fi_msg_atomic m = { .msg_iov = &io, .iov_count = 1, .addr = a->peer, .rma_iov = &r, .rma_iov_count = 1,
+                             .datatype = FI_UINT64, .op = FI_SUM, .context = c };
+  CK(fi_atomicmsg(a->ep, &m, FI_INJECT)); two = 1000;
+  one(a->cq, b->cq, &e, NULL); EXPECT(e.op_context, c); EXPECT(t[0], v0 + 3);
+
+  // Several iocs: t[0..2] += { 1, 2, 3 } from three pieces.
+  uint64_t x[3] = { 1, 2, 3 }, y[3] = { 0 };
+  struct fi_ioc xs[3] = { { &x[0], 1 }, { &x[1], 1 }, { &x[2], 1 } };
+  uint64_t before[3] = { t[0], t[1], t[2] };
+  CK(fi_atomicv(a->ep, xs, NULL, 3, a->peer, base, key, FI_UINT64, FI_SUM, c));
+  one(a->cq, b->cq, &e, NULL);
+  for (int i = 0; i < 3; i++) EXPECT(t[i], before[i] + x[i]);
+  // Fetch over two pieces, results into two adjacent pieces.
+  struct fi_ioc rs[2] = { { &res[0], 1 }, { &res[1], 2 } };
+  struct fi_ioc xs2[2] = { { &x[0], 2 }, { &x[2], 1 } };
+  CK(fi_fetch_atomicv(a->ep, xs2, NULL, 2, rs, NULL, 2, a->peer, base, key, FI_UINT64, FI_SUM, c));
+  one(a->cq, b->cq, &e, NULL);
+  for (int i = 0; i < 3; i++) { EXPECT(res[i], before[i] + x[i]); EXPECT(t[i], before[i] + 2 * x[i]); }
+  struct fi_ioc apart[2] = { { &res[0], 1 }, { &res[2], 2 } };  /* not adjacent: refused */
+  EXPECT(fi_fetch_atomicv(a->ep, xs2, NULL, 2, apart, NULL, 2, a->peer, base, key, FI_UINT64, FI_SUM, c), -FI_EINVAL);
+  // Compare-and-swap of t[0..1] over two pieces each.
+  uint64_t cmp[2] = { t[0], 12345 }, nv[2] = { 7, 8 };
+  struct fi_ioc cs[2] = { { &cmp[0], 1 }, { &cmp[1], 1 } }, ns[2] = { { &nv[0], 1 }, { &nv[1], 1 } };
+  struct fi_ioc rs2[1] = { { y, 2 } }; uint64_t t1 = t[1];
+  CK(fi_compare_atomicv(a->ep, ns, NULL, 2, cs, NULL, 2, rs2, NULL, 1, a->peer, base, key, FI_UINT64, FI_CSWAP, c));
+  one(a->cq, b->cq, &e, NULL);
+  EXPECT(t[0], 7); EXPECT(t[1], t1); EXPECT(y[0], cmp[0]); EXPECT(y[1], t1);
+  // A message over two pieces; its fi_rma_ioc must count the same elements.
+  struct fi_rma_ioc r2 = { base, 2, key }, r3 = { base, 3, key };
+  struct fi_msg_atomic m2 = { .msg_iov = xs, .iov_count = 2, .addr = a->peer, .rma_iov = &r3, .rma_iov_count = 1,
+                              .datatype = FI_UINT64, .op = FI_SUM, .context = c };
+  EXPECT(fi_atomicmsg(a->ep, &m2, 0), -FI_EINVAL);
+  m2.rma_iov = &r2; before[0] = t[0]; before[1] = t[1];
+  CK(fi_atomicmsg(a->ep, &m2, 0));
+  one(a->cq, b->cq, &e, NULL); EXPECT(t[0], before[0] + 1); EXPECT(t[1], before[1] + 2);
+  printf("atomics over iocs: ok\n");
+}
+
+// fi_eq_write: the caller's events come back in order, with their number and
+// bytes (copied at the write; truncated to a shorter read), to read, FI_PEEK
+// and sread; bad arguments are -FI_EINVAL.
+static void eq_user_events(void) {
+  struct fi_eq_attr qa = { .flags = FI_WRITE, .wait_obj = FI_WAIT_UNSPEC };
+  struct fid_eq *eq; CK(fi_eq_open(fab, &qa, &eq, NULL));
+  struct fi_eq_entry w = { .fid = &eq->fid, .context = (void *)0x1234, .data = 7 }, r;
+  char big[40], in[64]; uint32_t ev = 99;
+  for (int i = 0; i < 40; i++) big[i] = (char)i;
+  EXPECT(fi_eq_write(eq, FI_NOTIFY, &w, sizeof w, 0), sizeof w);
+  w.data = 8;  /* copied at the write */
+  EXPECT(fi_eq_write(eq, 42, big, sizeof big, 0), sizeof big);
+  EXPECT(fi_eq_write(eq, 43, big, sizeof big, 0), sizeof big);
+  EXPECT(fi_eq_write(eq, 1, NULL, 8, 0), -FI_EINVAL);
+  EXPECT(eq->ops->write((struct fid_eq *)dom, 1, &w, sizeof w, 0), -FI_EINVAL);
+  EXPECT(fi_eq_read(eq, &ev, &r, sizeof r, FI_PEEK), sizeof r); EXPECT(ev, FI_NOTIFY);
+  ev = 99; memset(&r, 0, sizeof r);
+  EXPECT(fi_eq_read(eq, &ev, &r, sizeof r, 0), sizeof r); EXPECT(ev, FI_NOTIFY);
+  EXPECT(r.fid, &eq->fid); EXPECT(r.context, 0x1234); EXPECT(r.data, 7);
+  EXPECT(fi_eq_sread(eq, &ev, in, sizeof in, 1000, 0), sizeof big); EXPECT(ev, 42); EXPECT(memcmp(in, big, sizeof big), 0);
+  memset(in, 0, sizeof in);
+  EXPECT(fi_eq_read(eq, &ev, in, 24, 0), 24); EXPECT(ev, 43); EXPECT(memcmp(in, big, 24), 0); EXPECT(in[24], 0);
+  EXPECT(fi_eq_read(eq, &ev, in, sizeof in, 0), -FI_EAGAIN);
+  CK(fi_close(&eq->fid));
+  printf("eq_write: ok\n");
+}
+
 int main(int argc, char **argv) {
   const char *prov = argc > 1 ? argv[1] : "shm";
   const char *node = strcmp(prov, "shm") ? "127.0.0.1" : NULL;
@@ -83,6 +168,7 @@ int main(int argc, char **argv) {
     CK(fi_getinfo(FI_VERSION(1, 17), node, NULL, node ? FI_SOURCE : 0, hints, &info));
   }
   CK(fi_fabric(info->fabric_attr, &fab, NULL)); CK(fi_domain(fab, info, &dom, NULL));
+  eq_user_events();
   struct side a, b; mk(&a); mk(&b);
 
   // Wrong classes (through the right table) and bad arguments.
@@ -171,6 +257,7 @@ int main(int argc, char **argv) {
       one(a.cq, b.cq, &e, NULL); EXPECT(res, 20); EXPECT(target[0], 99);
       struct fi_atomic_attr at; CK(fi_query_atomic(dom, FI_UINT64, FI_SUM, &at, 0)); EXPECT(at.size, 8);
       EXPECT(fi_atomic(a.ep, &five, 1, NULL, a.peer, base, key, 77, FI_SUM, &ctx[7]), -FI_EINVAL);
+      atomics_more(&a, &b, target, base, key, &ctx[7]);
       printf("atomics: ok\n");
     } else printf("atomics: absent\n");
     CK(fi_close(&mr->fid));
