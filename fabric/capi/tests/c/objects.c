@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
 #define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
 struct side { struct fid_ep *ep; struct fid_cq *cq; struct fid_av *av; struct fid_cntr *cntr; fi_addr_t peer; };
@@ -155,6 +157,30 @@ static void eq_user_events(void) {
   printf("eq_write: ok\n");
 }
 
+// fi_av_insertsvc and fi_av_insertsym (socket-address providers): numeric
+// nodes and services count up, node by node; host names resolve; an entry that
+// does not resolve is FI_ADDR_NOTAVAIL. String addresses (shm) refuse them.
+static void av_sym(struct fid_av *av, int sockaddr) {
+  fi_addr_t fa = 0, fas[6]; struct sockaddr_in sin; size_t l = sizeof sin;
+  if (!sockaddr) { EXPECT(fi_av_insertsvc(av, "127.0.0.1", "5000", &fa, 0, NULL), -FI_EINVAL); return; }
+  EXPECT(fi_av_insertsvc(av, "127.0.0.1", "5000", &fa, 0, NULL), 1);
+  CK(fi_av_lookup(av, fa, &sin, &l)); EXPECT(sin.sin_family, AF_INET);
+  EXPECT(ntohs(sin.sin_port), 5000); EXPECT(ntohl(sin.sin_addr.s_addr), 0x7f000001);
+  EXPECT(fi_av_insertsym(av, "127.0.0.1", 2, "6000", 3, fas, 0, NULL), 6);
+  for (int i = 0; i < 6; i++) {
+    l = sizeof sin; CK(fi_av_lookup(av, fas[i], &sin, &l));
+    EXPECT(ntohl(sin.sin_addr.s_addr), 0x7f000001 + i / 3); EXPECT(ntohs(sin.sin_port), 6000 + i % 3);
+  }
+  EXPECT(fi_av_insertsym(av, "localhost", 1, "7100", 2, fas, 0, NULL), 2);
+  l = sizeof sin; CK(fi_av_lookup(av, fas[1], &sin, &l)); EXPECT(ntohs(sin.sin_port), 7101);
+  EXPECT(ntohl(sin.sin_addr.s_addr) >> 24, 127);
+  EXPECT(fi_av_insertsvc(av, "no-such-host.invalid", "1", &fa, 0, NULL), 0); EXPECT(fa, FI_ADDR_NOTAVAIL);
+  EXPECT(fi_av_insertsvc(av, NULL, "1", &fa, 0, NULL), -FI_EINVAL);
+  EXPECT(fi_av_insertsym(av, "127.0.0.1", 1, "1", 1, &fa, 1, NULL), -FI_EINVAL);
+  EXPECT(fi_av_insertsym(av, "127.0.0.1", 0, "1", 1, &fa, 0, NULL), 0);
+  printf("av insertsvc/insertsym: ok\n");
+}
+
 int main(int argc, char **argv) {
   const char *prov = argc > 1 ? argv[1] : "shm";
   const char *node = strcmp(prov, "shm") ? "127.0.0.1" : NULL;
@@ -188,6 +214,7 @@ int main(int argc, char **argv) {
   if (lt <= sizeof tiny) { fprintf(stderr, "fi_getname gave no length\n"); return 1; }
   CK(fi_getname(&a.ep->fid, na, &la)); CK(fi_getname(&b.ep->fid, nb, &lb));
   EXPECT(fi_av_insert(a.av, nb, 1, &a.peer, 0, NULL), 1); EXPECT(fi_av_insert(b.av, na, 1, &b.peer, 0, NULL), 1);
+  av_sym(a.av, info->addr_format == FI_SOCKADDR_IN);
   char text[128]; size_t tl = sizeof text;
   if (!fi_av_straddr(a.av, nb, text, &tl) || !strstr(text, "://")) { fprintf(stderr, "fi_av_straddr\n"); return 1; }
   char back[256]; size_t bl = sizeof back;
