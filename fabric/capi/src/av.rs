@@ -18,11 +18,21 @@ pub(crate) struct Av {
     pub(crate) ops: Arc<dyn AvOps>,
     /// The domain's address format: what `insertsvc` and `insertsym` resolve to.
     format: AddrFormat,
+    /// The endpoints bound to it.
+    pub(crate) refs: fid::Refs,
+    /// Its hold on the domain.
+    _domain: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_av`, whose first field is `struct fid`.
 unsafe impl CObject for Av {
     const CLASS: usize = abi::FI_CLASS_AV;
+}
+
+impl fid::Parent for Av {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close);
@@ -76,6 +86,8 @@ pub(crate) unsafe extern "C" fn fi_av_open(
             c: abi::fid_av { fid: fid::fid(abi::FI_CLASS_AV, context, &FID_OPS), ops: &AV_OPS as *const _ as *mut _ },
             ops,
             format: d.info.addr_format,
+            refs: fid::Refs::default(),
+            _domain: d.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(av, obj) }
@@ -85,10 +97,7 @@ pub(crate) unsafe extern "C" fn fi_av_open(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
-        match unsafe { fid::reclaim::<Av>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Av>(f) }
     })
 }
 

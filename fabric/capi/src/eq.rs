@@ -43,11 +43,21 @@ pub(crate) struct Eq {
     pub(crate) fids: Arc<Fids>,
     /// The error data of the last `fi_eq_readerr`, valid until the next read.
     err_data: Mutex<Vec<u8>>,
+    /// The endpoints bound to it.
+    pub(crate) refs: fid::Refs,
+    /// Its hold on the fabric.
+    _fabric: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_eq`, whose first field is `struct fid`.
 unsafe impl CObject for Eq {
     const CLASS: usize = abi::FI_CLASS_EQ;
+}
+
+impl fid::Parent for Eq {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, control);
@@ -95,6 +105,8 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
             ops,
             fids: Arc::default(),
             err_data: Mutex::new(Vec::new()),
+            refs: fid::Refs::default(),
+            _fabric: f.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(eq, obj) }
@@ -104,10 +116,7 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
-        match unsafe { fid::reclaim::<Eq>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Eq>(f) }
     })
 }
 

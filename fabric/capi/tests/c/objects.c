@@ -181,6 +181,26 @@ static void av_sym(struct fid_av *av, int sockaddr) {
   printf("av insertsvc/insertsym: ok\n");
 }
 
+// Closing an object others depend on is -FI_EBUSY and leaves it usable (a
+// domain with an endpoint, queue or region open; a CQ bound to an open
+// endpoint; a fabric with a domain or EQ open); in the right order each is 0.
+static void close_order(void) {
+  struct fid_domain *d2; struct fid_cq *cq2; struct fid_ep *ep2; struct fid_eq *eq2; struct fid_mr *mr2;
+  struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+  struct fi_eq_attr qa = { .wait_obj = FI_WAIT_NONE }; struct fi_cq_entry ce; static char buf[64];
+  CK(fi_domain(fab, info, &d2, NULL)); CK(fi_cq_open(d2, &ca, &cq2, NULL)); CK(fi_endpoint(d2, info, &ep2, NULL));
+  CK(fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT | FI_RECV)); CK(fi_eq_open(fab, &qa, &eq2, NULL));
+  EXPECT(fi_close(&d2->fid), -FI_EBUSY); EXPECT(fi_close(&cq2->fid), -FI_EBUSY);
+  EXPECT(fi_close(&fab->fid), -FI_EBUSY);
+  EXPECT(fi_cq_read(cq2, &ce, 1), -FI_EAGAIN);  /* still open */
+  CK(fi_close(&ep2->fid)); CK(fi_close(&cq2->fid));
+  CK(fi_mr_reg(d2, buf, sizeof buf, FI_REMOTE_READ, 0, 0, 0, &mr2, NULL));
+  EXPECT(fi_close(&d2->fid), -FI_EBUSY); CK(fi_close(&mr2->fid)); CK(fi_close(&d2->fid));
+  EXPECT(fi_close(&fab->fid), -FI_EBUSY);  /* dom and eq2 */
+  CK(fi_close(&eq2->fid));
+  printf("close order: ok\n");
+}
+
 int main(int argc, char **argv) {
   const char *prov = argc > 1 ? argv[1] : "shm";
   const char *node = strcmp(prov, "shm") ? "127.0.0.1" : NULL;
@@ -195,6 +215,7 @@ int main(int argc, char **argv) {
   }
   CK(fi_fabric(info->fabric_attr, &fab, NULL)); CK(fi_domain(fab, info, &dom, NULL));
   eq_user_events();
+  close_order();
   struct side a, b; mk(&a); mk(&b);
 
   // Wrong classes (through the right table) and bad arguments.
@@ -207,6 +228,8 @@ int main(int argc, char **argv) {
   EXPECT(fi_tsend(a.ep, NULL, 5, NULL, 0, 1, NULL), -FI_EINVAL);
   EXPECT(fi_cq_read(a.cq, &e, 1), -FI_EAGAIN);
   EXPECT(fi_cq_sread(a.cq, &e, 1, NULL, 10), -FI_EAGAIN);
+  EXPECT(fi_rx_size_left(a.ep), -FI_ENOSYS); EXPECT(fi_tx_size_left(a.ep), -FI_ENOSYS);
+  EXPECT(a.ep->ops->tx_size_left((struct fid_ep *)a.cq), -FI_EINVAL); EXPECT(a.ep->ops->rx_size_left(NULL), -FI_EINVAL);
 
   // Names and addresses.
   char na[256], nb[256], tiny[2]; size_t la = sizeof na, lb = sizeof nb, lt = sizeof tiny;
@@ -266,6 +289,9 @@ int main(int argc, char **argv) {
     struct fid_mr *mr;
     CK(fi_mr_reg(dom, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
     uint64_t key = fi_mr_key(mr); (void)fi_mr_desc(mr);
+    struct iovec part = { &target[1], 16 }, past = { &target[3], 16 };
+    CK(fi_mr_refresh(mr, &part, 1, 0)); CK(fi_mr_refresh(mr, NULL, 0, 0));
+    EXPECT(fi_mr_refresh(mr, &past, 1, 0), -FI_EINVAL); EXPECT(fi_mr_refresh(mr, NULL, 1, 0), -FI_EINVAL);
     uint64_t base = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
     CK(fi_write(a.ep, local, 16, NULL, a.peer, base, key, &ctx[5]));
     one(a.cq, b.cq, &e, NULL); EXPECT(e.op_context, &ctx[5]); EXPECT(target[0], 10); EXPECT(target[1], 20);
@@ -290,6 +316,8 @@ int main(int argc, char **argv) {
     CK(fi_close(&mr->fid));
     printf("rma: ok\n");
   }
+  EXPECT(fi_close(&a.av->fid), -FI_EBUSY); EXPECT(fi_close(&a.cntr->fid), -FI_EBUSY);
+  EXPECT(fi_close(&dom->fid), -FI_EBUSY); EXPECT(fi_close(&fab->fid), -FI_EBUSY);
   struct side *s[2] = { &a, &b };
   for (int i = 0; i < 2; i++) {
     CK(fi_close(&s[i]->ep->fid)); CK(fi_close(&s[i]->cntr->fid)); CK(fi_close(&s[i]->av->fid)); CK(fi_close(&s[i]->cq->fid));
