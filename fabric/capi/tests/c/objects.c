@@ -1,8 +1,10 @@
 // The object calls over one provider, in one process: two RDM endpoints A and B.
 // Bad input (wrong class, NULL, short buffers) must answer -FI_EINVAL/-FI_ETOOSMALL;
 // tagged messages with FI_REMOTE_CQ_DATA read back with fi_cq_readfrom, fi_cancel,
-// FI_PEEK/FI_CLAIM, blocking reads, wait objects; then RMA and atomics when the
-// provider offers them (else "rma: absent"). Prints "ok" at the end.
+// FI_PEEK/FI_CLAIM, blocking reads, wait objects; fi_eq_write; -FI_EBUSY for a
+// close in the wrong order; AV insertsvc/insertsym; then RMA and atomics
+// (inject, several fi_iocs) and fi_mr_refresh when the provider offers them
+// (else "rma: absent"). Prints "ok" at the end.
 // usage: objects PROVIDER
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
