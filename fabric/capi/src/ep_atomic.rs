@@ -57,6 +57,24 @@ struct Call {
     data: u64,
 }
 
+impl Call {
+    /// A plain atomic (`fi_atomic`, `fi_inject_atomic`).
+    #[allow(clippy::too_many_arguments)]
+    fn plain(
+        op: abi::fi_op,
+        datatype: abi::fi_datatype,
+        count: usize,
+        operand: *const c_void,
+        peer: u64,
+        addr: u64,
+        key: u64,
+        context: *mut c_void,
+    ) -> Call {
+        let (compare, result, data) = (std::ptr::null(), std::ptr::null_mut(), 0);
+        Call { kind: AtomicKind::Plain, op, datatype, count, operand, compare, result, peer, addr, key, context, data }
+    }
+}
+
 /// Bytes the operands of several `fi_ioc`s may take once gathered: the most one
 /// atomic covers (`fi_atomicvalid`'s count times the element size) on every
 /// provider here.
@@ -116,14 +134,16 @@ unsafe fn post(e: &Ep, c: &Call, flags: OpFlags, copy: bool) -> isize {
     fid::sret(unsafe { e.ops.post_atomic(&d, flags) })
 }
 
-/// Run `c` on the endpoint behind `ep_` with its default transmit flags.
+/// Run `c` on the endpoint behind `ep_` with its default transmit flags, or
+/// as `fi_inject_atomic` (`FI_INJECT` alone: no completion) with `inject`.
 ///
 /// # Safety
 /// As [`post`]; `ep_` NULL or a live fid.
-unsafe fn call(what: &str, ep_: *mut abi::fid_ep, c: Call) -> isize {
+unsafe fn call(what: &str, ep_: *mut abi::fid_ep, c: Call, inject: bool) -> isize {
     let f = |e: &Ep| {
+        let flags = if inject { OpFlags::INJECT } else { e.tx_flags() };
         // SAFETY: the caller's buffers, as above.
-        unsafe { post(e, &c, e.tx_flags(), false) }
+        unsafe { post(e, &c, flags, false) }
     };
     // SAFETY: the caller's endpoint.
     unsafe { with_ep(what, ep_, EINVAL as isize, f) }
@@ -363,22 +383,9 @@ unsafe extern "C" fn write(
     op: abi::fi_op,
     context: *mut c_void,
 ) -> isize {
-    let c = Call {
-        kind: AtomicKind::Plain,
-        op,
-        datatype,
-        count,
-        operand: buf,
-        compare: std::ptr::null(),
-        result: std::ptr::null_mut(),
-        peer: dest,
-        addr,
-        key,
-        context,
-        data: 0,
-    };
+    let c = Call::plain(op, datatype, count, buf, dest, addr, key, context);
     // SAFETY: the caller's arguments, as fi_atomic documents them.
-    unsafe { call("fi_atomic", ep, c) }
+    unsafe { call("fi_atomic", ep, c, false) }
 }
 
 unsafe extern "C" fn writev(
@@ -417,26 +424,10 @@ unsafe extern "C" fn inject(
     datatype: abi::fi_datatype,
     op: abi::fi_op,
 ) -> isize {
-    let c = Call {
-        kind: AtomicKind::Plain,
-        op,
-        datatype,
-        count,
-        operand: buf,
-        compare: std::ptr::null(),
-        result: std::ptr::null_mut(),
-        peer: dest,
-        addr,
-        key,
-        context: std::ptr::null_mut(),
-        data: 0,
-    };
-    let f = |e: &Ep| {
-        // SAFETY: the operand is read during the call only (FI_INJECT).
-        unsafe { post(e, &c, OpFlags::INJECT, false) }
-    };
-    // SAFETY: the caller's endpoint.
-    unsafe { with_ep("fi_inject_atomic", ep, EINVAL as isize, f) }
+    let c = Call::plain(op, datatype, count, buf, dest, addr, key, std::ptr::null_mut());
+    // SAFETY: the caller's arguments, as fi_inject_atomic documents them (the
+    // operand is read during the call only).
+    unsafe { call("fi_inject_atomic", ep, c, true) }
 }
 
 unsafe extern "C" fn readwrite(
@@ -468,7 +459,7 @@ unsafe extern "C" fn readwrite(
         data: 0,
     };
     // SAFETY: the caller's arguments, as fi_fetch_atomic documents them.
-    unsafe { call("fi_fetch_atomic", ep, c) }
+    unsafe { call("fi_fetch_atomic", ep, c, false) }
 }
 
 unsafe extern "C" fn readwritev(
@@ -537,7 +528,7 @@ unsafe extern "C" fn compwrite(
         data: 0,
     };
     // SAFETY: the caller's arguments, as fi_compare_atomic documents them.
-    unsafe { call("fi_compare_atomic", ep, c) }
+    unsafe { call("fi_compare_atomic", ep, c, false) }
 }
 
 unsafe extern "C" fn compwritev(
