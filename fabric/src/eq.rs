@@ -69,4 +69,13 @@ impl EventQueue {
     pub fn signal(&self) {
         self.inner.ops.signal()
     }
+
+    /// Queue an event of the application's own (`fi_eq_write`): `event` (such
+    /// as libfabric's `FI_NOTIFY`, 0) and a copy of `data`, after everything
+    /// queued so far. A read returns it as [`EqEvent::User`], wakes a blocked
+    /// [`EventQueue::sread`] like any event. `Err(NoSys)` if the provider's
+    /// queues take no application events.
+    pub fn write(&self, event: u32, data: &[u8]) -> Result<()> {
+        self.inner.ops.write(EqEvent::User { event, data: data.to_vec() })
+    }
 }

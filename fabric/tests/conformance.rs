@@ -176,6 +176,7 @@ macro_rules! conformance_suite {
                     signal_wakes_sread,
                     read_batch,
                     eq_sread_times_out,
+                    eq_write_reads_back,
                     counters_count_completions,
                     counter_wait,
                     sread_reports_error_at_head,

@@ -14,11 +14,21 @@ pub(crate) struct Cntr {
     c: abi::fid_cntr,
     /// The provider's counter.
     pub(crate) ops: Arc<dyn CntrOps>,
+    /// The endpoints bound to it.
+    pub(crate) refs: fid::Refs,
+    /// Its hold on the domain.
+    _domain: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_cntr`, whose first field is `struct fid`.
 unsafe impl CObject for Cntr {
     const CLASS: usize = abi::FI_CLASS_CNTR;
+}
+
+impl fid::Parent for Cntr {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close);
@@ -64,6 +74,8 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
                 ops: &CNTR_OPS as *const _ as *mut _,
             },
             ops,
+            refs: fid::Refs::default(),
+            _domain: d.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(cntr, obj) }
@@ -73,10 +85,7 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
-        match unsafe { fid::reclaim::<Cntr>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Cntr>(f) }
     })
 }
 

@@ -23,11 +23,21 @@ pub(crate) struct Cq {
     format: abi::fi_cq_format,
     /// Whether the queue has a wait object (`fi_cq_sread` allowed).
     wait: bool,
+    /// The endpoints bound to it.
+    pub(crate) refs: fid::Refs,
+    /// Its hold on the domain.
+    _domain: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_cq`, whose first field is `struct fid`.
 unsafe impl CObject for Cq {
     const CLASS: usize = abi::FI_CLASS_CQ;
+}
+
+impl fid::Parent for Cq {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, control);
@@ -84,6 +94,8 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
             ops,
             format: cformat,
             wait: wait_obj != WaitObj::None,
+            refs: fid::Refs::default(),
+            _domain: d.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(cq, obj) }
@@ -93,10 +105,7 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
-        match unsafe { fid::reclaim::<Cq>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Cq>(f) }
     })
 }
 

@@ -17,11 +17,21 @@ pub(crate) struct Domain {
     pub(crate) ops: Arc<dyn DomainOps>,
     /// The entry it was opened with.
     pub(crate) info: Info,
+    /// Its open endpoints, queues, counters, address vectors and regions.
+    pub(crate) refs: fid::Refs,
+    /// Its hold on the fabric.
+    _fabric: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_domain`, whose first field is `struct fid`.
 unsafe impl CObject for Domain {
     const CLASS: usize = abi::FI_CLASS_DOMAIN;
+}
+
+impl fid::Parent for Domain {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, fid::no_control);
@@ -90,6 +100,8 @@ pub(crate) unsafe extern "C" fn fi_domain2(
             },
             ops,
             info,
+            refs: fid::Refs::default(),
+            _fabric: f.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(domain, obj) }
@@ -99,10 +111,7 @@ pub(crate) unsafe extern "C" fn fi_domain2(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
-        match unsafe { fid::reclaim::<Domain>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Domain>(f) }
     })
 }
 

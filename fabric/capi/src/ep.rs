@@ -48,6 +48,10 @@ pub(crate) struct Ep {
     min_multi_recv: AtomicUsize,
     /// The object map of the bound event queue, to forget this endpoint at close.
     eq_fids: Mutex<Option<Arc<crate::eq::Fids>>>,
+    /// Its holds on the queues, counters and address vector bound to it.
+    bound: Mutex<Vec<fid::Hold>>,
+    /// Its hold on the domain.
+    _domain: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_ep`, whose first field is `struct fid`.
@@ -69,6 +73,11 @@ impl Ep {
     /// The caller's flags of a `*msg` transmit, as posted.
     pub(crate) fn tx_msg(&self, flags: u64) -> OpFlags {
         OpFlags::from_bits_truncate(flags) | OpFlags::from_bits_retain(self.tx_msg_flags.load(Ordering::Relaxed))
+    }
+
+    /// Keep `refs`' object open while this endpoint is (it was bound).
+    fn hold(&self, refs: &fid::Refs) {
+        self.bound.lock().unwrap_or_else(|p| p.into_inner()).push(refs.hold());
     }
 
     /// The caller's flags of a `*msg` receive, as posted.
@@ -178,6 +187,8 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),
             min_multi_recv: AtomicUsize::new(0),
             eq_fids: Mutex::new(None),
+            bound: Mutex::new(Vec::new()),
+            _domain: d.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(ep, obj) }
@@ -224,6 +235,7 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
                 if let Err(err) = e.ops.bind_cq(&cq.ops, b) {
                     return fid::err(err);
                 }
+                e.hold(&cq.refs);
                 let sel = b.contains(BindFlags::SELECTIVE_COMPLETION);
                 let always = if sel { 0 } else { OpFlags::COMPLETION.bits() };
                 if b.contains(BindFlags::TRANSMIT) {
@@ -243,7 +255,11 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
             abi::FI_CLASS_AV => {
                 // SAFETY: class-checked.
                 let Some(av) = (unsafe { fid::get::<crate::av::Av>(bv) }) else { return EINVAL };
-                fid::ret(e.ops.bind_av(&av.ops))
+                if let Err(err) = e.ops.bind_av(&av.ops) {
+                    return fid::err(err);
+                }
+                e.hold(&av.refs);
+                0
             }
             abi::FI_CLASS_EQ => {
                 // SAFETY: class-checked.
@@ -251,6 +267,7 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
                 if let Err(err) = e.ops.bind_eq(&eq.ops) {
                     return fid::err(err);
                 }
+                e.hold(&eq.refs);
                 eq.fids.add(e.ops.fid(), f);
                 *e.eq_fids.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&eq.fids));
                 0
@@ -258,7 +275,11 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
             abi::FI_CLASS_CNTR => {
                 // SAFETY: class-checked.
                 let Some(c) = (unsafe { fid::get::<crate::cntr::Cntr>(bv) }) else { return EINVAL };
-                fid::ret(e.ops.bind_cntr(&c.ops, b))
+                if let Err(err) = e.ops.bind_cntr(&c.ops, b) {
+                    return fid::err(err);
+                }
+                e.hold(&c.refs);
+                0
             }
             _ => EINVAL,
         }
@@ -379,6 +400,10 @@ unsafe extern "C" fn rx_ctx(
     ENOSYS
 }
 
-unsafe extern "C" fn size_left(_ep: *mut abi::fid_ep) -> isize {
-    ENOSYS as isize
+/// `fi_rx_size_left`, `fi_tx_size_left`: `-FI_ENOSYS`, as libfabric 1.17's
+/// rxm and shm answer (no provider here counts its free slots); `-FI_EINVAL`
+/// for a fid that is not an endpoint.
+unsafe extern "C" fn size_left(ep_: *mut abi::fid_ep) -> isize {
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep("fi_size_left", ep_, EINVAL as isize, |_| ENOSYS as isize) }
 }

@@ -1,8 +1,9 @@
 //! Atomic operations (`struct fi_ops_atomic`): `fi_atomic`, `fi_fetch_atomic`,
-//! `fi_compare_atomic` and their `v`/`msg` forms (one `fi_ioc` each: a
-//! provider's atomic takes one operand buffer), and the `*valid` queries.
-//! `fi_inject_atomic` answers `-FI_ENOSYS` (the provider contract has no
-//! copy-at-once atomic).
+//! `fi_compare_atomic`, their `v`/`msg` forms, `fi_inject_atomic`, and the
+//! `*valid` queries. A provider's atomic takes one piece per buffer: operands
+//! over several `fi_ioc`s are gathered on the stack (the provider copies them
+//! during the call, as for `FI_INJECT`), results over several must follow each
+//! other in memory (`-FI_EINVAL` otherwise).
 
 use crate::abi;
 use crate::ep::{with_ep, Ep};
@@ -56,12 +57,38 @@ struct Call {
     data: u64,
 }
 
-/// Post `c` on `e` with `flags`.
+impl Call {
+    /// A plain atomic (`fi_atomic`, `fi_inject_atomic`).
+    #[allow(clippy::too_many_arguments)]
+    fn plain(
+        op: abi::fi_op,
+        datatype: abi::fi_datatype,
+        count: usize,
+        operand: *const c_void,
+        peer: u64,
+        addr: u64,
+        key: u64,
+        context: *mut c_void,
+    ) -> Call {
+        let (compare, result, data) = (std::ptr::null(), std::ptr::null_mut(), 0);
+        Call { kind: AtomicKind::Plain, op, datatype, count, operand, compare, result, peer, addr, key, context, data }
+    }
+}
+
+/// Bytes the operands of several `fi_ioc`s may take once gathered: the most one
+/// atomic covers (`fi_atomicvalid`'s count times the element size) on every
+/// provider here.
+const GATHER_MAX: usize = 4096;
+
+/// Post `c` on `e` with `flags`. With `FI_INJECT` in `flags` (at most
+/// `inject_size` bytes, `-FI_EINVAL` beyond) or `copy`, the provider copies the
+/// operands before returning; an inject without `FI_COMPLETION` reports nothing.
 ///
 /// # Safety
 /// The operand and compare buffers (`count` elements) stay valid for reads,
-/// the result buffer for writes, until the completion.
-unsafe fn post(e: &Ep, c: &Call, flags: OpFlags) -> isize {
+/// the result buffer for writes, until the completion (the operands only during
+/// the call with `copy` or `FI_INJECT`).
+unsafe fn post(e: &Ep, c: &Call, flags: OpFlags, copy: bool) -> isize {
     let Some((op, datatype)) = op_type(c.datatype, c.op) else {
         return EINVAL as isize;
     };
@@ -76,6 +103,10 @@ unsafe fn post(e: &Ep, c: &Call, flags: OpFlags) -> isize {
         || (c.kind == AtomicKind::Compare && c.compare.is_null())
         || (c.kind != AtomicKind::Plain && c.result.is_null())
     {
+        return EINVAL as isize;
+    }
+    let inject = flags.contains(OpFlags::INJECT);
+    if inject && bytes > e.inject_size {
         return EINVAL as isize;
     }
     let piece = |p: *const c_void, on: bool| IoVec { base: p as *mut u8, len: if on { bytes } else { 0 } };
@@ -93,47 +124,210 @@ unsafe fn post(e: &Ep, c: &Call, flags: OpFlags) -> isize {
         user_context: c.context as u64,
     };
     let _ = c.data;
+    if inject || copy {
+        let silent = inject && !flags.contains(OpFlags::COMPLETION);
+        // SAFETY: the operands are valid during the call, the result until
+        // completion (libfabric's rule).
+        return fid::sret(unsafe { e.ops.inject_atomic(&d, silent) });
+    }
     // SAFETY: the caller's buffers, valid until completion (libfabric's rule).
     fid::sret(unsafe { e.ops.post_atomic(&d, flags) })
 }
 
-/// Run `c` on the endpoint behind `ep_` with its default transmit flags.
+/// Run `c` on the endpoint behind `ep_` with its default transmit flags, or
+/// as `fi_inject_atomic` (`FI_INJECT` alone: no completion) with `inject`.
 ///
 /// # Safety
 /// As [`post`]; `ep_` NULL or a live fid.
-unsafe fn call(what: &str, ep_: *mut abi::fid_ep, c: Call) -> isize {
+unsafe fn call(what: &str, ep_: *mut abi::fid_ep, c: Call, inject: bool) -> isize {
     let f = |e: &Ep| {
+        let flags = if inject { OpFlags::INJECT } else { e.tx_flags() };
         // SAFETY: the caller's buffers, as above.
-        unsafe { post(e, &c, e.tx_flags()) }
+        unsafe { post(e, &c, flags, false) }
     };
     // SAFETY: the caller's endpoint.
     unsafe { with_ep(what, ep_, EINVAL as isize, f) }
 }
 
-/// The one `fi_ioc` of a `v` or `msg` form: its address and count.
-///
-/// # Safety
-/// `ioc` NULL or valid for `n` entries.
-unsafe fn one_ioc(ioc: *const abi::fi_ioc, n: usize) -> Option<(*mut c_void, usize)> {
-    if n != 1 || ioc.is_null() {
-        return None;
-    }
-    // SAFETY: one readable entry (checked).
-    let v = unsafe { ioc.read_unaligned() };
-    Some((v.addr, v.count))
+/// The `fi_ioc`s of one buffer of a `v` or `msg` call (`n` entries at `p`).
+#[derive(Clone, Copy)]
+struct Iocs {
+    p: *const abi::fi_ioc,
+    n: usize,
 }
 
-/// Post a `struct fi_msg_atomic` with optional compare and result iocs.
+impl Iocs {
+    /// Entry `i`.
+    ///
+    /// # Safety
+    /// `p` valid for `n > i` entries.
+    unsafe fn at(&self, i: usize) -> abi::fi_ioc {
+        // SAFETY: as the caller guarantees.
+        unsafe { self.p.add(i).read_unaligned() }
+    }
+
+    /// Whether there are 1 to `limit` entries at a non-NULL `p`.
+    fn usable(&self, limit: usize) -> bool {
+        !self.p.is_null() && self.n >= 1 && self.n <= limit
+    }
+
+    /// The operands as one piece of `(address, elements)` of `size` bytes each:
+    /// one entry in place, several gathered into `buf` (`copied` set); `None`
+    /// for no entries, more than `limit`, or more than `buf` holds.
+    ///
+    /// # Safety
+    /// `p` NULL or valid for `n` entries, each readable for its elements.
+    unsafe fn gather(
+        &self,
+        limit: usize,
+        size: usize,
+        buf: &mut [u8],
+        copied: &mut bool,
+    ) -> Option<(*const c_void, usize)> {
+        if !self.usable(limit) {
+            return None;
+        }
+        if self.n == 1 {
+            // SAFETY: one entry (checked).
+            let v = unsafe { self.at(0) };
+            return Some((v.addr, v.count));
+        }
+        let (mut count, mut off) = (0usize, 0usize);
+        for i in 0..self.n {
+            // SAFETY: `i < n` entries.
+            let v = unsafe { self.at(i) };
+            let len = v.count.checked_mul(size)?;
+            let end = off.checked_add(len).filter(|&e| e <= buf.len())?;
+            if len > 0 {
+                if v.addr.is_null() {
+                    return None;
+                }
+                // SAFETY: the caller's entry is readable for `len` bytes; `buf`
+                // has room up to `end` (checked).
+                unsafe { std::ptr::copy_nonoverlapping(v.addr as *const u8, buf[off..end].as_mut_ptr(), len) };
+            }
+            count += v.count;
+            off = end;
+        }
+        *copied = true;
+        Some((buf.as_ptr() as *const c_void, count))
+    }
+
+    /// The result buffers as one piece: one entry, or several that follow each
+    /// other in memory (the provider writes one piece); `None` otherwise.
+    ///
+    /// # Safety
+    /// `p` NULL or valid for `n` entries.
+    unsafe fn adjacent(&self, limit: usize, size: usize) -> Option<(*mut c_void, usize)> {
+        if !self.usable(limit) {
+            return None;
+        }
+        // SAFETY: at least one entry (checked).
+        let first = unsafe { self.at(0) };
+        let mut count = first.count;
+        for i in 1..self.n {
+            // SAFETY: `i < n` entries.
+            let v = unsafe { self.at(i) };
+            let next = (first.addr as usize).checked_add(count.checked_mul(size)?)?;
+            if v.addr as usize != next {
+                return None;
+            }
+            count = count.checked_add(v.count)?;
+        }
+        Some((first.addr, count))
+    }
+}
+
+/// What a `v` or `msg` call names besides its local buffers.
+struct Target {
+    op: abi::fi_op,
+    datatype: abi::fi_datatype,
+    peer: u64,
+    addr: u64,
+    key: u64,
+    /// Elements at `addr` (the `msg` forms' `fi_rma_ioc`), if the call says.
+    count: Option<usize>,
+    context: *mut c_void,
+    data: u64,
+}
+
+/// Post a call whose local buffers are `fi_ioc`s: operands over several are
+/// gathered (and copied by the provider during the call), results over
+/// several must follow each other in memory; every side must name the same
+/// number of elements, at most `fi_atomicvalid`'s, in at most `tx_iov_limit`
+/// entries. `-FI_EINVAL` otherwise.
 ///
 /// # Safety
-/// As [`post`], for the message's buffers.
+/// As [`post`], for the iocs' buffers; each `Iocs` NULL or valid for its
+/// entries.
+unsafe fn post_iocs(
+    e: &Ep,
+    kind: AtomicKind,
+    t: &Target,
+    operand: Iocs,
+    compare: Iocs,
+    result: Iocs,
+    flags: OpFlags,
+) -> isize {
+    let Some((_, datatype)) = op_type(t.datatype, t.op) else {
+        return EINVAL as isize;
+    };
+    let (size, limit) = (datatype.size(), e.tx_iov_limit);
+    let mut bufs = [[0u8; GATHER_MAX]; 2];
+    let [obuf, cbuf] = &mut bufs;
+    let mut copy = false;
+    // SAFETY: the caller's operand iocs.
+    let Some((op_buf, count)) = (unsafe { operand.gather(limit, size, obuf, &mut copy) }) else {
+        return EINVAL as isize;
+    };
+    let cmp = match kind {
+        // SAFETY: the caller's compare iocs.
+        AtomicKind::Compare => match unsafe { compare.gather(limit, size, cbuf, &mut copy) } {
+            Some((p, n)) if n == count => p,
+            _ => return EINVAL as isize,
+        },
+        _ => std::ptr::null(),
+    };
+    let res = match kind {
+        AtomicKind::Plain => std::ptr::null_mut(),
+        // SAFETY: the caller's result iocs.
+        _ => match unsafe { result.adjacent(limit, size) } {
+            Some((p, n)) if n == count => p,
+            _ => return EINVAL as isize,
+        },
+    };
+    if t.count.is_some_and(|n| n != count) {
+        return EINVAL as isize;
+    }
+    let c = Call {
+        kind,
+        op: t.op,
+        datatype: t.datatype,
+        count,
+        operand: op_buf,
+        compare: cmp,
+        result: res,
+        peer: t.peer,
+        addr: t.addr,
+        key: t.key,
+        context: t.context,
+        data: t.data,
+    };
+    // SAFETY: the caller's buffers (gathered ones live through the call).
+    unsafe { post(e, &c, flags, copy) }
+}
+
+/// Post a `struct fi_msg_atomic` with its compare and result iocs.
+///
+/// # Safety
+/// As [`post_iocs`], for the message's buffers.
 unsafe fn call_msg(
     what: &str,
     ep_: *mut abi::fid_ep,
     kind: AtomicKind,
     msg: *const abi::fi_msg_atomic,
-    compare: (*const abi::fi_ioc, usize),
-    result: (*const abi::fi_ioc, usize),
+    compare: Iocs,
+    result: Iocs,
     flags: u64,
 ) -> isize {
     let f = |e: &Ep| {
@@ -141,50 +335,37 @@ unsafe fn call_msg(
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL as isize;
         };
-        // SAFETY: the message's iocs.
-        let Some((operand, count)) = (unsafe { one_ioc(m.msg_iov, m.iov_count) }) else {
-            return EINVAL as isize;
-        };
         if m.rma_iov_count != 1 || m.rma_iov.is_null() {
             return EINVAL as isize;
         }
         // SAFETY: one remote piece (checked).
         let r = unsafe { m.rma_iov.read_unaligned() };
-        let cmp = match kind {
-            // SAFETY: the caller's compare iocs.
-            AtomicKind::Compare => match unsafe { one_ioc(compare.0, compare.1) } {
-                Some((p, _)) => p as *const c_void,
-                None => return EINVAL as isize,
-            },
-            _ => std::ptr::null(),
-        };
-        let res = match kind {
-            AtomicKind::Plain => std::ptr::null_mut(),
-            // SAFETY: the caller's result iocs.
-            _ => match unsafe { one_ioc(result.0, result.1) } {
-                Some((p, _)) => p,
-                None => return EINVAL as isize,
-            },
-        };
-        if r.count != count {
-            return EINVAL as isize;
-        }
-        let c = Call {
-            kind,
+        let t = Target {
             op: m.op,
             datatype: m.datatype,
-            count,
-            operand,
-            compare: cmp,
-            result: res,
             peer: m.addr,
             addr: r.addr,
             key: r.key,
+            count: Some(r.count),
             context: m.context,
             data: m.data,
         };
+        let operand = Iocs { p: m.msg_iov, n: m.iov_count };
         // SAFETY: the caller's buffers, as above.
-        unsafe { post(e, &c, e.tx_msg(flags)) }
+        unsafe { post_iocs(e, kind, &t, operand, compare, result, e.tx_msg(flags)) }
+    };
+    // SAFETY: the caller's endpoint.
+    unsafe { with_ep(what, ep_, EINVAL as isize, f) }
+}
+
+/// Post a `v` call (`fi_atomicv`, `fi_fetch_atomicv`, `fi_compare_atomicv`).
+///
+/// # Safety
+/// As [`post_iocs`]; `ep_` NULL or a live fid.
+unsafe fn call_v(what: &str, ep_: *mut abi::fid_ep, kind: AtomicKind, t: Target, iocs: [Iocs; 3]) -> isize {
+    let f = |e: &Ep| {
+        // SAFETY: the caller's buffers, as above.
+        unsafe { post_iocs(e, kind, &t, iocs[0], iocs[1], iocs[2], e.tx_flags()) }
     };
     // SAFETY: the caller's endpoint.
     unsafe { with_ep(what, ep_, EINVAL as isize, f) }
@@ -202,22 +383,9 @@ unsafe extern "C" fn write(
     op: abi::fi_op,
     context: *mut c_void,
 ) -> isize {
-    let c = Call {
-        kind: AtomicKind::Plain,
-        op,
-        datatype,
-        count,
-        operand: buf,
-        compare: std::ptr::null(),
-        result: std::ptr::null_mut(),
-        peer: dest,
-        addr,
-        key,
-        context,
-        data: 0,
-    };
+    let c = Call::plain(op, datatype, count, buf, dest, addr, key, context);
     // SAFETY: the caller's arguments, as fi_atomic documents them.
-    unsafe { call("fi_atomic", ep, c) }
+    unsafe { call("fi_atomic", ep, c, false) }
 }
 
 unsafe extern "C" fn writev(
@@ -232,35 +400,34 @@ unsafe extern "C" fn writev(
     op: abi::fi_op,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the caller's iocs.
-    let Some((buf, n)) = (unsafe { one_ioc(iov, count) }) else {
-        return EINVAL as isize;
-    };
+    let t = Target { op, datatype, peer: dest, addr, key, count: None, context, data: 0 };
+    let none = Iocs { p: std::ptr::null(), n: 0 };
     // SAFETY: the caller's arguments, as fi_atomicv documents them.
-    unsafe { write(ep, buf, n, std::ptr::null_mut(), dest, addr, key, datatype, op, context) }
+    unsafe { call_v("fi_atomicv", ep, AtomicKind::Plain, t, [Iocs { p: iov, n: count }, none, none]) }
 }
 
 unsafe extern "C" fn writemsg(ep: *mut abi::fid_ep, msg: *const abi::fi_msg_atomic, flags: u64) -> isize {
-    let none = (std::ptr::null(), 0);
+    let none = Iocs { p: std::ptr::null(), n: 0 };
     // SAFETY: the caller's arguments, as fi_atomicmsg documents them.
     unsafe { call_msg("fi_atomicmsg", ep, AtomicKind::Plain, msg, none, none, flags) }
 }
 
+/// `fi_inject_atomic`: the operand is copied before the call returns (at most
+/// `inject_size` bytes, `-FI_EINVAL` beyond) and no completion is reported.
 unsafe extern "C" fn inject(
     ep: *mut abi::fid_ep,
-    _buf: *const c_void,
-    _count: usize,
-    _dest: abi::fi_addr_t,
-    _addr: u64,
-    _key: u64,
-    _datatype: abi::fi_datatype,
-    _op: abi::fi_op,
+    buf: *const c_void,
+    count: usize,
+    dest: abi::fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: abi::fi_datatype,
+    op: abi::fi_op,
 ) -> isize {
-    // SAFETY: the caller's endpoint, class-checked.
-    if unsafe { crate::ep::ep(ep) }.is_none() {
-        return EINVAL as isize;
-    }
-    fid::serr(Error::NoSys)
+    let c = Call::plain(op, datatype, count, buf, dest, addr, key, std::ptr::null_mut());
+    // SAFETY: the caller's arguments, as fi_inject_atomic documents them (the
+    // operand is read during the call only).
+    unsafe { call("fi_inject_atomic", ep, c, true) }
 }
 
 unsafe extern "C" fn readwrite(
@@ -292,7 +459,7 @@ unsafe extern "C" fn readwrite(
         data: 0,
     };
     // SAFETY: the caller's arguments, as fi_fetch_atomic documents them.
-    unsafe { call("fi_fetch_atomic", ep, c) }
+    unsafe { call("fi_fetch_atomic", ep, c, false) }
 }
 
 unsafe extern "C" fn readwritev(
@@ -310,14 +477,10 @@ unsafe extern "C" fn readwritev(
     op: abi::fi_op,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the caller's iocs.
-    let (Some((buf, n)), Some((res, _))) = (unsafe { one_ioc(iov, count) }, unsafe { one_ioc(resultv, result_count) })
-    else {
-        return EINVAL as isize;
-    };
-    let nul = std::ptr::null_mut();
+    let t = Target { op, datatype, peer: dest, addr, key, count: None, context, data: 0 };
+    let iocs = [Iocs { p: iov, n: count }, Iocs { p: std::ptr::null(), n: 0 }, Iocs { p: resultv, n: result_count }];
     // SAFETY: the caller's arguments, as fi_fetch_atomicv documents them.
-    unsafe { readwrite(ep, buf, n, nul, res, nul, dest, addr, key, datatype, op, context) }
+    unsafe { call_v("fi_fetch_atomicv", ep, AtomicKind::Fetch, t, iocs) }
 }
 
 unsafe extern "C" fn readwritemsg(
@@ -328,8 +491,8 @@ unsafe extern "C" fn readwritemsg(
     result_count: usize,
     flags: u64,
 ) -> isize {
-    let none = (std::ptr::null(), 0);
-    let res = (resultv as *const abi::fi_ioc, result_count);
+    let none = Iocs { p: std::ptr::null(), n: 0 };
+    let res = Iocs { p: resultv, n: result_count };
     // SAFETY: the caller's arguments, as fi_fetch_atomicmsg documents them.
     unsafe { call_msg("fi_fetch_atomicmsg", ep, AtomicKind::Fetch, msg, none, res, flags) }
 }
@@ -365,7 +528,7 @@ unsafe extern "C" fn compwrite(
         data: 0,
     };
     // SAFETY: the caller's arguments, as fi_compare_atomic documents them.
-    unsafe { call("fi_compare_atomic", ep, c) }
+    unsafe { call("fi_compare_atomic", ep, c, false) }
 }
 
 unsafe extern "C" fn compwritev(
@@ -386,14 +549,11 @@ unsafe extern "C" fn compwritev(
     op: abi::fi_op,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the caller's iocs.
-    let iocs = unsafe { (one_ioc(iov, count), one_ioc(comparev, compare_count), one_ioc(resultv, result_count)) };
-    let (Some((buf, n)), Some((cmp, _)), Some((res, _))) = iocs else {
-        return EINVAL as isize;
-    };
-    let nul = std::ptr::null_mut();
+    let t = Target { op, datatype, peer: dest, addr, key, count: None, context, data: 0 };
+    let iocs =
+        [Iocs { p: iov, n: count }, Iocs { p: comparev, n: compare_count }, Iocs { p: resultv, n: result_count }];
     // SAFETY: the caller's arguments, as fi_compare_atomicv documents them.
-    unsafe { compwrite(ep, buf, n, nul, cmp, nul, res, nul, dest, addr, key, datatype, op, context) }
+    unsafe { call_v("fi_compare_atomicv", ep, AtomicKind::Compare, t, iocs) }
 }
 
 unsafe extern "C" fn compwritemsg(
@@ -407,8 +567,8 @@ unsafe extern "C" fn compwritemsg(
     result_count: usize,
     flags: u64,
 ) -> isize {
-    let cmp = (comparev, compare_count);
-    let res = (resultv as *const abi::fi_ioc, result_count);
+    let cmp = Iocs { p: comparev, n: compare_count };
+    let res = Iocs { p: resultv, n: result_count };
     // SAFETY: the caller's arguments, as fi_compare_atomicmsg documents them.
     unsafe { call_msg("fi_compare_atomicmsg", ep, AtomicKind::Compare, msg, cmp, res, flags) }
 }

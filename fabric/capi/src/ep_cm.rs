@@ -228,6 +228,10 @@ pub(crate) struct Pep {
     pub(crate) ops: Arc<dyn PassiveEpOps>,
     /// The object map of the bound event queue.
     eq_fids: Mutex<Option<Arc<crate::eq::Fids>>>,
+    /// Its hold on the bound event queue.
+    bound_eq: Mutex<Option<fid::Hold>>,
+    /// Its hold on the fabric.
+    _fabric: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_pep`, whose first field is `struct fid`.
@@ -291,6 +295,8 @@ pub(crate) unsafe extern "C" fn fi_passive_ep(
             },
             ops,
             eq_fids: Mutex::new(None),
+            bound_eq: Mutex::new(None),
+            _fabric: f.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(pep, obj) }
@@ -330,6 +336,7 @@ unsafe extern "C" fn pep_bind(f: *mut abi::fid, bfid: *mut abi::fid, _flags: u64
         }
         eq.fids.add(p.ops.fid(), f);
         *p.eq_fids.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&eq.fids));
+        *p.bound_eq.lock().unwrap_or_else(|e| e.into_inner()) = Some(eq.refs.hold());
         0
     })
 }

@@ -1,6 +1,7 @@
 //! `fi_eq_open` and the event queue (`struct fid_eq`): connection events as
 //! `struct fi_eq_cm_entry` (a connection request's `fi_info` allocated for the
-//! caller, who frees it with `fi_freeinfo`), errors as `struct fi_eq_err_entry`.
+//! caller, who frees it with `fi_freeinfo`), errors as `struct fi_eq_err_entry`,
+//! the application's own events (`fi_eq_write`) as the bytes it wrote.
 
 use crate::fabric::Fabric;
 use crate::fid::{self, CObject, EINVAL};
@@ -42,11 +43,21 @@ pub(crate) struct Eq {
     pub(crate) fids: Arc<Fids>,
     /// The error data of the last `fi_eq_readerr`, valid until the next read.
     err_data: Mutex<Vec<u8>>,
+    /// The endpoints bound to it.
+    pub(crate) refs: fid::Refs,
+    /// Its hold on the fabric.
+    _fabric: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_eq`, whose first field is `struct fid`.
 unsafe impl CObject for Eq {
     const CLASS: usize = abi::FI_CLASS_EQ;
+}
+
+impl fid::Parent for Eq {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, control);
@@ -94,6 +105,8 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
             ops,
             fids: Arc::default(),
             err_data: Mutex::new(Vec::new()),
+            refs: fid::Refs::default(),
+            _fabric: f.refs.hold(),
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(eq, obj) }
@@ -103,10 +116,7 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: the caller's fid, class-checked.
-        match unsafe { fid::reclaim::<Eq>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Eq>(f) }
     })
 }
 
@@ -142,6 +152,14 @@ unsafe fn deliver(q: &Eq, ev: EqEvent, event: *mut u32, buf: *mut c_void, len: u
     }
     let c_fid = q.fids.get(ev.fid());
     let (code, info, data) = match ev {
+        EqEvent::User { event: code, data } => {
+            // SAFETY: NULL or the caller's event out-pointer.
+            unsafe { fid::put(event, code) };
+            let n = data.len().min(len);
+            // SAFETY: `buf` has room for `len >= n` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf as *mut u8, n) };
+            return n as isize;
+        }
         EqEvent::ConnReq { info, data, .. } => {
             // SAFETY: `to_c` hands over a new fi_info the caller frees.
             let i = match unsafe { crate::ep_cm::connreq_info(&info) } {
@@ -250,9 +268,31 @@ unsafe extern "C" fn readerr(eq: *mut abi::fid_eq, buf: *mut abi::fi_eq_err_entr
     })
 }
 
-/// `fi_eq_write`: fabric's event queues carry provider events only.
-unsafe extern "C" fn write(_eq: *mut abi::fid_eq, _event: u32, _buf: *const c_void, _len: usize, _flags: u64) -> isize {
-    fid::serr(Error::NoSys)
+/// `fi_eq_write`: the caller's event and a copy of its `len` bytes, queued
+/// after everything queued so far (as libfabric's `util_eq`, whether or not the
+/// queue was opened with `FI_WRITE`; `flags` are not used); a read returns the
+/// event number and the bytes (truncated to the reader's buffer). Returns
+/// `len`; `-FI_EINVAL` for a NULL buffer of non-zero length.
+unsafe extern "C" fn write(eq: *mut abi::fid_eq, event: u32, buf: *const c_void, len: usize, _flags: u64) -> isize {
+    guard("fi_eq_write", EINVAL as isize, || {
+        // SAFETY: the caller's queue, class-checked.
+        let Some(q) = (unsafe { fid::get::<Eq>(eq as *const c_void) }) else {
+            return EINVAL as isize;
+        };
+        if (buf.is_null() && len > 0) || len > isize::MAX as usize {
+            return EINVAL as isize;
+        }
+        let data = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the caller's buffer, readable for `len` bytes (non-NULL).
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
+        };
+        match q.ops.write(EqEvent::User { event, data }) {
+            Ok(()) => len as isize,
+            Err(e) => fid::serr(e),
+        }
+    })
 }
 
 unsafe extern "C" fn strerror(

@@ -18,11 +18,19 @@ pub(crate) struct Fabric {
     pub(crate) ops: Arc<dyn FabricOps>,
     /// The entry the fabric was found by.
     pub(crate) info: Info,
+    /// Its open domains, event queues and passive endpoints.
+    pub(crate) refs: fid::Refs,
 }
 
 // SAFETY: repr(C), first field `fid_fabric`, whose first field is `struct fid`.
 unsafe impl CObject for Fabric {
     const CLASS: usize = abi::FI_CLASS_FABRIC;
+}
+
+impl fid::Parent for Fabric {
+    fn refs(&self) -> &fid::Refs {
+        &self.refs
+    }
 }
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close);
@@ -90,6 +98,7 @@ pub unsafe extern "C" fn fabric_capi_fabric(
             prov,
             ops,
             info,
+            refs: fid::Refs::default(),
         };
         // SAFETY: non-NULL out-pointer (checked).
         unsafe { *fabric = fid::leak(obj) as *mut abi::fid_fabric };
@@ -100,10 +109,7 @@ pub unsafe extern "C" fn fabric_capi_fabric(
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
         // SAFETY: `f` is the caller's fid; its class is checked.
-        match unsafe { fid::reclaim::<Fabric>(f) } {
-            Some(_) => 0,
-            None => EINVAL,
-        }
+        unsafe { fid::close_parent::<Fabric>(f) }
     })
 }
 

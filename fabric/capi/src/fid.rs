@@ -7,11 +7,15 @@
 use crate::abi;
 use fabric_core::Error;
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// `-FI_EINVAL`.
 pub(crate) const EINVAL: c_int = -libc::EINVAL;
 /// `-FI_ENOSYS`.
 pub(crate) const ENOSYS: c_int = -libc::ENOSYS;
+/// `-FI_EBUSY`.
+pub(crate) const EBUSY: c_int = -libc::EBUSY;
 
 /// An error as a libfabric return value (a negative error number).
 pub(crate) fn err(e: Error) -> c_int {
@@ -85,6 +89,63 @@ pub(crate) unsafe fn reclaim<T: CObject>(fid: *mut abi::fid) -> Option<Box<T>> {
     unsafe { (*fid).fclass = abi::FI_CLASS_UNSPEC };
     // SAFETY: as above; the box is the one `leak` made.
     Some(unsafe { Box::from_raw(fid as *mut T) })
+}
+
+/// How many open objects depend on an object: those opened under it (a
+/// domain's endpoints, queues, counters, address vectors and regions; a
+/// fabric's domains, event queues and passive endpoints) and the endpoints
+/// bound to it (a queue, counter or address vector). As libfabric's
+/// `ofi_atomic` references: `fi_close` of the object answers `-FI_EBUSY`, and
+/// leaves it usable, while any is open.
+#[derive(Default)]
+pub(crate) struct Refs(Arc<AtomicUsize>);
+
+impl Refs {
+    /// One more dependent, until the [`Hold`] is dropped (with the object
+    /// holding it).
+    pub(crate) fn hold(&self) -> Hold {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        Hold(Arc::clone(&self.0))
+    }
+
+    /// Whether any dependent is open.
+    pub(crate) fn busy(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+}
+
+/// A dependent's reference on an object's [`Refs`], released on drop.
+pub(crate) struct Hold(Arc<AtomicUsize>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An object others depend on (see [`Refs`]).
+pub(crate) trait Parent: CObject {
+    /// Its dependents.
+    fn refs(&self) -> &Refs;
+}
+
+/// `fi_close` of an object others may depend on: `-FI_EBUSY` (the object left
+/// as it was) while any does, `-FI_EINVAL` for a wrong or closed fid, else the
+/// object is freed (releasing its own holds on its parent).
+///
+/// # Safety
+/// As [`reclaim`].
+pub(crate) unsafe fn close_parent<T: Parent>(f: *mut abi::fid) -> c_int {
+    // SAFETY: as the caller guarantees; class-checked.
+    match unsafe { get::<T>(f as *const c_void) } {
+        None => EINVAL,
+        Some(o) if o.refs().busy() => EBUSY,
+        // SAFETY: as above; the object is not used afterwards.
+        Some(_) => match unsafe { reclaim::<T>(f) } {
+            Some(_) => 0,
+            None => EINVAL,
+        },
+    }
 }
 
 /// The first steps of every open below a parent (`fi_domain`, `fi_endpoint`,

@@ -1,6 +1,7 @@
 //! Memory registration (`struct fi_ops_mr` of a domain): `fi_mr_reg`,
 //! `fi_mr_regv` (one piece), `fi_mr_regattr`, and the region (`struct fid_mr`,
-//! whose `mem_desc` and `key` C reads directly: `fi_mr_desc`, `fi_mr_key`).
+//! whose `mem_desc` and `key` C reads directly: `fi_mr_desc`, `fi_mr_key`;
+//! `fi_mr_refresh`).
 
 use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL};
@@ -16,6 +17,10 @@ pub(crate) struct Mr {
     c: abi::fid_mr,
     /// The provider's region.
     pub(crate) ops: Arc<dyn MrOps>,
+    /// The registered memory: its start and length.
+    region: (usize, usize),
+    /// Its hold on the domain.
+    _domain: fid::Hold,
 }
 
 // SAFETY: repr(C), first field `fid_mr`, whose first field is `struct fid`.
@@ -23,7 +28,7 @@ unsafe impl CObject for Mr {
     const CLASS: usize = abi::FI_CLASS_MR;
 }
 
-static FID_OPS: abi::fi_ops = fid::fi_ops!(close);
+static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, control);
 
 unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     guard("fi_close", EINVAL, || {
@@ -36,6 +41,45 @@ unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
         }
         // SAFETY: checked above.
         drop(unsafe { fid::reclaim::<Mr>(f) });
+        0
+    })
+}
+
+/// `fi_control`: `FI_REFRESH` (`fi_mr_refresh`). Registrations here are of
+/// host memory that the providers reach by its address, with nothing pinned or
+/// cached to update: a refresh of a live region succeeds without effect, once
+/// each `iovec` given is checked to lie inside the region (`-FI_EINVAL`
+/// otherwise, or for a NULL argument or flags). Other commands are
+/// `-FI_ENOSYS`.
+unsafe extern "C" fn control(f: *mut abi::fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard("fi_control", EINVAL, || {
+        // SAFETY: the caller's fid, class-checked.
+        let Some(m) = (unsafe { fid::get::<Mr>(f as *const c_void) }) else {
+            return EINVAL;
+        };
+        if command != abi::FI_REFRESH {
+            return fid::err(Error::NoSys);
+        }
+        // SAFETY: NULL or FI_REFRESH's `struct fi_mr_modify *`.
+        let Some(modify) = (unsafe { (arg as *const abi::fi_mr_modify).as_ref() }) else {
+            return EINVAL;
+        };
+        let (iov, count) = (modify.attr.mr_iov, modify.attr.iov_count);
+        if modify.flags != 0 || (iov.is_null() && count > 0) {
+            return EINVAL;
+        }
+        let (start, len) = m.region;
+        for i in 0..count {
+            // SAFETY: the caller's `count` iovecs (non-NULL, checked).
+            let v = unsafe { iov.add(i).read_unaligned() };
+            let inside = (v.iov_base as usize)
+                .checked_sub(start)
+                .and_then(|off| off.checked_add(v.iov_len))
+                .is_some_and(|end| end <= len);
+            if !inside {
+                return EINVAL;
+            }
+        }
         0
     })
 }
@@ -77,6 +121,8 @@ unsafe fn register(
             key: ops.key(),
         },
         ops,
+        region: (buf as usize, len),
+        _domain: d.refs.hold(),
     };
     // SAFETY: non-NULL out-pointer.
     unsafe { *mr = fid::leak(obj) as *mut abi::fid_mr };

@@ -6,7 +6,8 @@
 //! checkout; area `shared` when it is not there), compiled against the system's `<rdma/*.h>`, one
 //! thread driving two RDM endpoints; and `tests/c/objects.c`, the object calls
 //! one by one (bad input, tagged with data, cancel, peek/claim, wait objects,
-//! counters, MR, RMA, atomics); and `tests/c/alltoall.c`, eight endpoints of
+//! counters, MR, RMA, atomics, user EQ events, AV insertsvc/insertsym, close
+//! order); and `tests/c/alltoall.c`, eight endpoints of
 //! one process each sending to every other at once. Each skips (`fabric_testkit::skip`, area
 //! `libfabric`) when the program or the headers are missing.
 

@@ -128,6 +128,14 @@ pub enum EqEvent {
         /// The endpoint's id.
         fid: u64,
     },
+    /// An event the application wrote itself (`fi_eq_write`): its event number
+    /// (`FI_NOTIFY`, or any other) and its bytes, read back as they were written.
+    User {
+        /// The event number.
+        event: u32,
+        /// The event's bytes.
+        data: Vec<u8>,
+    },
 }
 
 impl EqEvent {
@@ -137,13 +145,24 @@ impl EqEvent {
             EqEvent::ConnReq { .. } => "FI_CONNREQ",
             EqEvent::Connected { .. } => "FI_CONNECTED",
             EqEvent::Shutdown { .. } => "FI_SHUTDOWN",
+            EqEvent::User { event, .. } => match event {
+                0 => "FI_NOTIFY",
+                1 => "FI_CONNREQ",
+                2 => "FI_CONNECTED",
+                3 => "FI_SHUTDOWN",
+                4 => "FI_MR_COMPLETE",
+                5 => "FI_AV_COMPLETE",
+                6 => "FI_JOIN_COMPLETE",
+                _ => "user event",
+            },
         }
     }
 
-    /// The id of the object the event is about.
+    /// The id of the object the event is about (0 for an application's event).
     pub fn fid(&self) -> u64 {
         match self {
             EqEvent::ConnReq { fid, .. } | EqEvent::Connected { fid, .. } | EqEvent::Shutdown { fid } => *fid,
+            EqEvent::User { .. } => 0,
         }
     }
 }

@@ -240,8 +240,14 @@ pub trait EqOps: Send + Sync {
     fn sread(&self, timeout: Option<Duration>) -> Result<EqEvent>;
     /// A file descriptor readable when the queue may have events.
     fn wait_fd(&self) -> Result<RawFd>;
-    /// Write an application event: not supported by built-in providers.
+    /// Wake a thread blocked in `sread`.
     fn signal(&self);
+    /// Queue an application's event (`fi_eq_write`) after everything queued so
+    /// far; a reader gets it back as it was written. `Err(NoSys)` by default.
+    fn write(&self, event: EqEvent) -> Result<()> {
+        let _ = event;
+        Err(crate::Error::NoSys)
+    }
 }
 
 /// A counter.
@@ -425,6 +431,18 @@ pub trait EndpointOps: Send + Sync {
     /// [`EndpointOps::post_recv`]'s, until the completion.
     unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
         let _ = (op, flags);
+        Err(crate::Error::OpNotSupp)
+    }
+    /// An atomic whose `operand` and `compare` are copied before the call
+    /// returns (`FI_INJECT`): with `silent` (`fi_inject_atomic`) nothing is
+    /// reported when it completes, else it completes as
+    /// [`EndpointOps::post_atomic`]'s.
+    ///
+    /// # Safety
+    /// `operand` and `compare` valid for reads during the call; `result` as
+    /// [`EndpointOps::post_atomic`]'s.
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
+        let _ = (op, silent);
         Err(crate::Error::OpNotSupp)
     }
     /// Cancel posted receives (and unsent sends, where the provider can) whose

@@ -164,6 +164,29 @@ pub fn eq_sread_times_out(prov: &'static str) {
     assert_eq!(eq.readerr().unwrap_err(), Error::Again);
 }
 
+/// Events the application writes come back in order, with their number and
+/// bytes, to `read`, `peek` and `sread`.
+pub fn eq_write_reads_back(prov: &'static str) {
+    let Some(info) = find_info(prov, EpType::Unspec, Caps::MSG) else { return };
+    let f = Fabric::open(&info).expect("open fabric");
+    let eq = f.eq(EqAttr::default()).expect("open eq");
+    eq.write(0, b"first").expect("write FI_NOTIFY");
+    eq.write(77, &[]).expect("write an empty event");
+    match eq.peek() {
+        Ok(EqEvent::User { event: 0, data }) => assert_eq!(data, b"first"),
+        other => panic!("peek: {other:?}"),
+    }
+    match eq.read() {
+        Ok(EqEvent::User { event: 0, data }) => assert_eq!(data, b"first"),
+        other => panic!("read: {other:?}"),
+    }
+    match eq.sread(None) {
+        Ok(EqEvent::User { event: 77, data }) => assert!(data.is_empty()),
+        other => panic!("sread: {other:?}"),
+    }
+    assert_eq!(eq.read().unwrap_err(), Error::Again);
+}
+
 /// Counters bound to endpoints count their successful and failed completions.
 pub fn counters_count_completions(prov: &'static str) {
     let counted = Opts { counter: true, ..Opts::default() };

@@ -796,7 +796,9 @@ impl ShmEp {
         Ok(())
     }
 
-    fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+    /// Post an atomic (its operands are copied at once: inline or through a
+    /// bounce buffer); with `silent` its completion is not reported.
+    fn atomic_common(&self, a: &AtomicDesc, silent: bool) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -807,7 +809,7 @@ impl ShmEp {
         }
         let mut g = self.lock();
         let g = &mut *g;
-        self.check_ready(g, true)?;
+        self.check_ready(g, !silent)?;
         let id = self.peer_for(g, a.addr)?;
         let mut local = [NULL_IOV; IOV_LIMIT];
         local[0] = IoVec { base: a.result.base, len: l.result };
@@ -819,7 +821,7 @@ impl ShmEp {
             len: l.target,
             iov: local,
             niov: usize::from(l.result > 0),
-            silent: false,
+            silent,
             sent: None,
         });
         let kind = match a.kind {
@@ -1970,7 +1972,12 @@ impl EndpointOps for ShmEp {
     }
 
     unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op)
+        self.atomic_common(op, false)
+    }
+
+    /// The operands are copied by every atomic here (`atomic_common`).
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
+        self.atomic_common(op, silent)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -1275,6 +1275,17 @@ impl TcpEp {
         }
     }
 
+    /// `atomic_common`, a peer out of reach reported as [`TcpEp::unreachable`]
+    /// does unless `silent` (then it is the call's error).
+    fn atomic_reported(&self, op: &fabric_core::prov::AtomicDesc, inject: bool, silent: bool) -> Result<()> {
+        let r = self.atomic_common(op, inject, silent);
+        if silent {
+            return r;
+        }
+        let dir = if op.kind == fabric_core::AtomicKind::Plain { Caps::WRITE } else { Caps::READ };
+        self.unreachable(r, op.context, Caps::ATOMIC | dir, op.rma.len)
+    }
+
     fn close_locked(&self, g: &mut Inner) {
         if g.closed {
             return;
@@ -1549,9 +1560,11 @@ impl EndpointOps for TcpEp {
     }
 
     unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, _flags: OpFlags) -> Result<()> {
-        let r = self.atomic_common(op);
-        let dir = if op.kind == fabric_core::AtomicKind::Plain { Caps::WRITE } else { Caps::READ };
-        self.unreachable(r, op.context, Caps::ATOMIC | dir, op.rma.len)
+        self.atomic_reported(op, false, false)
+    }
+
+    unsafe fn inject_atomic(&self, op: &fabric_core::prov::AtomicDesc, silent: bool) -> Result<()> {
+        self.atomic_reported(op, true, silent)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -746,7 +746,9 @@ impl UdpRdmEp {
         Ok(())
     }
 
-    fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+    /// Post an atomic; with `inject` its operands are copied now, with `silent`
+    /// its completion is not reported.
+    fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -758,9 +760,11 @@ impl UdpRdmEp {
         if l.operand > wire::ATOMIC_MAX || l.compare > wire::ATOMIC_MAX {
             return Err(Error::Inval);
         }
+        // SAFETY: the operands are valid for reads during the call (inject contract).
+        let owned = inject.then(|| unsafe { fabric_util::atomic::copy_operands(a, &l) });
         let mut g = self.lock();
         let g = &mut *g;
-        Self::check_ready(g, true)?;
+        Self::check_ready(g, !silent)?;
         let now = Instant::now();
         let peer = self.peer_for(g, a.addr, now)?;
         let mut src = [NULL_IOV; IOV_LIMIT];
@@ -775,11 +779,11 @@ impl UdpRdmEp {
             flags: Caps::ATOMIC | if a.kind == AtomicKind::Plain { Caps::WRITE } else { Caps::READ },
             len: l.target,
             src,
-            nsrc: 2,
+            nsrc: if owned.is_some() { 0 } else { 2 },
             dst,
             ndst: usize::from(l.result > 0),
-            owned: None,
-            silent: false,
+            owned,
+            silent,
             pending: 1,
             got: 0,
             err: None,
@@ -1594,7 +1598,11 @@ impl EndpointOps for UdpRdmEp {
     }
 
     unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op)
+        self.atomic_common(op, false, false)
+    }
+
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
+        self.atomic_common(op, true, silent)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -116,6 +116,24 @@ pub fn lens(op: AtomicOp, dt: Datatype, kind: AtomicKind, count: usize) -> Resul
     })
 }
 
+/// A copy of an atomic's operand then compare values (`l.operand` and
+/// `l.compare` bytes), for a provider that must let go of the caller's buffers
+/// when the call returns (`FI_INJECT`).
+///
+/// # Safety
+/// `a.operand` and `a.compare` are valid for reads of `l.operand` and
+/// `l.compare` bytes.
+pub unsafe fn copy_operands(a: &fabric_core::prov::AtomicDesc, l: &AtomicLens) -> Vec<u8> {
+    let mut v = Vec::with_capacity(l.operand + l.compare);
+    for (p, n) in [(a.operand.base, l.operand), (a.compare.base, l.compare)] {
+        if n > 0 {
+            // SAFETY: as the caller guarantees; `n > 0`, so `p` is a real buffer.
+            v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, n) });
+        }
+    }
+    v
+}
+
 /// Apply `op` element-wise to the `count` elements of type `dt` at `target`,
 /// writing each element's prior value into `result` for `Fetch` and `Compare`
 /// calls. The [module documentation](self) gives the semantics.

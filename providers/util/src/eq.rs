@@ -192,6 +192,12 @@ impl EqOps for UtilEq {
     fn signal(&self) {
         self.waiter.interrupt();
     }
+
+    /// Queue the application's event like a provider's (`fi_eq_write`).
+    fn write(&self, event: EqEvent) -> Result<()> {
+        self.push(event);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -317,6 +323,23 @@ mod tests {
         assert!(took < Duration::from_secs(5));
         // Consumed: the next sread waits (and times out) again.
         assert_eq!(fid_of(q.sread(Some(Duration::from_millis(10)))), Err(Error::Again));
+    }
+
+    #[test]
+    fn written_events_keep_their_bytes_and_order() {
+        let q = eq();
+        q.push(connected(1));
+        q.write(EqEvent::User { event: 0, data: b"note".to_vec() }).unwrap();
+        assert_eq!(fid_of(q.read()), Ok(1));
+        match q.peek() {
+            Ok(EqEvent::User { event: 0, data }) => assert_eq!(data, b"note"),
+            other => panic!("unexpected {other:?}"),
+        }
+        match q.read() {
+            Ok(e @ EqEvent::User { .. }) => assert_eq!((e.name(), e.fid()), ("FI_NOTIFY", 0)),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(fid_of(q.read()), Err(Error::Again));
     }
 
     /// A passive endpoint stand-in: its first progress call accepts a request.

@@ -1,8 +1,10 @@
 // The object calls over one provider, in one process: two RDM endpoints A and B.
 // Bad input (wrong class, NULL, short buffers) must answer -FI_EINVAL/-FI_ETOOSMALL;
 // tagged messages with FI_REMOTE_CQ_DATA read back with fi_cq_readfrom, fi_cancel,
-// FI_PEEK/FI_CLAIM, blocking reads, wait objects; then RMA and atomics when the
-// provider offers them (else "rma: absent"). Prints "ok" at the end.
+// FI_PEEK/FI_CLAIM, blocking reads, wait objects; fi_eq_write; -FI_EBUSY for a
+// close in the wrong order; AV insertsvc/insertsym; then RMA and atomics
+// (inject, several fi_iocs) and fi_mr_refresh when the provider offers them
+// (else "rma: absent"). Prints "ok" at the end.
 // usage: objects PROVIDER
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -16,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
 #define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
 struct side { struct fid_ep *ep; struct fid_cq *cq; struct fid_av *av; struct fid_cntr *cntr; fi_addr_t peer; };
@@ -70,6 +74,135 @@ static int one_err(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_err_ent
   return -1;
 }
 
+// fi_inject_atomic and FI_INJECT (operand reusable on return, no completion for
+// the inject, inject_size the limit), then atomics over several fi_iocs
+// (gathered operands, adjacent results; mismatched counts refused). Target
+// t[0..2] starts at { v0, 20, 3 }; `c` is the context completions carry.
+static void atomics_more(struct side *a, struct side *b, uint64_t *t, uint64_t base, uint64_t key, struct fi_context *c) {
+  struct fi_cq_tagged_entry e; uint64_t res[3] = {0}, one1 = 1, rd = 0;
+  uint64_t v0 = t[0];
+  CK(fi_inject_atomic(a->ep, &one1, 1, a->peer, base, key, FI_UINT64, FI_SUM));
+  one1 = 1000;  /* the buffer is the caller's again */
+  for (long n = 0;; n++) {  /* no completion: read until the sum landed */
+    CK(fi_fetch_atomic(a->ep, &rd, 1, NULL, &res[0], NULL, a->peer, base, key, FI_UINT64, FI_ATOMIC_READ, c));
+    one(a->cq, b->cq, &e, NULL); EXPECT(e.op_context, c);  /* the inject's would come first */
+    if (res[0] == v0 + 1) break;
+    if (n > 1000000) { fprintf(stderr, "inject_atomic never landed\n"); exit(1); }
+  }
+  size_t big = info->tx_attr->inject_size / 8 + 1; uint64_t *ops = calloc(big, 8);
+  EXPECT(fi_inject_atomic(a->ep, ops, big, a->peer, base, key, FI_UINT64, FI_SUM), -FI_EINVAL);
+  EXPECT(fi_inject_atomic(a->ep, NULL, 1, a->peer, base, key, FI_UINT64, FI_SUM), -FI_EINVAL);
+  free(ops);
+  uint64_t two = 2; struct fi_ioc io = { &two, 1 }; struct fi_rma_ioc r = { base, 1, key };
+  struct fi_msg_atomic m = { .msg_iov = &io, .iov_count = 1, .addr = a->peer, .rma_iov = &r, .rma_iov_count = 1,
+                             .datatype = FI_UINT64, .op = FI_SUM, .context = c };
+  CK(fi_atomicmsg(a->ep, &m, FI_INJECT)); two = 1000;
+  one(a->cq, b->cq, &e, NULL); EXPECT(e.op_context, c); EXPECT(t[0], v0 + 3);
+
+  // Several iocs: t[0..2] += { 1, 2, 3 } from three pieces.
+  uint64_t x[3] = { 1, 2, 3 }, y[3] = { 0 };
+  struct fi_ioc xs[3] = { { &x[0], 1 }, { &x[1], 1 }, { &x[2], 1 } };
+  uint64_t before[3] = { t[0], t[1], t[2] };
+  CK(fi_atomicv(a->ep, xs, NULL, 3, a->peer, base, key, FI_UINT64, FI_SUM, c));
+  one(a->cq, b->cq, &e, NULL);
+  for (int i = 0; i < 3; i++) EXPECT(t[i], before[i] + x[i]);
+  // Fetch over two pieces, results into two adjacent pieces.
+  struct fi_ioc rs[2] = { { &res[0], 1 }, { &res[1], 2 } };
+  struct fi_ioc xs2[2] = { { &x[0], 2 }, { &x[2], 1 } };
+  CK(fi_fetch_atomicv(a->ep, xs2, NULL, 2, rs, NULL, 2, a->peer, base, key, FI_UINT64, FI_SUM, c));
+  one(a->cq, b->cq, &e, NULL);
+  for (int i = 0; i < 3; i++) { EXPECT(res[i], before[i] + x[i]); EXPECT(t[i], before[i] + 2 * x[i]); }
+  struct fi_ioc apart[2] = { { &res[0], 1 }, { &res[2], 2 } };  /* not adjacent: refused */
+  EXPECT(fi_fetch_atomicv(a->ep, xs2, NULL, 2, apart, NULL, 2, a->peer, base, key, FI_UINT64, FI_SUM, c), -FI_EINVAL);
+  // Compare-and-swap of t[0..1] over two pieces each.
+  uint64_t cmp[2] = { t[0], 12345 }, nv[2] = { 7, 8 };
+  struct fi_ioc cs[2] = { { &cmp[0], 1 }, { &cmp[1], 1 } }, ns[2] = { { &nv[0], 1 }, { &nv[1], 1 } };
+  struct fi_ioc rs2[1] = { { y, 2 } }; uint64_t t1 = t[1];
+  CK(fi_compare_atomicv(a->ep, ns, NULL, 2, cs, NULL, 2, rs2, NULL, 1, a->peer, base, key, FI_UINT64, FI_CSWAP, c));
+  one(a->cq, b->cq, &e, NULL);
+  EXPECT(t[0], 7); EXPECT(t[1], t1); EXPECT(y[0], cmp[0]); EXPECT(y[1], t1);
+  // A message over two pieces; its fi_rma_ioc must count the same elements.
+  struct fi_rma_ioc r2 = { base, 2, key }, r3 = { base, 3, key };
+  struct fi_msg_atomic m2 = { .msg_iov = xs, .iov_count = 2, .addr = a->peer, .rma_iov = &r3, .rma_iov_count = 1,
+                              .datatype = FI_UINT64, .op = FI_SUM, .context = c };
+  EXPECT(fi_atomicmsg(a->ep, &m2, 0), -FI_EINVAL);
+  m2.rma_iov = &r2; before[0] = t[0]; before[1] = t[1];
+  CK(fi_atomicmsg(a->ep, &m2, 0));
+  one(a->cq, b->cq, &e, NULL); EXPECT(t[0], before[0] + 1); EXPECT(t[1], before[1] + 2);
+  printf("atomics over iocs: ok\n");
+}
+
+// fi_eq_write: the caller's events come back in order, with their number and
+// bytes (copied at the write; truncated to a shorter read), to read, FI_PEEK
+// and sread; bad arguments are -FI_EINVAL.
+static void eq_user_events(void) {
+  struct fi_eq_attr qa = { .flags = FI_WRITE, .wait_obj = FI_WAIT_UNSPEC };
+  struct fid_eq *eq; CK(fi_eq_open(fab, &qa, &eq, NULL));
+  struct fi_eq_entry w = { .fid = &eq->fid, .context = (void *)0x1234, .data = 7 }, r;
+  char big[40], in[64]; uint32_t ev = 99;
+  for (int i = 0; i < 40; i++) big[i] = (char)i;
+  EXPECT(fi_eq_write(eq, FI_NOTIFY, &w, sizeof w, 0), sizeof w);
+  w.data = 8;  /* copied at the write */
+  EXPECT(fi_eq_write(eq, 42, big, sizeof big, 0), sizeof big);
+  EXPECT(fi_eq_write(eq, 43, big, sizeof big, 0), sizeof big);
+  EXPECT(fi_eq_write(eq, 1, NULL, 8, 0), -FI_EINVAL);
+  EXPECT(eq->ops->write((struct fid_eq *)dom, 1, &w, sizeof w, 0), -FI_EINVAL);
+  EXPECT(fi_eq_read(eq, &ev, &r, sizeof r, FI_PEEK), sizeof r); EXPECT(ev, FI_NOTIFY);
+  ev = 99; memset(&r, 0, sizeof r);
+  EXPECT(fi_eq_read(eq, &ev, &r, sizeof r, 0), sizeof r); EXPECT(ev, FI_NOTIFY);
+  EXPECT(r.fid, &eq->fid); EXPECT(r.context, 0x1234); EXPECT(r.data, 7);
+  EXPECT(fi_eq_sread(eq, &ev, in, sizeof in, 1000, 0), sizeof big); EXPECT(ev, 42); EXPECT(memcmp(in, big, sizeof big), 0);
+  memset(in, 0, sizeof in);
+  EXPECT(fi_eq_read(eq, &ev, in, 24, 0), 24); EXPECT(ev, 43); EXPECT(memcmp(in, big, 24), 0); EXPECT(in[24], 0);
+  EXPECT(fi_eq_read(eq, &ev, in, sizeof in, 0), -FI_EAGAIN);
+  CK(fi_close(&eq->fid));
+  printf("eq_write: ok\n");
+}
+
+// fi_av_insertsvc and fi_av_insertsym (socket-address providers): numeric
+// nodes and services count up, node by node; host names resolve; an entry that
+// does not resolve is FI_ADDR_NOTAVAIL. String addresses (shm) refuse them.
+static void av_sym(struct fid_av *av, int sockaddr) {
+  fi_addr_t fa = 0, fas[6]; struct sockaddr_in sin; size_t l = sizeof sin;
+  if (!sockaddr) { EXPECT(fi_av_insertsvc(av, "127.0.0.1", "5000", &fa, 0, NULL), -FI_EINVAL); return; }
+  EXPECT(fi_av_insertsvc(av, "127.0.0.1", "5000", &fa, 0, NULL), 1);
+  CK(fi_av_lookup(av, fa, &sin, &l)); EXPECT(sin.sin_family, AF_INET);
+  EXPECT(ntohs(sin.sin_port), 5000); EXPECT(ntohl(sin.sin_addr.s_addr), 0x7f000001);
+  EXPECT(fi_av_insertsym(av, "127.0.0.1", 2, "6000", 3, fas, 0, NULL), 6);
+  for (int i = 0; i < 6; i++) {
+    l = sizeof sin; CK(fi_av_lookup(av, fas[i], &sin, &l));
+    EXPECT(ntohl(sin.sin_addr.s_addr), 0x7f000001 + i / 3); EXPECT(ntohs(sin.sin_port), 6000 + i % 3);
+  }
+  EXPECT(fi_av_insertsym(av, "localhost", 1, "7100", 2, fas, 0, NULL), 2);
+  l = sizeof sin; CK(fi_av_lookup(av, fas[1], &sin, &l)); EXPECT(ntohs(sin.sin_port), 7101);
+  EXPECT(ntohl(sin.sin_addr.s_addr) >> 24, 127);
+  EXPECT(fi_av_insertsvc(av, "no-such-host.invalid", "1", &fa, 0, NULL), 0); EXPECT(fa, FI_ADDR_NOTAVAIL);
+  EXPECT(fi_av_insertsvc(av, NULL, "1", &fa, 0, NULL), -FI_EINVAL);
+  EXPECT(fi_av_insertsym(av, "127.0.0.1", 1, "1", 1, &fa, 1, NULL), -FI_EINVAL);
+  EXPECT(fi_av_insertsym(av, "127.0.0.1", 0, "1", 1, &fa, 0, NULL), 0);
+  printf("av insertsvc/insertsym: ok\n");
+}
+
+// Closing an object others depend on is -FI_EBUSY and leaves it usable (a
+// domain with an endpoint, queue or region open; a CQ bound to an open
+// endpoint; a fabric with a domain or EQ open); in the right order each is 0.
+static void close_order(void) {
+  struct fid_domain *d2; struct fid_cq *cq2; struct fid_ep *ep2; struct fid_eq *eq2; struct fid_mr *mr2;
+  struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+  struct fi_eq_attr qa = { .wait_obj = FI_WAIT_NONE }; struct fi_cq_entry ce; static char buf[64];
+  CK(fi_domain(fab, info, &d2, NULL)); CK(fi_cq_open(d2, &ca, &cq2, NULL)); CK(fi_endpoint(d2, info, &ep2, NULL));
+  CK(fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT | FI_RECV)); CK(fi_eq_open(fab, &qa, &eq2, NULL));
+  EXPECT(fi_close(&d2->fid), -FI_EBUSY); EXPECT(fi_close(&cq2->fid), -FI_EBUSY);
+  EXPECT(fi_close(&fab->fid), -FI_EBUSY);
+  EXPECT(fi_cq_read(cq2, &ce, 1), -FI_EAGAIN);  /* still open */
+  CK(fi_close(&ep2->fid)); CK(fi_close(&cq2->fid));
+  CK(fi_mr_reg(d2, buf, sizeof buf, FI_REMOTE_READ, 0, 0, 0, &mr2, NULL));
+  EXPECT(fi_close(&d2->fid), -FI_EBUSY); CK(fi_close(&mr2->fid)); CK(fi_close(&d2->fid));
+  EXPECT(fi_close(&fab->fid), -FI_EBUSY);  /* dom and eq2 */
+  CK(fi_close(&eq2->fid));
+  printf("close order: ok\n");
+}
+
 int main(int argc, char **argv) {
   const char *prov = argc > 1 ? argv[1] : "shm";
   const char *node = strcmp(prov, "shm") ? "127.0.0.1" : NULL;
@@ -83,6 +216,8 @@ int main(int argc, char **argv) {
     CK(fi_getinfo(FI_VERSION(1, 17), node, NULL, node ? FI_SOURCE : 0, hints, &info));
   }
   CK(fi_fabric(info->fabric_attr, &fab, NULL)); CK(fi_domain(fab, info, &dom, NULL));
+  eq_user_events();
+  close_order();
   struct side a, b; mk(&a); mk(&b);
 
   // Wrong classes (through the right table) and bad arguments.
@@ -95,6 +230,9 @@ int main(int argc, char **argv) {
   EXPECT(fi_tsend(a.ep, NULL, 5, NULL, 0, 1, NULL), -FI_EINVAL);
   EXPECT(fi_cq_read(a.cq, &e, 1), -FI_EAGAIN);
   EXPECT(fi_cq_sread(a.cq, &e, 1, NULL, 10), -FI_EAGAIN);
+  /* fi_rx_size_left and fi_tx_size_left (deprecated wrappers) */
+  EXPECT(a.ep->ops->rx_size_left(a.ep), -FI_ENOSYS); EXPECT(a.ep->ops->tx_size_left(a.ep), -FI_ENOSYS);
+  EXPECT(a.ep->ops->tx_size_left((struct fid_ep *)a.cq), -FI_EINVAL); EXPECT(a.ep->ops->rx_size_left(NULL), -FI_EINVAL);
 
   // Names and addresses.
   char na[256], nb[256], tiny[2]; size_t la = sizeof na, lb = sizeof nb, lt = sizeof tiny;
@@ -102,6 +240,7 @@ int main(int argc, char **argv) {
   if (lt <= sizeof tiny) { fprintf(stderr, "fi_getname gave no length\n"); return 1; }
   CK(fi_getname(&a.ep->fid, na, &la)); CK(fi_getname(&b.ep->fid, nb, &lb));
   EXPECT(fi_av_insert(a.av, nb, 1, &a.peer, 0, NULL), 1); EXPECT(fi_av_insert(b.av, na, 1, &b.peer, 0, NULL), 1);
+  av_sym(a.av, info->addr_format == FI_SOCKADDR_IN);
   char text[128]; size_t tl = sizeof text;
   if (!fi_av_straddr(a.av, nb, text, &tl) || !strstr(text, "://")) { fprintf(stderr, "fi_av_straddr\n"); return 1; }
   char back[256]; size_t bl = sizeof back;
@@ -153,6 +292,9 @@ int main(int argc, char **argv) {
     struct fid_mr *mr;
     CK(fi_mr_reg(dom, target, sizeof target, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
     uint64_t key = fi_mr_key(mr); (void)fi_mr_desc(mr);
+    struct iovec part = { &target[1], 16 }, past = { &target[3], 16 };
+    CK(fi_mr_refresh(mr, &part, 1, 0)); CK(fi_mr_refresh(mr, NULL, 0, 0));
+    EXPECT(fi_mr_refresh(mr, &past, 1, 0), -FI_EINVAL); EXPECT(fi_mr_refresh(mr, NULL, 1, 0), -FI_EINVAL);
     uint64_t base = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
     CK(fi_write(a.ep, local, 16, NULL, a.peer, base, key, &ctx[5]));
     one(a.cq, b.cq, &e, NULL); EXPECT(e.op_context, &ctx[5]); EXPECT(target[0], 10); EXPECT(target[1], 20);
@@ -171,11 +313,14 @@ int main(int argc, char **argv) {
       one(a.cq, b.cq, &e, NULL); EXPECT(res, 20); EXPECT(target[0], 99);
       struct fi_atomic_attr at; CK(fi_query_atomic(dom, FI_UINT64, FI_SUM, &at, 0)); EXPECT(at.size, 8);
       EXPECT(fi_atomic(a.ep, &five, 1, NULL, a.peer, base, key, 77, FI_SUM, &ctx[7]), -FI_EINVAL);
+      atomics_more(&a, &b, target, base, key, &ctx[7]);
       printf("atomics: ok\n");
     } else printf("atomics: absent\n");
     CK(fi_close(&mr->fid));
     printf("rma: ok\n");
   }
+  EXPECT(fi_close(&a.av->fid), -FI_EBUSY); EXPECT(fi_close(&a.cntr->fid), -FI_EBUSY);
+  EXPECT(fi_close(&dom->fid), -FI_EBUSY); EXPECT(fi_close(&fab->fid), -FI_EBUSY);
   struct side *s[2] = { &a, &b };
   for (int i = 0; i < 2; i++) {
     CK(fi_close(&s[i]->ep->fid)); CK(fi_close(&s[i]->cntr->fid)); CK(fi_close(&s[i]->av->fid)); CK(fi_close(&s[i]->cq->fid));

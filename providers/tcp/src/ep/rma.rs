@@ -19,6 +19,7 @@ use super::*;
 use fabric_core::atomic::{AtomicKind, AtomicOp};
 use fabric_core::prov::{AtomicDesc, RmaOp};
 use fabric_core::MrAccess;
+use fabric_util::atomic::{copy_operands, AtomicLens};
 use fabric_util::wire::{AtomicHdr, RmaDesc, RMA_CHUNK};
 
 /// An operation we started, waiting for the target's answers.
@@ -148,8 +149,9 @@ impl TcpEp {
         Ok(())
     }
 
-    /// Post an atomic.
-    pub(super) fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+    /// Post an atomic; with `inject` its operands are copied now, with `silent`
+    /// its completion is not reported.
+    pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let size = a.datatype.size();
         let bytes = a.count.checked_mul(size).ok_or(Error::Inval)?;
@@ -163,7 +165,7 @@ impl TcpEp {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
-        if g.b.tx_cq.is_none() {
+        if !silent && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
         let (conn, id) = self.rma_start(&mut g, a.addr)?;
@@ -180,7 +182,7 @@ impl TcpEp {
             dest,
             ndest: usize::from(result_len > 0),
             filled: 0,
-            silent: false,
+            silent,
         });
         let mut prefix = [0u8; RmaDesc::LEN + AtomicHdr::LEN];
         prefix[..RmaDesc::LEN].copy_from_slice(&RmaDesc { addr: a.rma.addr, key: a.rma.key }.encode());
@@ -199,7 +201,13 @@ impl TcpEp {
             id,
             ..Header::new(OpCode::AtomicReq)
         };
-        let txop = TxOp::user_prefixed(h.encode(), &prefix, &pieces, true, TxKind::Request);
+        let txop = if inject {
+            let l = AtomicLens { target: bytes, operand: operand_len, compare: compare_len, result: result_len };
+            // SAFETY: the operands are valid for reads during the call (inject contract).
+            TxOp::owned_prefixed(h.encode(), &prefix, unsafe { copy_operands(a, &l) }, false)
+        } else {
+            TxOp::user_prefixed(h.encode(), &prefix, &pieces, true, TxKind::Request)
+        };
         if let Some(c) = Self::conn_mut(&mut g, conn) {
             c.txq.push_back(txop);
         }
