@@ -126,6 +126,7 @@ mod mr;
 mod registry;
 mod rma;
 mod table;
+mod waitset;
 
 pub use crate::av::AddressVector;
 pub use crate::buf::{Buf, OpBuffers};
@@ -142,6 +143,7 @@ pub use crate::registry::{
     providers, register_provider,
 };
 pub use crate::rma::{Remote, RmaMsg};
+pub use crate::waitset::{PollSet, SetMember, WaitSet};
 
 #[cfg(test)]
 mod tests {
@@ -167,5 +169,7 @@ mod tests {
         send_sync::<PassiveEndpoint>();
         send_sync::<PostError>();
         send_sync::<Multicast>();
+        send_sync::<WaitSet>();
+        send_sync::<PollSet>();
     }
 }
