@@ -104,6 +104,14 @@
 //! completion ([`CompletionQueue::readerr`] after `Err(Avail)`) with libfabric's
 //! error number ([`Error::errno`]) and `fi_strerror`'s text.
 //!
+//! # Progress and waiting
+//!
+//! Progress is manual: reading or waiting on a queue drives the progress of the
+//! endpoints bound to it. A thread serving several queues waits on all of them
+//! at once with a [`WaitSet`] (which drives every member's progress while it
+//! waits, and sleeps without losing a wake-up), and learns which have something
+//! with a [`PollSet`].
+//!
 //! # Configuration
 //!
 //! `FI_PROVIDER` (comma list, `^` to exclude), `FI_LOG_LEVEL` (`warn`, `info`,

@@ -2,7 +2,7 @@
 //! completion queues, counters and event queues (libfabric's `fi_wait_open` and
 //! `fi_poll_open`).
 
-use crate::cntr::{CntrInner, Counter};
+use crate::cntr::Counter;
 use crate::cq::{CompletionQueue, CqInner};
 use crate::eq::EventQueue;
 use fabric_core::wait::{CntrMember, CqMember, EqMember, Set, Waitable};
@@ -63,40 +63,14 @@ impl Waitable for SafeCq {
     }
 }
 
-/// A counter of the safe API as a member; it keeps the counter's domain open.
-struct SafeCntr {
-    _inner: Arc<CntrInner>,
-    raw: CntrMember,
+/// A member that keeps its safe handle (`_keep`: the counter's domain, the
+/// queue's fabric) open while the set holds it.
+struct Held<M, K> {
+    raw: M,
+    _keep: K,
 }
 
-impl Waitable for SafeCntr {
-    fn fid(&self) -> u64 {
-        self.raw.fid()
-    }
-    fn ready(&self) -> Result<bool> {
-        self.raw.ready()
-    }
-    fn wait_fd(&self) -> Result<RawFd> {
-        self.raw.wait_fd()
-    }
-    fn trywait(&self) -> Result<()> {
-        self.raw.trywait()
-    }
-    fn wait_begin(&self) -> Result<Option<Instant>> {
-        self.raw.wait_begin()
-    }
-    fn wait_end(&self) {
-        self.raw.wait_end()
-    }
-}
-
-/// An event queue of the safe API as a member; it keeps the queue's fabric open.
-struct SafeEq {
-    _keep: EventQueue,
-    raw: EqMember,
-}
-
-impl Waitable for SafeEq {
+impl<M: Waitable, K: Send + Sync> Waitable for Held<M, K> {
     fn fid(&self) -> u64 {
         self.raw.fid()
     }
@@ -131,7 +105,7 @@ impl SetMember for Counter {
         self.id()
     }
     fn waitable(&self) -> Arc<dyn Waitable> {
-        Arc::new(SafeCntr { _inner: Arc::clone(&self.inner), raw: CntrMember::new(Arc::clone(&self.inner.ops)) })
+        Arc::new(Held { raw: CntrMember::new(Arc::clone(&self.inner.ops)), _keep: Arc::clone(&self.inner) })
     }
 }
 
@@ -140,7 +114,7 @@ impl SetMember for EventQueue {
         self.id()
     }
     fn waitable(&self) -> Arc<dyn Waitable> {
-        Arc::new(SafeEq { _keep: self.clone(), raw: EqMember(Arc::clone(&self.inner.ops)) })
+        Arc::new(Held { raw: EqMember(Arc::clone(&self.inner.ops)), _keep: self.clone() })
     }
 }
 

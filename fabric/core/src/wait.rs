@@ -49,6 +49,25 @@ pub trait Waitable: Send + Sync {
     fn wait_end(&self);
 }
 
+/// The descriptor methods of a member, forwarded to the provider object in
+/// field `$f`.
+macro_rules! forward_waits {
+    ($f:tt) => {
+        fn wait_fd(&self) -> Result<RawFd> {
+            self.$f.wait_fd()
+        }
+        fn trywait(&self) -> Result<()> {
+            self.$f.trywait()
+        }
+        fn wait_begin(&self) -> Result<Option<Instant>> {
+            self.$f.wait_begin()
+        }
+        fn wait_end(&self) {
+            self.$f.wait_end()
+        }
+    };
+}
+
 /// A completion queue as a member: ready when it has entries or an error entry.
 pub struct CqMember(pub Arc<dyn CqOps>);
 
@@ -65,18 +84,7 @@ impl Waitable for CqMember {
             Err(e) => Err(e),
         }
     }
-    fn wait_fd(&self) -> Result<RawFd> {
-        self.0.wait_fd()
-    }
-    fn trywait(&self) -> Result<()> {
-        self.0.trywait()
-    }
-    fn wait_begin(&self) -> Result<Option<Instant>> {
-        self.0.wait_begin()
-    }
-    fn wait_end(&self) {
-        self.0.wait_end()
-    }
+    forward_waits!(0);
 }
 
 /// An event queue as a member: ready when it has an event or an error event.
@@ -93,18 +101,7 @@ impl Waitable for EqMember {
             Err(e) => Err(e),
         }
     }
-    fn wait_fd(&self) -> Result<RawFd> {
-        self.0.wait_fd()
-    }
-    fn trywait(&self) -> Result<()> {
-        self.0.trywait()
-    }
-    fn wait_begin(&self) -> Result<Option<Instant>> {
-        self.0.wait_begin()
-    }
-    fn wait_end(&self) {
-        self.0.wait_end()
-    }
+    forward_waits!(0);
 }
 
 /// A counter as a member: ready once each time its success or error count
