@@ -213,7 +213,10 @@ impl WaitSet {
 
     /// A descriptor that becomes readable when a member may have something
     /// (for the application's own `poll`/`epoll`; `FI_GETWAIT`). Call
-    /// [`WaitSet::trywait`] before each block on it.
+    /// [`WaitSet::trywait`] before each block on it. Open the members' queues
+    /// with `WaitObj::Fd` for this use: a provider may wake a descriptor only
+    /// for those, or during [`WaitSet::wait`] (shm's peers write it only when
+    /// told that someone sleeps on it).
     pub fn fd(&self) -> RawFd {
         // A wait set always has its epoll descriptor.
         self.set.fd().unwrap_or(-1)

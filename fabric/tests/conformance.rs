@@ -204,6 +204,7 @@ macro_rules! conformance_suite {
                 ],
                 waitset: [
                     two_endpoints_one_thread,
+                    wakes_for_a_peer_thread,
                     wait_set_times_out,
                     wait_set_counter,
                     wait_set_event_queue,

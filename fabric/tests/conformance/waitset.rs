@@ -66,6 +66,47 @@ pub fn two_endpoints_one_thread(prov: &'static str) {
     assert!(start.elapsed() >= t - Duration::from_millis(20), "returned before its time-out");
 }
 
+/// A set that sleeps wakes for a message a peer thread sends meanwhile (the
+/// peer, driven by its own `sread`, answers only once it has waited a while, so
+/// the set is asleep by then: on shared memory the peer must see the sleep
+/// announced to wake it).
+pub fn wakes_for_a_peer_thread(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+    p.warm_up();
+    let set = WaitSet::new().expect("open wait set");
+    set.add(&p.a.cq.cq).expect("add a's cq");
+    for round in 0..3u64 {
+        p.a.ep.recv(Buf::new(64), FiAddr::UNSPEC, 10 + round).expect("post recv on a");
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 20 + round).expect("post recv on b");
+        p.a.ep.send(Buf::from(pattern(32, round)), p.a_to_b, 30 + round).expect("post send on a");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // b: receive, wait a little, answer, and see the answer sent.
+                let r = p.b.cq.cq.sread(Some(WAIT)).expect("b receives");
+                assert_eq!(r.context, 20 + round);
+                std::thread::sleep(Duration::from_millis(50));
+                p.b.ep.send(Buf::from(pattern(32, 100 + round)), p.b_to_a, 40 + round).expect("post answer");
+                let r = p.b.cq.cq.sread(Some(WAIT)).expect("b's answer completes");
+                assert_eq!(r.context, 40 + round);
+            });
+            let start = Instant::now();
+            let mut got = Vec::new();
+            while !got.contains(&(10 + round)) {
+                set.wait(Some(WAIT)).expect("the answer wakes the set");
+                while let Some(r) = p.a.cq.poll() {
+                    let c = ok(r, "a");
+                    if c.context == 10 + round {
+                        assert_bytes(c.bytes(), &pattern(32, 100 + round), "the answer");
+                    }
+                    got.push(c.context);
+                }
+                assert!(start.elapsed() < WAIT, "watchdog");
+            }
+            assert!(got.contains(&(30 + round)), "a's send completed too: {got:?}");
+        });
+    }
+}
+
 /// An idle set times out (every kind of member), and membership is checked.
 pub fn wait_set_times_out(prov: &'static str) {
     let Some(info) = find_info(prov, EpType::Rdm, Caps::MSG) else { return };
