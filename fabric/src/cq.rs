@@ -51,6 +51,12 @@ impl CqInner {
         );
     }
 
+    /// Whether a buffer-released completion waits since a split (the next read
+    /// returns it without asking the provider).
+    pub(crate) fn has_pending(&self) -> bool {
+        self.has_pending.load(Ordering::Acquire)
+    }
+
     /// A buffer-released completion waiting since a split, if any.
     fn take_pending(&self) -> Option<Completion> {
         if !self.has_pending.load(Ordering::Acquire) {

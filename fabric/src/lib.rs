@@ -104,6 +104,14 @@
 //! completion ([`CompletionQueue::readerr`] after `Err(Avail)`) with libfabric's
 //! error number ([`Error::errno`]) and `fi_strerror`'s text.
 //!
+//! # Progress and waiting
+//!
+//! Progress is manual: reading or waiting on a queue drives the progress of the
+//! endpoints bound to it. A thread serving several queues waits on all of them
+//! at once with a [`WaitSet`] (which drives every member's progress while it
+//! waits, and sleeps without losing a wake-up), and learns which have something
+//! with a [`PollSet`].
+//!
 //! # Configuration
 //!
 //! `FI_PROVIDER` (comma list, `^` to exclude), `FI_LOG_LEVEL` (`warn`, `info`,
@@ -126,6 +134,7 @@ mod mr;
 mod registry;
 mod rma;
 mod table;
+mod waitset;
 
 pub use crate::av::AddressVector;
 pub use crate::buf::{Buf, OpBuffers};
@@ -142,6 +151,7 @@ pub use crate::registry::{
     providers, register_provider,
 };
 pub use crate::rma::{Remote, RmaMsg};
+pub use crate::waitset::{PollSet, SetMember, WaitSet};
 
 #[cfg(test)]
 mod tests {
@@ -167,5 +177,7 @@ mod tests {
         send_sync::<PassiveEndpoint>();
         send_sync::<PostError>();
         send_sync::<Multicast>();
+        send_sync::<WaitSet>();
+        send_sync::<PollSet>();
     }
 }

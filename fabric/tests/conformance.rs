@@ -42,6 +42,8 @@ mod msg;
 mod rma;
 #[path = "conformance/tagged.rs"]
 mod tagged;
+#[path = "conformance/waitset.rs"]
+mod waitset;
 
 /// Instantiate the tests of the listed areas for one provider.
 macro_rules! suite_tests {
@@ -200,6 +202,14 @@ macro_rules! conformance_suite {
                     msg_access_errors,
                     rdm_access_errors_large,
                     msg_access_errors_large,
+                ],
+                waitset: [
+                    two_endpoints_one_thread,
+                    wakes_for_a_peer_thread,
+                    wait_set_times_out,
+                    wait_set_counter,
+                    wait_set_event_queue,
+                    poll_set_contexts,
                 ],
                 atomic: [
                     atomic_valid_rules,

@@ -4,6 +4,7 @@ use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL};
 use crate::{abi, exports::guard};
 use fabric_core::prov::CntrOps;
+use fabric_core::wait::CntrMember;
 use fabric_core::Error;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -18,6 +19,8 @@ pub(crate) struct Cntr {
     pub(crate) refs: fid::Refs,
     /// Its hold on the domain.
     _domain: fid::Hold,
+    /// The wait set and poll sets it is in, left at close.
+    pub(crate) sets: crate::wait::Memberships,
 }
 
 // SAFETY: repr(C), first field `fid_cntr`, whose first field is `struct fid`.
@@ -57,17 +60,30 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
             Ok(p) => p,
             Err(e) => return e,
         };
+        let mut wait_set = None;
         if !attr.is_null() {
             // SAFETY: the caller's attributes, non-NULL.
             let a = unsafe { &*attr };
-            if a.events != abi::FI_CNTR_EVENTS_COMP || !a.wait_set.is_null() {
+            if a.events != abi::FI_CNTR_EVENTS_COMP {
                 return fid::err(Error::NoSys);
             }
+            // SAFETY: the caller's `wait_set`, class-checked.
+            wait_set = match unsafe { crate::wait::wait_set_of(a.wait_obj, a.wait_set) } {
+                Ok(w) => w,
+                Err(e) => return e,
+            };
         }
         let ops = match d.ops.cntr_open() {
             Ok(o) => o,
             Err(e) => return fid::err(e),
         };
+        let sets = crate::wait::Memberships::new(ops.fid());
+        if let Some(w) = &wait_set {
+            let r = sets.join(w, Arc::new(CntrMember::new(Arc::clone(&ops))), context);
+            if r != 0 {
+                return r;
+            }
+        }
         let obj = Cntr {
             c: abi::fid_cntr {
                 fid: fid::fid(abi::FI_CLASS_CNTR, context, &FID_OPS),
@@ -76,6 +92,7 @@ pub(crate) unsafe extern "C" fn fi_cntr_open(
             ops,
             refs: fid::Refs::default(),
             _domain: d.refs.hold(),
+            sets,
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(cntr, obj) }

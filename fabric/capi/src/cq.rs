@@ -6,6 +6,7 @@ use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL};
 use crate::{abi, exports::guard};
 use fabric_core::prov::CqOps;
+use fabric_core::wait::CqMember;
 use fabric_core::{Caps, CqAttr, CqEntry, CqFormat, Error, WaitObj};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub(crate) struct Cq {
     pub(crate) refs: fid::Refs,
     /// Its hold on the domain.
     _domain: fid::Hold,
+    /// The wait set and poll sets it is in, left at close.
+    pub(crate) sets: crate::wait::Memberships,
 }
 
 // SAFETY: repr(C), first field `fid_cq`, whose first field is `struct fid`.
@@ -78,17 +81,33 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
             abi::FI_CQ_FORMAT_TAGGED => (CqFormat::Tagged, abi::FI_CQ_FORMAT_TAGGED),
             _ => return EINVAL,
         };
-        let wait_obj = match fid::wait_obj(a.wait_obj) {
+        // SAFETY: the caller's `wait_set`, class-checked.
+        let wait_set = match unsafe { crate::wait::wait_set_of(a.wait_obj, a.wait_set) } {
             Ok(w) => w,
             Err(e) => return e,
         };
-        if a.wait_cond != abi::FI_CQ_COND_NONE || !a.wait_set.is_null() {
+        let wait_obj = match wait_set {
+            // A member of a wait set is watched through its descriptor.
+            Some(_) => WaitObj::Fd,
+            None => match fid::wait_obj(a.wait_obj) {
+                Ok(w) => w,
+                Err(e) => return e,
+            },
+        };
+        if a.wait_cond != abi::FI_CQ_COND_NONE {
             return fid::err(Error::NoSys);
         }
         let ops = match d.ops.cq_open(&CqAttr { size: a.size, format, wait_obj }) {
             Ok(o) => o,
             Err(e) => return fid::err(e),
         };
+        let sets = crate::wait::Memberships::new(ops.fid());
+        if let Some(w) = &wait_set {
+            let r = sets.join(w, Arc::new(CqMember(Arc::clone(&ops))), context);
+            if r != 0 {
+                return r;
+            }
+        }
         let obj = Cq {
             c: abi::fid_cq { fid: fid::fid(abi::FI_CLASS_CQ, context, &FID_OPS), ops: &CQ_OPS as *const _ as *mut _ },
             ops,
@@ -96,6 +115,7 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
             wait: wait_obj != WaitObj::None,
             refs: fid::Refs::default(),
             _domain: d.refs.hold(),
+            sets,
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(cq, obj) }

@@ -43,7 +43,7 @@ static DOMAIN_OPS: abi::fi_ops_domain = abi::fi_ops_domain {
     endpoint: Some(crate::ep::fi_endpoint),
     scalable_ep: Some(scalable_ep),
     cntr_open: Some(crate::cntr::fi_cntr_open),
-    poll_open: Some(poll_open),
+    poll_open: Some(crate::poll::fi_poll_open),
     stx_ctx: Some(stx_ctx),
     srx_ctx: Some(srx_ctx),
     query_atomic: Some(query_atomic),
@@ -123,16 +123,6 @@ unsafe extern "C" fn scalable_ep(
 ) -> c_int {
     // SAFETY: NULL or the caller's out-pointer.
     unsafe { fid::put(sep, std::ptr::null_mut()) };
-    ENOSYS
-}
-
-unsafe extern "C" fn poll_open(
-    _d: *mut abi::fid_domain,
-    _attr: *mut abi::fi_poll_attr,
-    pollset: *mut *mut abi::fid_poll,
-) -> c_int {
-    // SAFETY: NULL or the caller's out-pointer.
-    unsafe { fid::put(pollset, std::ptr::null_mut()) };
     ENOSYS
 }
 

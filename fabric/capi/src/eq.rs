@@ -47,6 +47,8 @@ pub(crate) struct Eq {
     pub(crate) refs: fid::Refs,
     /// Its hold on the fabric.
     _fabric: fid::Hold,
+    /// The wait set it is in, left at close.
+    sets: crate::wait::Memberships,
 }
 
 // SAFETY: repr(C), first field `fid_eq`, whose first field is `struct fid`.
@@ -89,17 +91,30 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
         };
         // SAFETY: the caller's attributes, non-NULL.
         let a = unsafe { &*attr };
-        let wait_obj = match fid::wait_obj(a.wait_obj) {
+        // SAFETY: the caller's `wait_set`, class-checked.
+        let wait_set = match unsafe { crate::wait::wait_set_of(a.wait_obj, a.wait_set) } {
             Ok(w) => w,
             Err(e) => return e,
         };
-        if !a.wait_set.is_null() {
-            return fid::err(Error::NoSys);
-        }
+        let wait_obj = match wait_set {
+            // A member of a wait set is watched through its descriptor.
+            Some(_) => fabric_core::WaitObj::Fd,
+            None => match fid::wait_obj(a.wait_obj) {
+                Ok(w) => w,
+                Err(e) => return e,
+            },
+        };
         let ops = match f.ops.eq_open(&EqAttr { size: a.size, wait_obj }) {
             Ok(o) => o,
             Err(e) => return fid::err(e),
         };
+        let sets = crate::wait::Memberships::new(ops.fid());
+        if let Some(w) = &wait_set {
+            let r = sets.join(w, Arc::new(fabric_core::wait::EqMember(Arc::clone(&ops))), context);
+            if r != 0 {
+                return r;
+            }
+        }
         let obj = Eq {
             c: abi::fid_eq { fid: fid::fid(abi::FI_CLASS_EQ, context, &FID_OPS), ops: &EQ_OPS as *const _ as *mut _ },
             ops,
@@ -107,6 +122,7 @@ pub(crate) unsafe extern "C" fn fi_eq_open(
             err_data: Mutex::new(Vec::new()),
             refs: fid::Refs::default(),
             _fabric: f.refs.hold(),
+            sets,
         };
         // SAFETY: checked by open_under above.
         unsafe { fid::hand_out(eq, obj) }

@@ -1,7 +1,7 @@
 //! `fi_fabric` and the fabric object (`struct fid_fabric`): parent of domains,
 //! event queues and passive endpoints.
 
-use crate::fid::{self, CObject, EINVAL, ENOSYS};
+use crate::fid::{self, CObject, EINVAL};
 use crate::{abi, exports::guard};
 use fabric_core::prov::{FabricOps, Provider};
 use fabric_core::{Error, Hints, Info};
@@ -40,7 +40,7 @@ static FABRIC_OPS: abi::fi_ops_fabric = abi::fi_ops_fabric {
     domain: Some(crate::domain::fi_domain),
     passive_ep: Some(crate::ep_cm::fi_passive_ep),
     eq_open: Some(crate::eq::fi_eq_open),
-    wait_open: Some(wait_open),
+    wait_open: Some(crate::wait::fi_wait_open),
     trywait: Some(trywait),
     domain2: Some(crate::domain::fi_domain2),
 };
@@ -113,18 +113,8 @@ unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
     })
 }
 
-unsafe extern "C" fn wait_open(
-    _fabric: *mut abi::fid_fabric,
-    _attr: *mut abi::fi_wait_attr,
-    waitset: *mut *mut abi::fid_wait,
-) -> c_int {
-    // SAFETY: NULL or the caller's out-pointer.
-    unsafe { fid::put(waitset, std::ptr::null_mut()) };
-    ENOSYS
-}
-
-/// `fi_trywait`: `0` when every listed queue may be waited on, `-FI_EAGAIN`
-/// when one has entries already.
+/// `fi_trywait`: `0` when every listed queue, counter or wait set may be
+/// waited on, `-FI_EAGAIN` when one has something to read already.
 unsafe extern "C" fn trywait(fabric: *mut abi::fid_fabric, fids: *mut *mut abi::fid, count: c_int) -> c_int {
     guard("fi_trywait", EINVAL, || {
         // SAFETY: the caller's fabric, class-checked.
@@ -137,8 +127,8 @@ unsafe extern "C" fn trywait(fabric: *mut abi::fid_fabric, fids: *mut *mut abi::
         for i in 0..count as usize {
             // SAFETY: `fids` holds `count` pointers.
             let f = unsafe { *fids.add(i) };
-            // SAFETY: each is the caller's fid, class-checked by `trywait_one`.
-            let r = unsafe { crate::cq::trywait_fid(f) };
+            // SAFETY: each is the caller's fid, class-checked by `trywait_fid`.
+            let r = unsafe { crate::wait::trywait_fid(f) };
             if r != 0 {
                 return r;
             }

@@ -8,7 +8,7 @@
 //!   versions (`libfabric.map`, and `.symver` for the names with several).
 //! - the objects, one module per class as libfabric's providers have them:
 //!   `fabric`, `domain`, `cq`, `eq`, `av`, `cntr`, `mr`, `ep` (with `ep_msg`,
-//!   `ep_tagged`, `ep_rma`, `ep_atomic`, `ep_cm`). Each C object is a
+//!   `ep_tagged`, `ep_rma`, `ep_atomic`, `ep_cm`), `wait`, `poll`. Each C object is a
 //!   `#[repr(C)]` Rust struct whose first field is its C `fid_*` struct (so the
 //!   pointer C holds is the object's), followed by the provider's object; its ops
 //!   tables are statics; it is boxed and leaked at open and reclaimed by
@@ -44,4 +44,6 @@ pub mod info;
 mod infoconv;
 mod mr;
 pub mod params;
+mod poll;
 pub mod tostr;
+mod wait;

@@ -8,7 +8,9 @@
 //! one by one (bad input, tagged with data, cancel, peek/claim, wait objects,
 //! counters, MR, RMA, atomics, user EQ events, AV insertsvc/insertsym, close
 //! order); and `tests/c/alltoall.c`, eight endpoints of
-//! one process each sending to every other at once. Each skips (`fabric_testkit::skip`, area
+//! one process each sending to every other at once; and `tests/c/waitset.c`,
+//! wait sets and poll sets over two endpoints of one thread; and `tests/c/cm.c`,
+//! connection management over tcp's MSG endpoints. Each skips (`fabric_testkit::skip`, area
 //! `libfabric`) when the program or the headers are missing.
 
 use std::path::{Path, PathBuf};
@@ -201,17 +203,23 @@ fn lf_inproc_udp() {
     inproc("udp");
 }
 
-/// `tests/c/objects.c` over `prov`: it prints `ok` when every check passed.
-fn objects(prov: &str) {
-    let Some(prog) = build("objects.c", &format!("objects_{prov}")) else { return };
-    let child = Command::new(&prog)
-        .arg(prov)
+/// Run a program built by [`build`] over our library, with `args`, for up to
+/// two minutes.
+fn run_built(prog: &Path, args: &[&str]) -> Output {
+    let child = Command::new(prog)
+        .args(args)
         .env("LD_LIBRARY_PATH", lib_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn objects");
-    let o = wait(child, Duration::from_secs(120));
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", prog.display()));
+    wait(child, Duration::from_secs(120))
+}
+
+/// `tests/c/objects.c` over `prov`: it prints `ok` when every check passed.
+fn objects(prov: &str) {
+    let Some(prog) = build("objects.c", &format!("objects_{prov}")) else { return };
+    let o = run_built(&prog, &[prov]);
     assert!(o.status.success(), "objects {prov}: {}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.lines().any(|l| l == "ok"), "{}", text(&o));
@@ -238,14 +246,7 @@ fn objects_udp() {
 /// `tests/c/alltoall.c` over `prov`: 8 endpoints, 10 rounds.
 fn alltoall(prov: &str) {
     let Some(prog) = build("alltoall.c", &format!("alltoall_{prov}")) else { return };
-    let child = Command::new(&prog)
-        .args([prov, "8", "10"])
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn alltoall");
-    let o = wait(child, Duration::from_secs(120));
+    let o = run_built(&prog, &[prov, "8", "10"]);
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("ok"), "alltoall {prov}: {}", text(&o));
 }
 
@@ -259,21 +260,41 @@ fn alltoall_udp() {
     alltoall("udp");
 }
 
-
 /// `tests/c/cm.c` over tcp's MSG endpoints: connection management and its
 /// events (setname, connection data, reject, accept, getpeer, shutdown).
 #[test]
 fn cm_tcp() {
     let Some(prog) = build("cm.c", "cm_tcp") else { return };
-    let child = Command::new(&prog)
-        .arg("tcp")
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn cm");
-    let o = wait(child, Duration::from_secs(120));
+    let o = run_built(&prog, &["tcp"]);
     assert!(o.status.success(), "cm tcp: {}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.lines().any(|l| l == "ok") && !out.contains("absent"), "{}", text(&o));
+}
+
+/// `tests/c/waitset.c` over `prov`: wait sets and poll sets (`fi_wait_open`,
+/// `FI_WAIT_SET` members, `fi_wait`, `FI_GETWAIT` after `fi_trywait`,
+/// `fi_poll_open`, `fi_poll`), bad input and close ordering.
+fn waitset(prov: &str) {
+    let Some(prog) = build("waitset.c", &format!("waitset_{prov}")) else { return };
+    let o = run_built(&prog, &[prov]);
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).lines().any(|l| l == "ok"),
+        "waitset {prov}: {}",
+        text(&o)
+    );
+}
+
+#[test]
+fn waitset_tcp() {
+    waitset("tcp");
+}
+
+#[test]
+fn waitset_shm() {
+    waitset("shm");
+}
+
+#[test]
+fn waitset_udp() {
+    waitset("udp");
 }

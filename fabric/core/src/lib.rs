@@ -13,6 +13,7 @@ pub mod log;
 pub mod param;
 pub mod prov;
 pub mod tostr;
+pub mod wait;
 
 pub use addr::{AddrFormat, Address, FiAddr};
 pub use atomic::{AtomicKind, AtomicOp, Datatype, RmaIov};

@@ -19,7 +19,7 @@ use std::any::Any;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `op_context` of a completion-queue entry that belongs to no operation
 /// (`FI_EOVERRUN` reports). The safe layer never uses it for an operation.
@@ -222,6 +222,20 @@ pub trait CqOps: Send + Sync {
     }
     /// Wake a thread blocked in `sread` (`fi_cq_signal`).
     fn signal(&self);
+    /// A wait set is about to sleep on [`CqOps::wait_fd`] together with other
+    /// objects' descriptors ([`crate::wait::Set::wait`]): like
+    /// [`CqOps::trywait`], but from now until the matching [`CqOps::wait_end`]
+    /// whatever would make entries appear makes the descriptor readable, as for
+    /// the queue's own `sread` (peers that skip the wake-up while nobody sleeps
+    /// are told someone does). `Ok` gives the time by which progress has work
+    /// even if nothing arrives (a timer), if any: the sleep ends no later.
+    /// `Err(Again)` when entries are there already; no `wait_end` is then due.
+    /// The default is [`CqOps::trywait`], for queues whose descriptor needs no more.
+    fn wait_begin(&self) -> Result<Option<Instant>> {
+        self.trywait().map(|()| None)
+    }
+    /// The sleep announced by a successful [`CqOps::wait_begin`] ended.
+    fn wait_end(&self) {}
 }
 
 /// An event queue.
@@ -248,6 +262,19 @@ pub trait EqOps: Send + Sync {
         let _ = event;
         Err(crate::Error::NoSys)
     }
+    /// Prepare for the application to block on [`EqOps::wait_fd`] (`fi_trywait`),
+    /// as [`CqOps::trywait`]: `Err(Again)` when events are there already. The
+    /// default makes no preparation: for queues whose descriptor needs none.
+    fn trywait(&self) -> Result<()> {
+        self.wait_fd().map(|_| ())
+    }
+    /// A wait set is about to sleep on [`EqOps::wait_fd`], as
+    /// [`CqOps::wait_begin`]. The default is [`EqOps::trywait`].
+    fn wait_begin(&self) -> Result<Option<Instant>> {
+        self.trywait().map(|()| None)
+    }
+    /// The sleep announced by a successful [`EqOps::wait_begin`] ended.
+    fn wait_end(&self) {}
 }
 
 /// A counter.
@@ -271,6 +298,27 @@ pub trait CntrOps: Send + Sync {
     /// Wait until the count reaches `threshold`; `Err(TimedOut)` after `timeout`,
     /// `Err(Avail)` if the error count changes meanwhile.
     fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()>;
+    /// A file descriptor that becomes readable when the counts may have changed,
+    /// once [`CntrOps::trywait`] or [`CntrOps::wait_begin`] said `Ok`.
+    /// `Err(NoSys)` (the default) for a counter without one.
+    fn wait_fd(&self) -> Result<RawFd> {
+        Err(crate::Error::NoSys)
+    }
+    /// Prepare for the application to block on [`CntrOps::wait_fd`]
+    /// (`fi_trywait`), as [`CqOps::trywait`]. A counter does not know which
+    /// change its waiter waits for, so it answers `Ok` once armed: the waiter
+    /// reads the counts once more before it blocks. The default makes no
+    /// preparation.
+    fn trywait(&self) -> Result<()> {
+        self.wait_fd().map(|_| ())
+    }
+    /// A wait set is about to sleep on [`CntrOps::wait_fd`], as
+    /// [`CqOps::wait_begin`]. The default is [`CntrOps::trywait`].
+    fn wait_begin(&self) -> Result<Option<Instant>> {
+        self.trywait().map(|()| None)
+    }
+    /// The sleep announced by a successful [`CntrOps::wait_begin`] ended.
+    fn wait_end(&self) {}
 }
 
 /// An address vector.

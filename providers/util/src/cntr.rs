@@ -10,9 +10,10 @@ use fabric_core::prov::{next_fid, CntrOps};
 use fabric_core::{Error, Result};
 use std::any::Any;
 use std::fmt;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A completion counter: a success count and an error count, with blocking waits
 /// that drive the progress of the objects bound to it.
@@ -122,6 +123,29 @@ impl CntrOps for UtilCntr {
         self.waiter.notify();
     }
 
+    /// The waiter's epoll descriptor: readable when the counts may have changed
+    /// (after `trywait` or `wait_begin`).
+    fn wait_fd(&self) -> Result<RawFd> {
+        Ok(self.waiter.fd())
+    }
+
+    /// Progress, then arm the bound objects' descriptors. Always `Ok` once
+    /// armed: the caller compares the counts with those it knows.
+    fn trywait(&self) -> Result<()> {
+        self.waiter.trywait(|| false)
+    }
+
+    /// Announce a wait set's sleep on the counter's descriptor to the bound
+    /// objects (as `wait` announces its own).
+    fn wait_begin(&self) -> Result<Option<Instant>> {
+        self.waiter.sleep_begin(|| false)
+    }
+
+    /// End the sleep announced by `wait_begin`.
+    fn wait_end(&self) {
+        self.waiter.sleep_end()
+    }
+
     /// Wait up to `timeout` (`None`: forever) until the success count is at least
     /// `threshold`, busy-polling briefly and then sleeping on the bound objects'
     /// descriptors. `Err(Avail)` if the error count changes during the wait (read
@@ -149,7 +173,6 @@ impl CntrOps for UtilCntr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::RawFd;
     use std::sync::atomic::AtomicUsize;
     use std::time::Instant;
 

@@ -30,7 +30,7 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Entries a queue holds when the attributes ask for the provider's default (0).
 pub const DEFAULT_CQ_SIZE: usize = 1024;
@@ -297,6 +297,19 @@ impl CqOps for UtilCq {
     fn trywait(&self) -> Result<()> {
         self.blocking_allowed()?;
         self.waiter.trywait(|| self.entries.load(Ordering::Acquire) > 0)
+    }
+
+    /// Announce a wait set's sleep on the queue's descriptor to the bound
+    /// objects (as `sread` announces its own), unless completions are queued
+    /// (`Err(Again)`). `Err(NoSys)` for a queue opened with `WaitObj::None`.
+    fn wait_begin(&self) -> Result<Option<Instant>> {
+        self.blocking_allowed()?;
+        self.waiter.sleep_begin(|| self.entries.load(Ordering::Acquire) > 0)
+    }
+
+    /// End the sleep announced by `wait_begin`.
+    fn wait_end(&self) {
+        self.waiter.sleep_end()
     }
 
     /// Wake a thread blocked in `sread`, which returns `Err(Again)` unless

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Events a queue is sized for when the attributes ask for the provider's
 /// default (0).
@@ -184,6 +184,27 @@ impl EqOps for UtilEq {
     fn wait_fd(&self) -> Result<RawFd> {
         self.blocking_allowed()?;
         Ok(self.waiter.fd())
+    }
+
+    /// Progress, then arm the bound objects' descriptors unless events are
+    /// queued (`Err(Again)`). `Err(NoSys)` for a queue opened with
+    /// `WaitObj::None`.
+    fn trywait(&self) -> Result<()> {
+        self.blocking_allowed()?;
+        self.waiter.trywait(|| !self.lock().is_empty())
+    }
+
+    /// Announce a wait set's sleep on the queue's descriptor to the bound
+    /// objects, unless events are queued (`Err(Again)`). `Err(NoSys)` for a
+    /// queue opened with `WaitObj::None`.
+    fn wait_begin(&self) -> Result<Option<Instant>> {
+        self.blocking_allowed()?;
+        self.waiter.sleep_begin(|| !self.lock().is_empty())
+    }
+
+    /// End the sleep announced by `wait_begin`.
+    fn wait_end(&self) {
+        self.waiter.sleep_end()
     }
 
     /// Wake a thread blocked in `sread`, which returns `Err(Again)` unless an

@@ -209,6 +209,43 @@ impl Waiter {
         }
     }
 
+    /// A waiter outside this queue (a wait set) is about to sleep on
+    /// [`Waiter::fd`] together with other descriptors: announce the sleep as
+    /// [`Waiter::wait`] does (to the bound objects, and to `notify`, which then
+    /// writes the eventfd), progress once more and check `ready`. `Err(Again)`
+    /// (the announcement withdrawn) when there is something to read; else `Ok`
+    /// with the earliest time a bound object has timer work, and the caller
+    /// calls [`Waiter::sleep_end`] after its sleep.
+    pub fn sleep_begin(&self, mut ready: impl FnMut() -> bool) -> Result<Option<Instant>> {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        self.each_bound(|o| o.prepare_sleep());
+        self.progress();
+        if ready() {
+            self.sleep_end();
+            return Err(Error::Again);
+        }
+        let mut wake: Option<Instant> = None;
+        self.each_bound(|o| {
+            if let Some(t) = o.next_deadline() {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        });
+        Ok(wake)
+    }
+
+    /// End a sleep announced by [`Waiter::sleep_begin`]; the eventfd is drained
+    /// (an `interrupt` stays recorded for `wait_take`), so that the descriptor
+    /// does not stay readable for a wake-up already served.
+    pub fn sleep_end(&self) {
+        self.each_bound(|o| o.end_sleep());
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+        unsafe {
+            libc::read(self.evfd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8);
+        }
+    }
+
     /// Call `f` on every bound object that is still alive. No lock is held while
     /// `f` runs (an object's progress may push into this very queue, or drop the
     /// last reference to an object whose `Drop` unbinds it). The usual case, one
