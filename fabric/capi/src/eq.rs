@@ -267,16 +267,31 @@ unsafe extern "C" fn readerr(eq: *mut abi::fid_eq, buf: *mut abi::fi_eq_err_entr
             // SAFETY: a live C object bound to this queue (removed at its close).
             unsafe { (*c_fid).context }
         };
-        let mut keep = q.err_data.lock().unwrap_or_else(|p| p.into_inner());
-        *keep = e.data;
+        // libfabric (API 1.5 on): a caller that gives a buffer of its own in
+        // `err_data`/`err_data_size` gets the error data copied into it (as much
+        // as fits, the size set to that); otherwise it gets a pointer to the
+        // queue's copy, valid until the next `fi_eq_readerr`.
+        // SAFETY: the caller's entry, non-NULL: its two fields are read.
+        let (user, user_size) = unsafe { ((*buf).err_data, (*buf).err_data_size) };
+        let (err_data, err_data_size) = if !user.is_null() && user_size > 0 {
+            let n = user_size.min(e.data.len());
+            // SAFETY: the caller's buffer of `user_size` bytes; `n` is no more.
+            unsafe { std::ptr::copy_nonoverlapping(e.data.as_ptr(), user as *mut u8, n) };
+            (user, n)
+        } else {
+            let mut keep = q.err_data.lock().unwrap_or_else(|p| p.into_inner());
+            *keep = e.data;
+            let p = if keep.is_empty() { std::ptr::null_mut() } else { keep.as_mut_ptr() as *mut c_void };
+            (p, keep.len())
+        };
         let out = abi::fi_eq_err_entry {
             fid: c_fid,
             context,
             data: 0,
             err: e.err.errno(),
             prov_errno: e.prov_errno,
-            err_data: if keep.is_empty() { std::ptr::null_mut() } else { keep.as_mut_ptr() as *mut c_void },
-            err_data_size: keep.len(),
+            err_data,
+            err_data_size,
         };
         // SAFETY: the caller's entry, non-NULL.
         unsafe { buf.write_unaligned(out) };

@@ -191,6 +191,25 @@ int main(int argc, char **argv) {
   char text[128];
   TRUE(fi_eq_strerror(ceq, ee.prov_errno, ee.err_data, text, sizeof text) != NULL);
   CK(fi_close(&cep->fid));
+
+  // Rejected again; this time the error data lands in a buffer of ours, cut
+  // to its size (fi_eq(3), API 1.5 on).
+  cep = active(cinfo, ceq, ccq);
+  CK(fi_connect(cep, cinfo->dest_addr, "third", 6));
+  n = event(seq, FI_CONNREQ, buf, sizeof buf);
+  CK(fi_reject(pep, cm->info->handle, "nope", 5));
+  fi_freeinfo(cm->info);
+  char mine[2] = { 0, 0 };
+  memset(&ee, 0, sizeof ee);
+  ee.err_data = mine;
+  ee.err_data_size = sizeof mine;
+  error_event(ceq, &ee);
+  EXPECT(ee.err, FI_ECONNREFUSED);
+  EXPECT(ee.err_data, mine);
+  EXPECT(ee.err_data_size, 2);
+  EXPECT(mine[0], 'n');
+  EXPECT(mine[1], 'o');
+  CK(fi_close(&cep->fid));
   printf("reject: ok\n");
 
   // A request accepted with data.
