@@ -1049,6 +1049,37 @@ mod tests {
     }
 
     #[test]
+    fn delivery_complete_callers_see_tcp_rdm_under_its_own_name() {
+        let rdm = sample();
+        assert_eq!(c_prov_name(&rdm, false), "tcp;ofi_rxm");
+        assert_eq!(c_prov_name(&rdm, true), "tcp");
+        // Only tcp's RDM entries: its MSG entries and other providers' RDM
+        // entries keep their names whatever the caller asks.
+        let mut msg = sample();
+        msg.ep_attr.ep_type = EpType::Msg;
+        msg.ep_attr.protocol = Protocol::SockTcp;
+        assert_eq!(c_prov_name(&msg, true), "tcp");
+        let mut verbs = sample();
+        verbs.fabric_attr.prov_name = "verbs".into();
+        assert_eq!(c_prov_name(&verbs, true), "verbs;ofi_rxm");
+        let mut udp = sample();
+        udp.fabric_attr.prov_name = "udp".into();
+        udp.ep_attr.protocol = Protocol::Rxd;
+        assert_eq!(c_prov_name(&udp, true), "udp;ofi_rxd");
+        // What a C caller sees, and what comes back from it.
+        let c = info_to_c_named(&rdm, true);
+        assert!(!c.is_null());
+        // SAFETY: c is a valid fi_info we built; freed below.
+        let name = unsafe { c_str((*(*c).fabric_attr).prov_name) };
+        assert_eq!(name.as_deref(), Some("tcp"));
+        // SAFETY: as above.
+        let back = unsafe { info_from_c(&*c) }.unwrap();
+        assert_eq!(back.fabric_attr.prov_name, "tcp");
+        // SAFETY: ours, freed once.
+        unsafe { free_info_list(c) };
+    }
+
+    #[test]
     fn info_round_trips_through_c() {
         let rust = sample();
         let c = info_to_c(&rust);

@@ -3,6 +3,7 @@
  * fi_fetch_atomic, fi_compare_atomic on registered memory).
  *
  *   osc_check [allocate|create|both] [iterations]
+ *   osc_check lat [iterations]   8-byte op + flush latencies, rank 0 to 1
  *
  * For each window (MPI_Win_allocate, MPI_Win_create on malloc'ed memory):
  *   - under fences: Put and Get around a ring (8 KiB of int64 and 1 MiB of
@@ -400,6 +401,45 @@ static void run(const char *kind, int iters)
 		printf("window %s: ok\n", kind);
 }
 
+/* Rank 0 times 8-byte operations on rank 1's window (MPI_Win_create) under
+ * MPI_Win_lock_all, each followed by MPI_Win_flush: microseconds per op. */
+static void lat(int iters)
+{
+	struct win_layout *m = calloc(1, sizeof *m);
+	const char *names[] = { "put", "get", "accumulate", "fetch_and_op", "compare_and_swap" };
+	double us[5];
+	MPI_Win win;
+	CHECK(m != NULL, "no memory");
+	MPI_Win_create(m, sizeof *m, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+	MPI_Win_lock_all(0, win);
+	if (rank == 0) {
+		for (int op = 0; op < 5; op++) {
+			int64_t v = 1, r = 0, c = 0;
+			double t = 0;
+			for (int i = -iters / 10; i < iters; i++) {
+				if (i == 0)
+					t = MPI_Wtime();
+				switch (op) {
+				case 0: MPI_Put(&v, 1, MPI_INT64_T, 1, DISP(fop) / 8, 1, MPI_INT64_T, win); break;
+				case 1: MPI_Get(&r, 1, MPI_INT64_T, 1, DISP(fop) / 8, 1, MPI_INT64_T, win); break;
+				case 2: MPI_Accumulate(&v, 1, MPI_INT64_T, 1, DISP(fop) / 8, 1, MPI_INT64_T, MPI_SUM, win); break;
+				case 3: MPI_Fetch_and_op(&v, &r, MPI_INT64_T, 1, DISP(fop) / 8, MPI_SUM, win); break;
+				default: MPI_Compare_and_swap(&v, &c, &r, MPI_INT64_T, 1, DISP(cas) / 8, win); break;
+				}
+				MPI_Win_flush(1, win);
+			}
+			us[op] = (MPI_Wtime() - t) / iters * 1e6;
+		}
+		printf("osc latency:");
+		for (int op = 0; op < 5; op++)
+			printf(" %s %.2f", names[op], us[op]);
+		printf(" us over %d iterations\n", iters);
+	}
+	MPI_Win_unlock_all(win);
+	MPI_Win_free(&win);
+	free(m);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "both";
@@ -412,11 +452,14 @@ int main(int argc, char **argv)
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	if (rank == 0)
 		which_library();
+	CHECK(!strcmp(mode, "allocate") || !strcmp(mode, "create") || !strcmp(mode, "both") || !strcmp(mode, "lat"),
+	      "unknown mode %s", mode);
 	if (!strcmp(mode, "allocate") || !strcmp(mode, "both"))
 		run("allocate", iters);
 	if (!strcmp(mode, "create") || !strcmp(mode, "both"))
 		run("create", iters);
-	CHECK(!strcmp(mode, "allocate") || !strcmp(mode, "create") || !strcmp(mode, "both"), "unknown mode %s", mode);
+	if (!strcmp(mode, "lat"))
+		lat(iters);
 	which_components();
 	fflush(stdout);
 	MPI_Barrier(MPI_COMM_WORLD);
