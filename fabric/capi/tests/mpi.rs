@@ -257,8 +257,11 @@ fn one_sided_fails_without_the_ofi_btl() {
     assert!(!mca.contains(&"self,ofi"));
     let out = mpirun_osc(Some(&lib), 2, "tcp", &mca, &["create", "1"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "one-sided MPI passed without the ofi BTL:\n{stdout}");
-    assert!(!stdout.contains("window create: ok"), "{stdout}");
+    // MPI_Init ran over our library (the MTL); the window is what failed.
+    assert!(stdout.contains("libfabric: ") && !stdout.contains("window create: ok"), "{stdout}\n{stderr}");
+    assert!(stderr.contains(": MPI_Win_create: "), "{stdout}\n{stderr}");
 }
 
 /// 8-byte one-sided operations (each followed by `MPI_Win_flush`) over ours
