@@ -3,7 +3,9 @@
  * fi_fetch_atomic, fi_compare_atomic on registered memory).
  *
  *   osc_check [allocate|create|both] [iterations]
- *   osc_check lat [iterations]   8-byte op + flush latencies, rank 0 to 1
+ *   osc_check lat [iterations [ops]]   8-byte op + flush latencies, rank 0 to
+ *                     1: the first `ops` (default 5) of put, get, accumulate,
+ *                     fetch_and_op, compare_and_swap
  *
  * For each window (MPI_Win_allocate, MPI_Win_create on malloc'ed memory):
  *   - under fences: Put and Get around a ring (8 KiB of int64 and 1 MiB of
@@ -403,7 +405,7 @@ static void run(const char *kind, int iters)
 
 /* Rank 0 times 8-byte operations on rank 1's window (MPI_Win_create) under
  * MPI_Win_lock_all, each followed by MPI_Win_flush: microseconds per op. */
-static void lat(int iters)
+static void lat(int iters, int nops)
 {
 	struct win_layout *m = calloc(1, sizeof *m);
 	const char *names[] = { "put", "get", "accumulate", "fetch_and_op", "compare_and_swap" };
@@ -413,7 +415,7 @@ static void lat(int iters)
 	MPI_Win_create(m, sizeof *m, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
 	MPI_Win_lock_all(0, win);
 	if (rank == 0) {
-		for (int op = 0; op < 5; op++) {
+		for (int op = 0; op < nops; op++) {
 			int64_t v = 1, r = 0, c = 0;
 			double t = 0;
 			for (int i = -iters / 10; i < iters; i++) {
@@ -431,7 +433,7 @@ static void lat(int iters)
 			us[op] = (MPI_Wtime() - t) / iters * 1e6;
 		}
 		printf("osc latency:");
-		for (int op = 0; op < 5; op++)
+		for (int op = 0; op < nops; op++)
 			printf(" %s %.2f", names[op], us[op]);
 		printf(" us over %d iterations\n", iters);
 	}
@@ -459,7 +461,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "create") || !strcmp(mode, "both"))
 		run("create", iters);
 	if (!strcmp(mode, "lat"))
-		lat(iters);
+		lat(iters, argc > 3 && atoi(argv[3]) >= 1 && atoi(argv[3]) <= 5 ? atoi(argv[3]) : 5);
 	which_components();
 	fflush(stdout);
 	MPI_Barrier(MPI_COMM_WORLD);
