@@ -275,19 +275,24 @@ fn ofi_btl_one_sided_latency_against_libfabric() {
     if open_mpi().is_none() {
         return;
     }
-    let line = |out: &std::process::Output| -> String {
+    // The latency line, or why there is none.
+    let line = |out: &std::process::Output| -> Result<String, String> {
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        stdout.lines().find(|l| l.starts_with("osc latency:")).expect("a latency line").to_string()
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match stdout.lines().find(|l| l.starts_with("osc latency:")) {
+            Some(l) if out.status.success() => Ok(l.to_string()),
+            _ => Err(format!("failed ({}):\n{stdout}\n{stderr}", out.status)),
+        }
     };
     let ours = line(&mpirun_osc(Some(&profile_dir()), 2, "tcp", ONE_SIDED, &["lat", "1000"]));
-    println!("ours over tcp:            {ours}");
+    println!("ours over tcp:            {}", ours.expect("one-sided latency over ours"));
     // The loader's cache lists the system's libfabric.so.1 (and not ours).
+    // Its runs are only printed: a failure there is libfabric's.
     let cache = Command::new("ldconfig").arg("-p").output().map(|o| o.stdout).unwrap_or_default();
     if String::from_utf8_lossy(&cache).contains("libfabric.so.1 ") {
         let net = line(&mpirun_osc(None, 2, "net", ONE_SIDED, &["lat", "1000", "2"]));
-        println!("libfabric 1.17 (net):     {net}");
+        println!("libfabric 1.17 (net):     {}", net.unwrap_or_else(|e| e));
         let sockets = line(&mpirun_osc(None, 2, "sockets", ONE_SIDED, &["lat", "20"]));
-        println!("libfabric 1.17 (sockets): {sockets}");
+        println!("libfabric 1.17 (sockets): {}", sockets.unwrap_or_else(|e| e));
     }
 }
