@@ -166,14 +166,16 @@ fn osc_program() -> PathBuf {
 }
 
 /// `mpirun -np N osc_check ARGS` with `mca` and provider `prov`, our library
-/// (`lib`) or the system's (`None`) first in the search path: its output,
-/// whatever the exit status.
-fn mpirun_osc(lib: Option<&Path>, np: usize, prov: &str, mca: &str, args: &[&str]) -> std::process::Output {
+/// (`lib`) or the system's (`None`) first in the search path, `FI_LOG_LEVEL`
+/// `log`: its output, whatever the exit status.
+fn mpirun_osc(lib: Option<&Path>, np: usize, prov: &str, mca: &str, log: &str, args: &[&str]) -> std::process::Output {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = Command::new("timeout");
     c.args(["--kill-after=10", "300", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
         .args(mca.split_whitespace())
-        .args(["--mca", "opal_common_ofi_provider_include", prov, "-x", "LD_LIBRARY_PATH"]);
+        .args(["--mca", "opal_common_ofi_provider_include", prov, "-x", "LD_LIBRARY_PATH", "-x", "FI_LOG_LEVEL"])
+        .env("FI_LOG_LEVEL", log)
+        .env_remove("FI_LOG_PROV");
     match lib {
         Some(l) => c.env("LD_LIBRARY_PATH", l),
         None => c.env("LD_LIBRARY_PATH", ""),
@@ -181,13 +183,29 @@ fn mpirun_osc(lib: Option<&Path>, np: usize, prov: &str, mca: &str, args: &[&str
     c.arg(osc_program()).args(args).output().expect("run mpirun")
 }
 
+/// The memory registrations our library logged (`FI_LOG_LEVEL=debug`): process,
+/// start, length, and whether peers may write it.
+fn registrations(stderr: &str) -> Vec<(u32, u64, u64, bool)> {
+    let parse = |l: &str| {
+        // fabric:PID:SECONDS::PROV:mr:<debug> fi_mr_reg: N bytes at 0xADDR, access MrAccess(..), key 0x..
+        let (pid, rest) = l.strip_prefix("fabric:")?.split_once(':')?;
+        let (_, msg) = rest.split_once(":mr:<debug> fi_mr_reg: ")?;
+        let (len, rest) = msg.split_once(" bytes at 0x")?;
+        let (addr, rest) = rest.split_once(", access ")?;
+        Some((pid.parse().ok()?, u64::from_str_radix(addr, 16).ok()?, len.parse().ok()?, rest.contains("REMOTE_WRITE")))
+    };
+    stderr.lines().filter_map(parse).collect()
+}
+
 /// [`mpirun_osc`] over ours with [`ONE_SIDED`], which must pass: every rank
-/// done, both windows checked, our library mapped, and every rank running osc
-/// rdma with no BTL but `self` and `ofi` loaded. Returns standard output.
+/// done, both windows checked, our library mapped, every rank running osc rdma
+/// with no BTL but `self` and `ofi` loaded, and each `MPI_Win_create` window
+/// inside memory our library registered for peers to write in that process.
+/// Returns standard output.
 fn one_sided(np: usize, prov: &str, args: &[&str]) -> String {
     let lib = profile_dir();
     assert!(lib.join("libfabric.so.1").is_file(), "libfabric.so.1 not built in {}", lib.display());
-    let out = mpirun_osc(Some(&lib), np, prov, ONE_SIDED, args);
+    let out = mpirun_osc(Some(&lib), np, prov, ONE_SIDED, "debug", args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mpirun -np {np} osc_check {args:?} over {prov}:\n{stdout}\n{stderr}");
@@ -203,6 +221,25 @@ fn one_sided(np: usize, prov: &str, args: &[&str]) -> String {
         assert!(
             plugins.iter().all(|p| ["mca_osc_rdma", "mca_btl_self", "mca_btl_ofi"].contains(p)),
             "another osc or BTL component loaded: {c}"
+        );
+    }
+    // window memory: pid PID at 0xADDR, N bytes
+    let windows: Vec<(u32, u64, u64)> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (pid, rest) = l.strip_prefix("window memory: pid ")?.split_once(" at 0x")?;
+            let (addr, len) = rest.strip_suffix(" bytes")?.split_once(", ")?;
+            Some((pid.parse().ok()?, u64::from_str_radix(addr, 16).ok()?, len.parse().ok()?))
+        })
+        .collect();
+    if args.first().is_some_and(|a| *a == "create" || *a == "both") {
+        assert_eq!(windows.len(), np, "{stdout}");
+    }
+    let regs = registrations(&stderr);
+    for (pid, addr, len) in windows {
+        assert!(
+            regs.iter().any(|&(p, start, n, remote)| p == pid && remote && start <= addr && addr + len <= start + n),
+            "no registration of ours covers the window of {pid} at {addr:#x} ({len} bytes): {regs:x?}"
         );
     }
     stdout
@@ -239,7 +276,7 @@ fn one_sided_fails_without_the_ofi_btl() {
     let lib = profile_dir();
     let mca = ONE_SIDED.replace("btl self,ofi", "btl self");
     assert_ne!(mca, ONE_SIDED);
-    let out = mpirun_osc(Some(&lib), 2, "tcp", &mca, &["create", "1"]);
+    let out = mpirun_osc(Some(&lib), 2, "tcp", &mca, "warn", &["create", "1"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "one-sided MPI passed without the ofi BTL:\n{stdout}");
@@ -268,15 +305,15 @@ fn ofi_btl_one_sided_latency_against_libfabric() {
             _ => Err(format!("failed ({}):\n{stdout}\n{stderr}", out.status)),
         }
     };
-    let ours = line(&mpirun_osc(Some(&profile_dir()), 2, "tcp", ONE_SIDED, &["lat", "1000"]));
+    let ours = line(&mpirun_osc(Some(&profile_dir()), 2, "tcp", ONE_SIDED, "warn", &["lat", "1000"]));
     println!("ours over tcp:            {}", ours.expect("one-sided latency over ours"));
     // The loader's cache lists the system's libfabric.so.1 (and not ours).
     // Its runs are only printed: a failure there is libfabric's.
     let cache = Command::new("ldconfig").arg("-p").output().map(|o| o.stdout).unwrap_or_default();
     if String::from_utf8_lossy(&cache).contains("libfabric.so.1 ") {
-        let net = line(&mpirun_osc(None, 2, "net", ONE_SIDED, &["lat", "1000", "2"]));
+        let net = line(&mpirun_osc(None, 2, "net", ONE_SIDED, "warn", &["lat", "1000", "2"]));
         println!("libfabric 1.17 (net):     {}", net.unwrap_or_else(|e| e));
-        let sockets = line(&mpirun_osc(None, 2, "sockets", ONE_SIDED, &["lat", "20"]));
+        let sockets = line(&mpirun_osc(None, 2, "sockets", ONE_SIDED, "warn", &["lat", "20"]));
         println!("libfabric 1.17 (sockets): {}", sockets.unwrap_or_else(|e| e));
     }
 }

@@ -28,8 +28,9 @@
  * unsupported atomic op"), so those run here on 2- and 1-byte types, which
  * osc rdma does with Get and Put under its accumulate lock.
  *
- * Rank 0 prints the libfabric.so it mapped ("libfabric: PATH") and every rank
- * prints "osc: COMPONENTS" (the osc and btl plugins it mapped) and at the end
+ * Rank 0 prints the libfabric.so it mapped ("libfabric: PATH"), every rank
+ * "window memory: pid PID at ADDR, N bytes" for its MPI_Win_create window,
+ * "osc: COMPONENTS" (the osc and btl plugins it mapped) and at the end
  * "rank R: ok". Any failed check prints "FAIL ..." and aborts the job. */
 #include <mpi.h>
 #include <stddef.h>
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank, size;
 /* Whether to call MPI_Compare_and_swap on this window (see run()). */
@@ -386,6 +388,8 @@ static void run(const char *kind, int iters)
 		CHECK(m != NULL, "no memory");
 		rc = MPI_Win_create(m, sizeof *m, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
 		CHECK(rc == MPI_SUCCESS, "MPI_Win_create: %d", rc);
+		/* So the caller can find the registration that exposed it. */
+		printf("window memory: pid %d at %p, %zu bytes\n", (int) getpid(), (void *) m, sizeof *m);
 	}
 	/* Open MPI 4.1's osc rdma puts an MPI_Win_allocate window of ranks on one
 	 * host in shared memory and then hands its BTL a NULL registration handle
