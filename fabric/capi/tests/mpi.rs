@@ -197,15 +197,15 @@ fn registrations(stderr: &str) -> Vec<(u32, u64, u64, bool)> {
     stderr.lines().filter_map(parse).collect()
 }
 
-/// [`mpirun_osc`] over ours with [`ONE_SIDED`], which must pass: every rank
+/// [`mpirun_osc`] over ours with `mca` ([`ONE_SIDED`] and more), which must pass: every rank
 /// done, both windows checked, our library mapped, every rank running osc rdma
 /// with no BTL but `self` and `ofi` loaded, and each `MPI_Win_create` window
 /// inside memory our library registered for peers to write in that process.
 /// Returns standard output.
-fn one_sided(np: usize, prov: &str, args: &[&str]) -> String {
+fn one_sided(np: usize, prov: &str, mca: &str, args: &[&str]) -> String {
     let lib = profile_dir();
     assert!(lib.join("libfabric.so.1").is_file(), "libfabric.so.1 not built in {}", lib.display());
-    let out = mpirun_osc(Some(&lib), np, prov, ONE_SIDED, "debug", args);
+    let out = mpirun_osc(Some(&lib), np, prov, mca, "debug", args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mpirun -np {np} osc_check {args:?} over {prov}:\n{stdout}\n{stderr}");
@@ -251,9 +251,14 @@ fn ofi_btl_one_sided_over_tcp() {
         return;
     }
     for np in [2, 4] {
-        let out = one_sided(np, "tcp", &["both", "100"]);
+        let out = one_sided(np, "tcp", ONE_SIDED, &["both", "100"]);
         assert!(out.contains("window allocate: ok") && out.contains("window create: ok"), "{out}");
     }
+    // With the BTL asking for automatic progress (data and control): the
+    // domain's progress thread serves the peers' operations.
+    let auto = format!("{ONE_SIDED} --mca btl_ofi_progress_mode auto");
+    let out = one_sided(2, "tcp", &auto, &["create", "20"]);
+    assert!(out.contains("window create: ok"), "{out}");
 }
 
 #[test]
@@ -261,7 +266,7 @@ fn ofi_btl_one_sided_over_udp() {
     if open_mpi().is_none() {
         return;
     }
-    let out = one_sided(2, "udp", &["both", "20"]);
+    let out = one_sided(2, "udp", ONE_SIDED, &["both", "20"]);
     assert!(out.contains("window allocate: ok") && out.contains("window create: ok"), "{out}");
 }
 

@@ -415,8 +415,10 @@ static void lat(int iters, int nops)
 	const char *names[] = { "put", "get", "accumulate", "fetch_and_op", "compare_and_swap" };
 	double us[5];
 	MPI_Win win;
+	int rc;
 	CHECK(m != NULL, "no memory");
-	MPI_Win_create(m, sizeof *m, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+	rc = MPI_Win_create(m, sizeof *m, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+	CHECK(rc == MPI_SUCCESS, "MPI_Win_create: %d", rc);
 	MPI_Win_lock_all(0, win);
 	if (rank == 0) {
 		for (int op = 0; op < nops; op++) {
