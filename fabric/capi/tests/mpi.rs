@@ -312,6 +312,11 @@ fn ofi_btl_one_sided_latency_against_libfabric() {
     };
     let ours = line(&mpirun_osc(Some(&profile_dir()), 2, "tcp", ONE_SIDED, "warn", &["lat", "1000"]));
     println!("ours over tcp:            {}", ours.expect("one-sided latency over ours"));
+    // The target's part runs when Open MPI progresses the BTL there, or at once
+    // on the progress thread with automatic progress.
+    let auto = format!("{ONE_SIDED} --mca btl_ofi_progress_mode auto");
+    let ours = line(&mpirun_osc(Some(&profile_dir()), 2, "tcp", &auto, "warn", &["lat", "1000"]));
+    println!("ours over tcp, auto:      {}", ours.expect("one-sided latency over ours, automatic progress"));
     // The loader's cache lists the system's libfabric.so.1 (and not ours).
     // Its runs are only printed: a failure there is libfabric's.
     let cache = Command::new("ldconfig").arg("-p").output().map(|o| o.stdout).unwrap_or_default();
