@@ -26,8 +26,18 @@
 //! `FI_PROVIDER="tcp;ofi_rxm"` or `fi_info -p "tcp;ofi_rxm"` find the same
 //! entries; and a program reading `prov_name` to decide about RDM sees what it
 //! expects. Entries of other kinds keep the provider's name.
+//!
+//! One exception: a caller whose hints ask for `FI_DELIVERY_COMPLETE` in
+//! `tx_attr->op_flags` gets tcp's RDM entries under the provider's own name,
+//! `tcp` ([`c_prov_name`]). libfabric 1.17's `ofi_rxm` does not complete
+//! operations at delivery, and Open MPI's ofi BTL (one-sided MPI through osc
+//! rdma) asks for `FI_DELIVERY_COMPLETE` and refuses any provider whose name
+//! contains `ofi_rxm` for that reason; fabric's tcp RDM endpoints do complete
+//! writes, reads and atomics only once the target has answered, and libfabric
+//! 1.18 and later name tcp's own RDM endpoints `tcp` too. Callers that do not
+//! ask (Open MPI's MTL, `fi_info`, `fi_pingpong`) see `tcp;ofi_rxm` as before.
 
-use crate::abi::{fi_domain_attr, fi_ep_attr, fi_fabric_attr, fi_info, fi_rx_attr, fi_tx_attr};
+use crate::abi::{fi_domain_attr, fi_ep_attr, fi_fabric_attr, fi_info, fi_rx_attr, fi_tx_attr, FI_DELIVERY_COMPLETE};
 use crate::exports::guard;
 use fabric_core::{
     AddrFormat, Address, AvType, Caps, DomainAttr, EpAttr, EpType, Error, FabricAttr, Hints, Info, Mode, MrMode,
@@ -377,9 +387,33 @@ pub(crate) fn alloc_info() -> *mut fi_info {
     info
 }
 
+/// Providers whose RDM endpoints over connections (reported as `PROV;ofi_rxm`)
+/// complete every operation at delivery: a write, read or atomic completes once
+/// the target has answered it (`providers/tcp/src/ep/rma.rs`).
+const DELIVERY_COMPLETE_RDM: &[&str] = &["tcp"];
+
+/// The `prov_name` the C side reports for `info`: libfabric 1.x's layered name
+/// ([`fabric::layered_name`]), or, when the caller asked for
+/// `FI_DELIVERY_COMPLETE` (`delivery_complete`) and the entry is an RDM one of
+/// a provider in [`DELIVERY_COMPLETE_RDM`], the provider's own name (see the
+/// module's documentation).
+pub(crate) fn c_prov_name(info: &Info, delivery_complete: bool) -> String {
+    let own = &info.fabric_attr.prov_name;
+    if delivery_complete && info.ep_attr.ep_type == EpType::Rdm && DELIVERY_COMPLETE_RDM.contains(&own.as_str()) {
+        own.clone()
+    } else {
+        fabric::layered_name(info)
+    }
+}
+
 /// A libc-allocated `fi_info` of `info` (no `next`), or NULL when out of memory.
 /// `prov_name` is the name the C side reports ([`fabric::layered_name`]).
 pub(crate) fn info_to_c(info: &Info) -> *mut fi_info {
+    info_to_c_named(info, false)
+}
+
+/// [`info_to_c`] with `prov_name` from [`c_prov_name`].
+fn info_to_c_named(info: &Info, delivery_complete: bool) -> *mut fi_info {
     let p = alloc_info();
     if p.is_null() {
         return p;
@@ -470,7 +504,7 @@ pub(crate) fn info_to_c(info: &Info) -> *mut fi_info {
     // SAFETY: as above.
     let f = unsafe { &mut *c.fabric_attr };
     f.name = c_strdup(&info.fabric_attr.name);
-    f.prov_name = c_strdup(&fabric::layered_name(info));
+    f.prov_name = c_strdup(&c_prov_name(info, delivery_complete));
     f.prov_version = info.fabric_attr.prov_version;
     f.api_version = info.fabric_attr.api_version;
     ok &= !f.name.is_null() && !f.prov_name.is_null();
@@ -482,12 +516,13 @@ pub(crate) fn info_to_c(info: &Info) -> *mut fi_info {
     p
 }
 
-/// A C list of `infos`, in order (NULL for none or when out of memory).
-fn list_to_c(infos: &[Info]) -> *mut fi_info {
+/// A C list of `infos`, in order (NULL for none or when out of memory);
+/// `delivery_complete` as [`c_prov_name`]'s.
+fn list_to_c(infos: &[Info], delivery_complete: bool) -> *mut fi_info {
     let mut head: *mut fi_info = null_mut();
     let mut tail: *mut fi_info = null_mut();
     for i in infos {
-        let c = info_to_c(i);
+        let c = info_to_c_named(i, delivery_complete);
         if c.is_null() {
             // SAFETY: the list built so far is ours.
             unsafe { free_info_list(head) };
@@ -939,7 +974,11 @@ pub unsafe extern "C" fn fabric_capi_getinfo(
         // SAFETY: the caller's guarantees, passed on.
         match unsafe { getinfo(version, node, service, flags, hints) } {
             Ok(v) => {
-                let list = list_to_c(&v);
+                // SAFETY: hints is NULL or a valid fi_info whose tx_attr is NULL
+                // or valid (the caller's guarantee; getinfo read them already).
+                let tx = unsafe { hints.as_ref().and_then(|h| h.tx_attr.as_ref()) };
+                let delivery_complete = tx.is_some_and(|t| t.op_flags & FI_DELIVERY_COMPLETE != 0);
+                let list = list_to_c(&v, delivery_complete);
                 if list.is_null() {
                     return neg(Error::NoMem);
                 }
@@ -1007,6 +1046,37 @@ mod tests {
         i.fabric_attr.prov_name = "tcp".into();
         i.fabric_attr.api_version = fabric_core::info::API_VERSION;
         i
+    }
+
+    #[test]
+    fn delivery_complete_callers_see_tcp_rdm_under_its_own_name() {
+        let rdm = sample();
+        assert_eq!(c_prov_name(&rdm, false), "tcp;ofi_rxm");
+        assert_eq!(c_prov_name(&rdm, true), "tcp");
+        // Only tcp's RDM entries: its MSG entries and other providers' RDM
+        // entries keep their names whatever the caller asks.
+        let mut msg = sample();
+        msg.ep_attr.ep_type = EpType::Msg;
+        msg.ep_attr.protocol = Protocol::SockTcp;
+        assert_eq!(c_prov_name(&msg, true), "tcp");
+        let mut verbs = sample();
+        verbs.fabric_attr.prov_name = "verbs".into();
+        assert_eq!(c_prov_name(&verbs, true), "verbs;ofi_rxm");
+        let mut udp = sample();
+        udp.fabric_attr.prov_name = "udp".into();
+        udp.ep_attr.protocol = Protocol::Rxd;
+        assert_eq!(c_prov_name(&udp, true), "udp;ofi_rxd");
+        // What a C caller sees, and what comes back from it.
+        let c = info_to_c_named(&rdm, true);
+        assert!(!c.is_null());
+        // SAFETY: c is a valid fi_info we built; freed below.
+        let name = unsafe { c_str((*(*c).fabric_attr).prov_name) };
+        assert_eq!(name.as_deref(), Some("tcp"));
+        // SAFETY: as above.
+        let back = unsafe { info_from_c(&*c) }.unwrap();
+        assert_eq!(back.fabric_attr.prov_name, "tcp");
+        // SAFETY: ours, freed once.
+        unsafe { free_info_list(c) };
     }
 
     #[test]

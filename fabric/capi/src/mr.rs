@@ -109,11 +109,21 @@ unsafe fn register(
     if buf.is_null() && len > 0 {
         return EINVAL;
     }
+    let access = MrAccess::from_bits_truncate(access);
     // SAFETY: the caller's memory, valid while registered (libfabric's rule).
-    let ops = match unsafe { d.ops.mr_reg(buf as *mut u8, len, MrAccess::from_bits_truncate(access), key) } {
+    let ops = match unsafe { d.ops.mr_reg(buf as *mut u8, len, access, key) } {
         Ok(o) => o,
         Err(e) => return fid::err(e),
     };
+    // Registrations are few (windows, bounce buffers), never per operation:
+    // `FI_LOG_LEVEL=debug` shows what a program exposes to its peers.
+    fabric_core::fi_log!(
+        fabric_core::log::Level::Debug,
+        &d.info.fabric_attr.prov_name,
+        "mr",
+        "fi_mr_reg: {len} bytes at {buf:p}, access {access:?}, key {:#x}",
+        ops.key()
+    );
     let obj = Mr {
         c: abi::fid_mr {
             fid: fid::fid(abi::FI_CLASS_MR, context, &FID_OPS),

@@ -167,5 +167,6 @@ fn c_program_uses_getinfo_dupinfo_tostr_params() {
     let out = run_over_ours(&exe, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("entry tcp;ofi_rxm "), "{stdout}");
+    assert!(stdout.contains("delivery complete 1: "), "{stdout}");
     assert!(stdout.contains("tostr ok") && stdout.contains("params ok"), "{stdout}");
 }

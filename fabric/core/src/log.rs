@@ -99,10 +99,16 @@ pub fn write(level: Level, prov: &str, subsys: &str, args: fmt::Arguments<'_>) {
     emit(level, prov, subsys, args);
 }
 
-/// One line in libfabric's format, whatever the configuration says.
+/// One line in libfabric's format, whatever the configuration says, written
+/// with one `write` (standard error is unbuffered: `eprintln!` writes each
+/// piece of the format on its own, and the lines of processes sharing a stderr,
+/// MPI ranks under `mpirun`, came out cut into each other).
 fn emit(level: Level, prov: &str, subsys: &str, msg: impl fmt::Display) {
+    use std::io::Write;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    eprintln!("fabric:{}:{}::{}:{}:<{}> {}", std::process::id(), now, prov, subsys, level.name(), msg);
+    let line = format!("fabric:{}:{}::{}:{}:<{}> {}\n", std::process::id(), now, prov, subsys, level.name(), msg);
+    // A log line that cannot be written is dropped, as eprintln! would not.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// Write `msg` at warn level whatever `FI_LOG_LEVEL` and `FI_LOG_PROV` say, the

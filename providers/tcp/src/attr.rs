@@ -176,6 +176,26 @@ mod tests {
     }
 
     #[test]
+    fn automatic_control_progress_comes_with_automatic_data_progress_for_rdm() {
+        let lo = || Hints::new().node("127.0.0.1").source(true);
+        let both = Hints { data_progress: Progress::Auto, control_progress: Progress::Auto, ..lo() };
+        let v = getinfo(&Hints { ep_type: EpType::Rdm, ..both.clone() }).unwrap();
+        for i in &v {
+            assert_eq!(i.domain_attr.data_progress, Progress::Auto);
+            assert_eq!(i.domain_attr.control_progress, Progress::Auto);
+        }
+        // MSG endpoints' connection requests reach passive endpoints, which the
+        // progress thread does not drive.
+        assert_eq!(getinfo(&Hints { ep_type: EpType::Msg, ..both }).unwrap_err(), Error::NoData);
+        // Control alone would need the thread that only data progress starts.
+        let control = Hints { control_progress: Progress::Auto, ep_type: EpType::Rdm, ..lo() };
+        assert_eq!(getinfo(&control).unwrap_err(), Error::NoData);
+        // Data alone leaves control manual.
+        let data = Hints { data_progress: Progress::Auto, ep_type: EpType::Rdm, ..lo() };
+        assert!(getinfo(&data).unwrap().iter().all(|i| i.domain_attr.control_progress == Progress::Manual));
+    }
+
+    #[test]
     fn offset_addressing_when_asked() {
         let h = Hints { mr_mode: Some(MrMode::empty()), ..Hints::new().node("127.0.0.1").source(true) };
         let v = getinfo(&h).unwrap();

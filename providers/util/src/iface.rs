@@ -343,9 +343,17 @@ pub fn entries(
                 info.dest_addr = Some(Address::Sockaddr(d));
             }
             // Data progress is manual unless automatic is asked for: then the
-            // domain runs a progress thread.
+            // domain runs a progress thread. That thread drives each endpoint's
+            // whole progress, an RDM endpoint's connection set-up included, so
+            // control progress is automatic too when asked along with it (not for
+            // MSG endpoints: their requests arrive at passive endpoints, which the
+            // thread does not drive). Open MPI's ofi BTL asks both with
+            // `btl_ofi_progress_mode auto`.
             if h.data_progress == Progress::Auto {
                 info.domain_attr.data_progress = Progress::Auto;
+                if h.control_progress == Progress::Auto && t == EpType::Rdm {
+                    info.domain_attr.control_progress = Progress::Auto;
+                }
             }
             // Regions are addressed by virtual address and keyed by the provider,
             // unless the application supports neither: then by offset, and with

@@ -3,6 +3,7 @@
  * check; exits non-zero at the first failure. */
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_domain.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,44 @@ int main(void)
 	info = (void *) 1;
 	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
 	CHECK(ret == -FI_ENODATA && info == NULL);
+	fi_freeinfo(hints);
+
+	/* Open MPI's ofi BTL (one-sided MPI): RMA and atomics, FI_DELIVERY_COMPLETE,
+	 * no provider name. It refuses any entry named "...ofi_rxm...", so tcp's
+	 * RDM entries, which do complete at delivery, come as "tcp" to it; the
+	 * same hints without FI_DELIVERY_COMPLETE get "tcp;ofi_rxm". */
+	hints = fi_allocinfo();
+	CHECK(hints);
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_RMA | FI_ATOMIC;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->tx_attr->iov_limit = 1;
+	hints->rx_attr->iov_limit = 1;
+	hints->rx_attr->op_flags = FI_COMPLETION;
+	for (i = 0; i < 2; i++) {
+		int tcp = 0, rxm = 0;
+		hints->tx_attr->op_flags = FI_COMPLETION | (i ? FI_DELIVERY_COMPLETE : 0);
+		ret = fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, hints, &info);
+		CHECK(ret == 0 && info);
+		for (cur = info; cur; cur = cur->next) {
+			CHECK((cur->caps & (FI_RMA | FI_ATOMIC)) == (FI_RMA | FI_ATOMIC));
+			tcp += strcmp(cur->fabric_attr->prov_name, "tcp") == 0;
+			rxm += strstr(cur->fabric_attr->prov_name, "ofi_rxm") != NULL;
+		}
+		CHECK(i ? tcp > 0 && rxm == 0 : tcp == 0 && rxm > 0);
+		/* The entry opens under its name (fi_fabric looks the provider up). */
+		if (i) {
+			struct fid_fabric *fabric;
+			for (cur = info; strcmp(cur->fabric_attr->prov_name, "tcp"); cur = cur->next)
+				;
+			CHECK(fi_fabric(cur->fabric_attr, &fabric, NULL) == 0);
+			CHECK(fi_close(&fabric->fid) == 0);
+		}
+		fi_freeinfo(info);
+		printf("delivery complete %d: %d tcp, %d ofi_rxm\n", i, tcp, rxm);
+	}
 	fi_freeinfo(hints);
 
 	/* NULL hints, FI_SOURCE with a node. */
