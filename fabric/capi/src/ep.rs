@@ -5,7 +5,7 @@
 use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL, ENOSYS};
 use crate::{abi, exports::guard};
-use fabric_core::prov::{DomainOps, EndpointOps};
+use fabric_core::prov::{DomainOps, EndpointOps, EqOps};
 use fabric_core::{BindFlags, Caps, EpType, Error, Mode, OpFlags};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -33,8 +33,9 @@ pub(crate) struct Ep {
     pub(crate) tx_iov_limit: usize,
     /// The most iovec entries a receive takes.
     pub(crate) rx_iov_limit: usize,
-    /// `FI_COMPLETION` if the entry's `tx_attr.op_flags` has it: what a transmit
-    /// without flags of its own gets on a selective-completion queue.
+    /// `FI_COMPLETION` and `FI_MULTICAST` where the entry's `tx_attr.op_flags`
+    /// has them: what a transmit without flags of its own gets on a
+    /// selective-completion queue.
     tx_default: OpFlags,
     /// The same from `rx_attr.op_flags`.
     rx_default: OpFlags,
@@ -46,6 +47,9 @@ pub(crate) struct Ep {
     /// The last `FI_OPT_MIN_MULTI_RECV` the provider accepted (0, the
     /// providers' default, until set), for `fi_getopt`.
     min_multi_recv: AtomicUsize,
+    /// The bound event queue, for the events of calls on the endpoint itself
+    /// (`FI_JOIN_COMPLETE`).
+    eq: Mutex<Option<Arc<dyn EqOps>>>,
     /// The object map of the bound event queue, to forget this endpoint at close.
     eq_fids: Mutex<Option<Arc<crate::eq::Fids>>>,
     /// Its holds on the queues, counters and address vector bound to it.
@@ -60,6 +64,11 @@ unsafe impl CObject for Ep {
 }
 
 impl Ep {
+    /// The bound event queue, if any.
+    pub(crate) fn eq(&self) -> Option<Arc<dyn EqOps>> {
+        self.eq.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Flags for a transmit operation without its own (`fi_send`, `fi_tsend`...).
     pub(crate) fn tx_flags(&self) -> OpFlags {
         OpFlags::from_bits_retain(self.tx_flags.load(Ordering::Relaxed))
@@ -175,17 +184,19 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             },
             ops,
             domain: Arc::clone(&d.ops),
-            tx_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
+            // FI_MULTICAST in tx_attr.op_flags: every destination names a group.
+            tx_flags: AtomicU64::new((OpFlags::COMPLETION | (info.tx_attr.op_flags & OpFlags::MULTICAST)).bits()),
             rx_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             tx_msg_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             rx_msg_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             tx_iov_limit: info.tx_attr.iov_limit.max(1),
             rx_iov_limit: info.rx_attr.iov_limit.max(1),
-            tx_default: info.tx_attr.op_flags & OpFlags::COMPLETION,
+            tx_default: info.tx_attr.op_flags & (OpFlags::COMPLETION | OpFlags::MULTICAST),
             rx_default: info.rx_attr.op_flags & OpFlags::COMPLETION,
             inject_size: if ep_type == EpType::Unspec { 0 } else { info.tx_attr.inject_size },
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),
             min_multi_recv: AtomicUsize::new(0),
+            eq: Mutex::new(None),
             eq_fids: Mutex::new(None),
             bound: Mutex::new(Vec::new()),
             _domain: d.refs.hold(),
@@ -270,6 +281,7 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
                 e.hold(&eq.refs);
                 eq.fids.add(e.ops.fid(), f);
                 *e.eq_fids.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&eq.fids));
+                *e.eq.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&eq.ops));
                 0
             }
             abi::FI_CLASS_CNTR => {

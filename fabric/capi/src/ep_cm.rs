@@ -75,7 +75,7 @@ static EP_CM_OPS: abi::fi_ops_cm = abi::fi_ops_cm {
     accept: Some(accept),
     reject: Some(no_reject),
     shutdown: Some(shutdown),
-    join: Some(join),
+    join: Some(crate::mc::join),
 };
 
 /// The table for `fid_ep.cm`.
@@ -182,7 +182,8 @@ unsafe extern "C" fn shutdown(ep_: *mut abi::fid_ep, _flags: u64) -> c_int {
     })
 }
 
-unsafe extern "C" fn join(
+/// `fi_join` on a passive endpoint: no multicast there.
+unsafe extern "C" fn no_join(
     _ep: *mut abi::fid_ep,
     _addr: *const c_void,
     _flags: u64,
@@ -262,7 +263,7 @@ static PEP_CM_OPS: abi::fi_ops_cm = abi::fi_ops_cm {
     accept: Some(no_accept),
     reject: Some(reject),
     shutdown: Some(no_shutdown),
-    join: Some(join),
+    join: Some(no_join),
 };
 
 /// `fi_passive_ep` (`fabric->ops->passive_ep`).

@@ -157,7 +157,8 @@ pub(crate) unsafe fn inject_buf(
         };
         let op =
             Op { iov: &[], addr: FiAddr(p.addr), context: 0, user_context: 0, data: p.data, tag: p.tag, ignore: 0 };
-        fid::sret(e.ops.inject(data, &op, flags))
+        // An endpoint whose tx_attr.op_flags has FI_MULTICAST sends to groups.
+        fid::sret(e.ops.inject(data, &op, flags | (e.tx_flags() & OpFlags::MULTICAST)))
     };
     // SAFETY: the caller's endpoint.
     unsafe { with_ep(what, ep_, EINVAL as isize, f) }

@@ -42,6 +42,7 @@ mod fabric;
 mod fid;
 pub mod info;
 mod infoconv;
+mod mc;
 mod mr;
 pub mod params;
 mod poll;

@@ -298,3 +298,20 @@ fn waitset_shm() {
 fn waitset_udp() {
     waitset("udp");
 }
+
+/// `tests/c/multicast.c` over udp's DGRAM endpoints: `fi_join` (and its
+/// `FI_JOIN_COMPLETE`), sends to `fi_mc_addr` with `FI_MULTICAST` and by the
+/// endpoint's default, leaving by `fi_close`.
+#[test]
+fn multicast_udp() {
+    let Some(prog) = build("multicast.c", "multicast_udp") else { return };
+    let o = run_built(&prog, &["udp"]);
+    assert!(o.status.success(), "multicast udp: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().any(|l| l == "ok"), "{}", text(&o));
+    if let Some(line) = out.lines().find(|l| l.starts_with("multicast: refused")) {
+        fabric_testkit::skip("multicast", line.to_string());
+    } else {
+        assert!(!out.contains("absent") && out.contains("leave: ok"), "{}", text(&o));
+    }
+}
