@@ -19,43 +19,16 @@
 //! MPI segfault in `MPI_Recv` over libfabric 1.17's udp (`udp;ofi_rxd`); over ours
 //! it passes.
 
+#[path = "mpi/common.rs"]
+mod common;
+
+use common::{open_mpi, profile_dir, program};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
-}
 
 /// One job at a time: up to eight ranks each already share two cores, and the
 /// latency test compares two runs.
 static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// mpicc and mpirun, or a skip.
-fn open_mpi() -> Option<()> {
-    for tool in ["mpicc", "mpirun"] {
-        if Command::new(tool).arg("--version").output().map_or(true, |o| !o.status.success()) {
-            fabric_testkit::skip("openmpi", format!("no {tool} (apt-get install openmpi-bin libopenmpi-dev)"));
-            return None;
-        }
-    }
-    Some(())
-}
-
-/// The test program, compiled once per test binary run.
-fn program() -> PathBuf {
-    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpi");
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join(format!("mpi_check-{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_check.c");
-        let out = Command::new("mpicc").args(["-O2", "-Wall", "-o"]).arg(&exe).arg(&src).output().unwrap();
-        assert!(out.status.success(), "mpicc: {}", String::from_utf8_lossy(&out.stderr));
-        exe
-    })
-    .clone()
-}
 
 /// `mpirun -np N` of the program in `mode` over the ofi MTL and provider `prov`,
 /// with our library first in the search path. Returns standard output.
@@ -153,16 +126,7 @@ const ONE_SIDED: &str = "--mca pml cm --mca mtl ofi --mca btl self,ofi --mca osc
 /// `osc_check.c`, compiled once per test binary run.
 fn osc_program() -> PathBuf {
     static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpi");
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join(format!("osc_check-{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/osc_check.c");
-        let out = Command::new("mpicc").args(["-O2", "-Wall", "-o"]).arg(&exe).arg(&src).output().unwrap();
-        assert!(out.status.success(), "mpicc: {}", String::from_utf8_lossy(&out.stderr));
-        exe
-    })
-    .clone()
+    common::compiled(&EXE, "osc_check")
 }
 
 /// `mpirun -np N osc_check ARGS` with `mca` and provider `prov`, our library

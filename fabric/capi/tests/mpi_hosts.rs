@@ -21,8 +21,12 @@
 //! ring of point-to-point messages moves between the namespaces: with that
 //! mapping every ring step crosses, twice in each direction.
 
+#[path = "mpi/common.rs"]
+mod common;
+
+use common::{open_mpi, profile_dir, program};
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -40,39 +44,8 @@ const WATCHDOG: Duration = Duration::from_secs(60);
 /// `tests/mpi/mpi_check.c`), 8 MiB - 1 in all.
 const RING_BYTES: u64 = (8 << 20) - 1;
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
-}
-
 /// One job at a time, each in namespaces of its own.
 static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// mpicc and mpirun, or a skip.
-fn open_mpi() -> Option<()> {
-    for tool in ["mpicc", "mpirun"] {
-        if Command::new(tool).arg("--version").output().map_or(true, |o| !o.status.success()) {
-            fabric_testkit::skip("openmpi", format!("no {tool} (apt-get install openmpi-bin libopenmpi-dev)"));
-            return None;
-        }
-    }
-    Some(())
-}
-
-/// The test program, compiled once per test binary run.
-fn program() -> PathBuf {
-    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpi");
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join(format!("mpi_check-hosts-{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_check.c");
-        let out = Command::new("mpicc").args(["-O2", "-Wall", "-o"]).arg(&exe).arg(&src).output().unwrap();
-        assert!(out.status.success(), "mpicc: {}", String::from_utf8_lossy(&out.stderr));
-        exe
-    })
-    .clone()
-}
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
