@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common.h"
 
 static int rank, size;
 
@@ -46,21 +47,6 @@ static void check(const unsigned char *b, size_t n, int seed, const char *what)
 {
 	for (size_t i = 0; i < n; i++)
 		CHECK(b[i] == pat(i, seed), "%s: byte %zu of %zu is %u, want %u", what, i, n, b[i], pat(i, seed));
-}
-
-static void which_library(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[4096];
-	while (f && fgets(line, sizeof line, f)) {
-		char *p = strstr(line, "/");
-		if (p && strstr(p, "libfabric.so")) {
-			printf("libfabric: %s", p);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
 }
 
 static void pt2pt(void)

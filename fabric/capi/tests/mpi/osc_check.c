@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common.h"
 
 static int rank, size;
 /* Whether to call MPI_Compare_and_swap on this window (see run()). */
@@ -89,21 +90,6 @@ static unsigned char pat(size_t i, int seed)
 {
 	uint64_t x = (uint64_t) i * 0x9E3779B97F4A7C15ull + (uint64_t) seed * 0xD6E8FEB86659FD93ull;
 	return (unsigned char) (x >> 29 ^ x >> 7);
-}
-
-static void which_library(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[4096];
-	while (f && fgets(line, sizeof line, f)) {
-		char *p = strstr(line, "/");
-		if (p && strstr(p, "libfabric.so")) {
-			printf("libfabric: %s", p);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
 }
 
 /* The osc and btl plugins this process mapped, e.g. "mca_osc_rdma mca_btl_ofi". */
