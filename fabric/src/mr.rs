@@ -133,7 +133,9 @@ impl MemoryRegion {
         self.ops.refresh()
     }
 
-    /// The start of the registered memory.
+    /// The start of the registered memory. To tell a peer where the region is, use
+    /// [`MemoryRegion::remote`], which needs no `unsafe` and honours the domain's
+    /// addressing.
     ///
     /// # Safety
     /// Calling this is harmless; it is `unsafe` because using the pointer is not:
