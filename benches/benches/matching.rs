@@ -1,5 +1,6 @@
 //! Tag matching in the shared layer: posting and matching with queues of various
 //! depths, the cost an RDM receive pays before any byte moves.
+#![forbid(unsafe_code)]
 // criterion_group! generates a public function without documentation.
 #![allow(missing_docs)]
 

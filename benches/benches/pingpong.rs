@@ -1,6 +1,7 @@
 //! In-process ping-pong over the tcp provider (RDM, loopback): one round trip per
 //! iteration, both sides driven by one thread, buffers recycled through
 //! completions as an application would.
+#![forbid(unsafe_code)]
 // criterion_group! generates a public function without documentation.
 #![allow(missing_docs)]
 

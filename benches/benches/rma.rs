@@ -2,23 +2,24 @@
 //! has the data) and a read, each one at a time, at several sizes. The target's
 //! progress is driven from the same thread.
 
+#![forbid(unsafe_code)]
 // criterion_group! generates a public function without documentation.
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{Buf, CompletionQueue, Error, MrAccess, Remote};
+use fabric::{Buf, CompletionQueue, MrAccess};
 use fabric_benches::rdm_pair;
 
 /// Read the initiator's queue (driving the target too) until the operation's
 /// buffer comes back.
 fn complete(init: &CompletionQueue, target: &CompletionQueue) -> Buf {
     loop {
-        match init.read_one() {
-            Ok(c) => return c.buffers.into_buf().expect("one buffer"),
-            Err(Error::Again) => {
-                let _ = target.read_one();
+        match init.next().expect("reading the queue") {
+            Some(Ok(c)) => return c.buffers.into_buf().expect("one buffer"),
+            Some(Err(e)) => panic!("RMA failed: {e}"),
+            None => {
+                let _ = target.next();
             }
-            Err(e) => panic!("RMA failed: {e}"),
         }
     }
 }
@@ -29,8 +30,7 @@ fn rma(c: &mut Criterion) {
         let (a, b) = rdm_pair("tcp").expect("tcp RDM pair on loopback");
         let region =
             b.domain.register(Buf::new(size), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE).expect("register");
-        // SAFETY: only the address is taken, to name the region to the peer.
-        let at = Remote { addr: unsafe { region.as_ptr() } as u64, key: region.key() };
+        let at = region.remote();
         g.throughput(Throughput::Bytes(size as u64));
         let mut buf = Some(Buf::new(size));
         g.bench_with_input(BenchmarkId::new("write", size), &size, |bench, _| {

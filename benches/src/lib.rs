@@ -4,6 +4,8 @@
 //!
 //! This library holds the set-up the benches share: an RDM pair in one process.
 
+#![forbid(unsafe_code)]
+
 use fabric::{AvAttr, BindFlags, CompletionQueue, CqAttr, Endpoint, EpType, Fabric, FiAddr, Hints, Result};
 
 /// One side of an in-process RDM pair.

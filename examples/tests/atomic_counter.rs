@@ -2,6 +2,8 @@
 //! client processes on one counter of a server process give the right total, and
 //! every client sees a different prior value for each of its increments.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;

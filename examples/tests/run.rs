@@ -1,5 +1,7 @@
 //! The examples run and do what they say.
 
+#![forbid(unsafe_code)]
+
 #[test]
 fn hello_receives_its_message() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hello")).output().expect("run hello");

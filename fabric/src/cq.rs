@@ -321,7 +321,8 @@ impl CompletionQueue {
 
     /// Read one completion, making progress first. `Err(Again)` when there is none,
     /// `Err(Avail)` when an error completion is at the head (read it with
-    /// [`CompletionQueue::readerr`]).
+    /// [`CompletionQueue::readerr`], or use [`CompletionQueue::next`], which reads
+    /// either).
     pub fn read_one(&self) -> Result<Completion> {
         if let Some(c) = self.inner.take_pending() {
             return Ok(c);
@@ -407,6 +408,84 @@ impl CompletionQueue {
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Again);
+            }
+        }
+    }
+
+    /// The next entry of the queue, successful or not, making progress first:
+    /// `Ok(Some(Ok(completion)))`, `Ok(Some(Err(error_completion)))` for an
+    /// operation that failed, `Ok(None)` when the queue is empty. `Err` only when
+    /// the queue itself cannot be read.
+    ///
+    /// This is [`CompletionQueue::read_one`] followed, when it says an error
+    /// completion is at the head (`Err(Avail)`), by [`CompletionQueue::readerr`],
+    /// in one call. [`CompletionError`] converts into [`Error`], so `?` works on
+    /// the inner result too.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn drain(cq: &fabric::CompletionQueue) -> fabric::Result<()> {
+    /// while let Some(entry) = cq.next()? {
+    ///     match entry {
+    ///         Ok(c) => println!("operation {} done, {} bytes", c.context, c.len),
+    ///         Err(e) => eprintln!("operation {} failed: {e}", e.context),
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn next(&self) -> Result<Option<std::result::Result<Completion, CompletionError>>> {
+        loop {
+            match self.read_one() {
+                Ok(c) => return Ok(Some(Ok(c))),
+                Err(Error::Again) => return Ok(None),
+                Err(Error::Avail) => match self.readerr() {
+                    Ok(e) => return Ok(Some(Err(e))),
+                    // Another reader took the error entry (or it was for an
+                    // operation this queue does not know): read again.
+                    Err(Error::Again) => continue,
+                    Err(e) => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Wait up to `timeout` (`None`: forever) for the next entry, successful or
+    /// not, as [`CompletionQueue::sread`] waits: `Ok(None)` on time-out (or when
+    /// [`CompletionQueue::signal`] woke it), else as [`CompletionQueue::next`].
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn one(cq: &fabric::CompletionQueue) -> fabric::Result<()> {
+    /// match cq.wait_next(Some(Duration::from_secs(1)))? {
+    ///     Some(Ok(c)) => println!("operation {} done", c.context),
+    ///     Some(Err(e)) => eprintln!("operation {} failed: {e}", e.context),
+    ///     None => eprintln!("nothing within a second"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn wait_next(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<std::result::Result<Completion, CompletionError>>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match self.sread(left) {
+                Ok(c) => return Ok(Some(Ok(c))),
+                Err(Error::Again) => return Ok(None),
+                Err(Error::Avail) => match self.readerr() {
+                    Ok(e) => return Ok(Some(Err(e))),
+                    // As in `next`: the error entry is gone, wait for the next one.
+                    Err(Error::Again) => continue,
+                    Err(e) => return Err(e),
+                },
+                Err(e) => return Err(e),
             }
         }
     }

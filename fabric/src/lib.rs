@@ -101,8 +101,11 @@
 //! # Completions, not panics
 //!
 //! Calls return `Err(Again)` for back-pressure; a failed operation is an error
-//! completion ([`CompletionQueue::readerr`] after `Err(Avail)`) with libfabric's
-//! error number ([`Error::errno`]) and `fi_strerror`'s text.
+//! completion with libfabric's error number ([`Error::errno`]) and
+//! `fi_strerror`'s text: [`CompletionQueue::next`] (or
+//! [`CompletionQueue::wait_next`]) returns the next entry, completion or error
+//! completion, in one call; at a lower level, [`CompletionQueue::readerr`] reads
+//! the error completion after a read said `Err(Avail)`.
 //!
 //! # Progress and waiting
 //!

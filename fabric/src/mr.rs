@@ -2,10 +2,11 @@
 
 use crate::buf::Buf;
 use crate::domain::Domain;
+use crate::rma::Remote;
 use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::MrOps;
-use fabric_core::{MrAccess, Result};
+use fabric_core::{Error, MrAccess, MrMode, Result};
 use std::fmt;
 use std::sync::Arc;
 
@@ -17,8 +18,9 @@ use std::sync::Arc;
 /// While registered with remote access, peers may write the buffer at any time an
 /// operation allows, so the safe API gives no `&[u8]` or `&mut [u8]` of it:
 /// coordinating reads of registered memory with peers' writes belongs to the RMA
-/// operations (their completions). [`MemoryRegion::as_ptr`] gives the address for
-/// code that coordinates by itself.
+/// operations (their completions). [`MemoryRegion::remote`] says where peers
+/// reach it; [`MemoryRegion::as_ptr`] gives the address for code that
+/// coordinates by itself.
 pub struct MemoryRegion {
     ops: Arc<dyn MrOps>,
     /// `Some` until closed.
@@ -26,6 +28,9 @@ pub struct MemoryRegion {
     base: BasePtr,
     len: usize,
     access: MrAccess,
+    /// Whether peers address the region by virtual address (the domain's mr_mode
+    /// has `FI_MR_VIRT_ADDR`) rather than by offset from its start.
+    virt_addr: bool,
     _domain: Domain,
 }
 
@@ -58,7 +63,8 @@ impl MemoryRegion {
         // it fails, see `Drop`); moving the `Buf` does not move its bytes. The safe
         // API creates no reference to those bytes while they are registered.
         let ops = unsafe { domain.inner.ops.mr_reg(base, len, access, key)? };
-        Ok(MemoryRegion { ops, buf: Some(buf), base: BasePtr(base), len, access, _domain: domain.clone() })
+        let virt_addr = domain.info().domain_attr.mr_mode.contains(MrMode::VIRT_ADDR);
+        Ok(MemoryRegion { ops, buf: Some(buf), base: BasePtr(base), len, access, virt_addr, _domain: domain.clone() })
     }
 
     /// The key a peer uses to reach the region.
@@ -86,12 +92,50 @@ impl MemoryRegion {
         self.len == 0
     }
 
+    /// Where a peer reaches the start of the region, to send it (address and key)
+    /// for its RMA and atomics: the region's virtual address when the domain's
+    /// `mr_mode` has `FI_MR_VIRT_ADDR`, else offset 0, as libfabric's peers
+    /// address a target region.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use fabric::{Buf, MrAccess};
+    /// # fn f(domain: &fabric::Domain) -> fabric::Result<()> {
+    /// let mr = domain.register(Buf::new(4096), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)?;
+    /// let whole = mr.remote();
+    /// let tail = mr.remote_at(4000, 96)?; // the last 96 bytes
+    /// assert_eq!(tail.addr, whole.addr + 4000);
+    /// assert!(mr.remote_at(4000, 97).is_err()); // past the end
+    /// // Tell the peer `whole.addr` and `whole.key`; it writes with `Endpoint::write`.
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn remote(&self) -> Remote {
+        let addr = if self.virt_addr { self.base.0 as u64 } else { 0 };
+        Remote { addr, key: self.key() }
+    }
+
+    /// Where a peer reaches the `len` bytes from byte `offset` of the region (see
+    /// [`MemoryRegion::remote`]); `Err(Inval)` when they do not lie inside it.
+    pub fn remote_at(&self, offset: usize, len: usize) -> Result<Remote> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {
+                let r = self.remote();
+                Ok(Remote { addr: r.addr + offset as u64, ..r })
+            }
+            _ => Err(Error::Inval),
+        }
+    }
+
     /// Re-read the region's pages (`fi_mr_refresh`).
     pub fn refresh(&self) -> Result<()> {
         self.ops.refresh()
     }
 
-    /// The start of the registered memory.
+    /// The start of the registered memory. To tell a peer where the region is, use
+    /// [`MemoryRegion::remote`], which needs no `unsafe` and honours the domain's
+    /// addressing.
     ///
     /// # Safety
     /// Calling this is harmless; it is `unsafe` because using the pointer is not:

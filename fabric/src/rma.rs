@@ -10,6 +10,8 @@ use fabric_core::{AtomicKind, AtomicOp, Datatype, Error, FiAddr, OpFlags, Result
 
 /// Where an RMA goes in a peer's memory: an address (or offset, as the peer's
 /// domain `mr_mode` says) in a region the peer registered, and that region's key.
+/// The peer gets it from [`MemoryRegion::remote`](crate::MemoryRegion::remote)
+/// or [`MemoryRegion::remote_at`](crate::MemoryRegion::remote_at).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Remote {
     /// Address (or offset) in the peer's region.

@@ -245,6 +245,52 @@ fn errors_read_avail_and_readerr() {
 }
 
 #[test]
+fn next_gives_completions_and_error_entries_in_queue_order() {
+    let p = pair();
+    assert!(p.b.cq.next().unwrap().is_none(), "empty queue");
+    assert!(p.b.cq.wait_next(Some(Duration::ZERO)).unwrap().is_none(), "empty queue, no wait");
+    p.b.ep.recv(Buf::new(4), FiAddr::UNSPEC, 1).unwrap();
+    p.b.ep.recv(Buf::new(16), FiAddr::UNSPEC, 3).unwrap();
+    p.b.ep.recv(Buf::new(16), FiAddr::UNSPEC, 5).unwrap();
+    p.a.ep.send(Buf::from(&b"0123456789"[..]), p.a_to_b, 2).unwrap();
+    p.a.ep.send(Buf::from(&b"hi"[..]), p.a_to_b, 4).unwrap();
+    p.a.ep.send(Buf::from(&b"there"[..]), p.a_to_b, 6).unwrap();
+    // The truncated receive first, as an error entry with its buffer...
+    let e = p.b.cq.next().unwrap().expect("an entry").expect_err("the truncated receive");
+    assert_eq!((e.context, e.err, e.len, e.olen), (1, Error::Trunc, 4, 6));
+    assert_eq!(&e.buffers.into_buf().unwrap()[..], b"0123");
+    // ...then the completions behind it, from either call.
+    let c = p.b.cq.next().unwrap().expect("an entry").expect("a completion");
+    assert_eq!((c.context, c.bytes()), (3, &b"hi"[..]));
+    let c = p.b.cq.wait_next(None).unwrap().expect("an entry").expect("a completion");
+    assert_eq!((c.context, c.bytes()), (5, &b"there"[..]));
+    assert!(p.b.cq.next().unwrap().is_none(), "drained");
+    assert_eq!(p.b.cq.in_flight(), 0);
+    let mut sent = vec![];
+    while let Some(entry) = p.a.cq.next().unwrap() {
+        sent.push(entry.expect("sends complete").context);
+    }
+    assert_eq!(sent, [2, 4, 6]);
+}
+
+#[test]
+fn wait_next_returns_an_error_entry_and_converts_with_question_mark() {
+    let p = pair();
+    p.b.ep.recv(Buf::new(8), FiAddr::UNSPEC, 7).unwrap();
+    p.b.ep.cancel(7).unwrap();
+    let e = p.b.cq.wait_next(Some(Duration::from_secs(10))).unwrap().expect("an entry").expect_err("canceled");
+    assert_eq!((e.context, e.err), (7, Error::Canceled));
+    assert_eq!(e.buffers.into_buf().unwrap().capacity(), 8);
+    assert!(p.b.cq.wait_next(Some(Duration::ZERO)).unwrap().is_none());
+    // `?` turns an error entry into its `Error`.
+    p.b.ep.recv(Buf::new(8), FiAddr::UNSPEC, 8).unwrap();
+    p.b.ep.cancel(8).unwrap();
+    let first = |cq: &CompletionQueue| -> Result<Option<u64>> { Ok(cq.next()?.transpose()?.map(|c| c.context)) };
+    assert_eq!(first(&p.b.cq), Err(Error::Canceled));
+    assert_eq!(first(&p.b.cq), Ok(None));
+}
+
+#[test]
 fn batch_reads_do_not_allocate() {
     let p = pair();
     for i in 0..40 {

@@ -49,10 +49,8 @@ fn pair_with(hints: Hints) -> (Side, Side) {
 fn wait(cq: &CompletionQueue, other: &CompletionQueue) -> Result<fabric::Completion, fabric::CompletionError> {
     let start = Instant::now();
     loop {
-        match cq.read_one() {
-            Ok(c) => return Ok(c),
-            Err(Error::Avail) => return Err(cq.readerr().unwrap()),
-            Err(_) => {}
+        if let Some(r) = cq.next().unwrap() {
+            return r;
         }
         let _ = other.read_one().map(|c| panic!("unexpected completion on the other side: {c:?}"));
         assert!(start.elapsed() < Duration::from_secs(30), "no completion");
@@ -79,8 +77,7 @@ fn both(x: &CompletionQueue, y: &CompletionQueue) -> (fabric::Completion, fabric
 fn write_read_and_protection() {
     let (a, b) = pair();
     let region = b.domain.register(Buf::new(1 << 20), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE).unwrap();
-    // SAFETY: only the address is taken.
-    let base = unsafe { region.as_ptr() } as u64;
+    let base = region.remote().addr;
     let at = |off: u64| Remote { addr: base + off, key: region.key() };
     // Write 3000 bytes at offset 100, read them back.
     let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
@@ -110,8 +107,7 @@ fn write_read_and_protection() {
     assert_eq!(wait(&a.cq, &b.cq).unwrap().bytes(), &[0, 0, 0, 0]);
     // A read-only region refuses writes.
     let ro = b.domain.register(Buf::from(&[9u8; 64][..]), MrAccess::REMOTE_READ).unwrap();
-    // SAFETY: only the address is taken.
-    let ro_base = unsafe { ro.as_ptr() } as u64;
+    let ro_base = ro.remote().addr;
     a.ep.write(Buf::from(&[1u8; 8][..]), a.peer, Remote { addr: ro_base, key: ro.key() }, 6).unwrap();
     assert_eq!(wait(&a.cq, &b.cq).unwrap_err().err, Error::Access);
     a.ep.read(Buf::new(64), a.peer, Remote { addr: ro_base, key: ro.key() }, 7).unwrap();
@@ -131,8 +127,7 @@ fn large_write_and_read_in_chunks() {
     let (a, b) = pair();
     let n = (10 << 20) + 12345;
     let region = b.domain.register(Buf::new(n), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE).unwrap();
-    // SAFETY: only the address is taken.
-    let base = unsafe { region.as_ptr() } as u64;
+    let base = region.remote().addr;
     let at = Remote { addr: base, key: region.key() };
     let data: Vec<u8> = (0..n).map(|i| (i % 253) as u8).collect();
     a.ep.write(Buf::from(&data[..]), a.peer, at, 1).unwrap();
@@ -148,8 +143,7 @@ fn large_write_and_read_in_chunks() {
 fn write_with_data_consumes_a_receive() {
     let (a, b) = pair();
     let region = b.domain.register(Buf::new(64), MrAccess::REMOTE_WRITE).unwrap();
-    // SAFETY: only the address is taken.
-    let base = unsafe { region.as_ptr() } as u64;
+    let base = region.remote().addr;
     b.ep.recv(Buf::new(16), FiAddr::UNSPEC, 9).unwrap();
     a.ep.writedata(Buf::from(&[5u8; 32][..]), 0xABCD, a.peer, Remote { addr: base, key: region.key() }, 1).unwrap();
     let (done, c) = both(&a.cq, &b.cq);
@@ -172,8 +166,7 @@ fn atomics_apply_at_the_target() {
     assert!(b.domain.atomic_valid(AtomicOp::Sum, Datatype::Uint64, AtomicKind::Fetch).unwrap() >= 1);
     assert_eq!(b.domain.atomic_valid(AtomicOp::Bor, Datatype::Double, AtomicKind::Plain), Err(Error::OpNotSupp));
     let region = b.domain.register(Buf::new(64), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE).unwrap();
-    // SAFETY: only the address is taken.
-    let base = unsafe { region.as_ptr() } as u64;
+    let base = region.remote().addr;
     let at = Remote { addr: base, key: region.key() };
     for _ in 0..10 {
         a.ep.atomic(Buf::from(&5u64.to_le_bytes()[..]), AtomicOp::Sum, Datatype::Uint64, a.peer, at, 1).unwrap();
@@ -209,8 +202,7 @@ fn msg_forms_take_flags() {
     use fabric::{OpBuffers, OpFlags, RmaMsg};
     let (a, b) = pair();
     let region = b.domain.register(Buf::new(64), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE).unwrap();
-    // SAFETY: only the address is taken.
-    let remote = Remote { addr: unsafe { region.as_ptr() } as u64, key: region.key() };
+    let remote = region.remote();
     b.ep.recv(Buf::new(8), FiAddr::UNSPEC, 5).unwrap();
     let msg = RmaMsg { buffers: OpBuffers::One(Buf::from(&[3u8; 16][..])), addr: a.peer, remote, data: 42, context: 1 };
     a.ep.writemsg(msg, OpFlags::REMOTE_CQ_DATA | OpFlags::DELIVERY_COMPLETE).unwrap();
@@ -237,6 +229,8 @@ fn offset_addressing_and_chosen_keys() {
         b.domain.register_with_key(Buf::new(256), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE, 0x1234).unwrap();
     assert_eq!(region.key(), 0x1234);
     // Offsets, not addresses.
+    assert_eq!(region.remote(), Remote { addr: 0, key: 0x1234 });
+    assert_eq!(region.remote_at(240, 16), Ok(Remote { addr: 240, key: 0x1234 }));
     a.ep.write(Buf::from(&[8u8; 16][..]), a.peer, Remote { addr: 240, key: 0x1234 }, 1).unwrap();
     wait(&a.cq, &b.cq).unwrap();
     a.ep.write(Buf::from(&[8u8; 16][..]), a.peer, Remote { addr: 241, key: 0x1234 }, 2).unwrap();

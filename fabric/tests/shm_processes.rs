@@ -267,16 +267,7 @@ type Res = std::result::Result<Completion, CompletionError>;
 
 /// Read one outcome from `cq`, if any (making progress).
 fn poll_cq(cq: &CompletionQueue) -> Option<Res> {
-    match cq.read_one() {
-        Ok(c) => Some(Ok(c)),
-        Err(Error::Avail) => match cq.readerr() {
-            Ok(e) => Some(Err(e)),
-            Err(Error::Again) => None,
-            Err(e) => panic!("readerr after FI_EAVAIL failed: {e}"),
-        },
-        Err(Error::Again) => None,
-        Err(e) => panic!("cq read failed: {e}"),
-    }
+    cq.next().unwrap_or_else(|e| panic!("cq read failed: {e}"))
 }
 
 /// Yield, and now and then sleep a little: polling that neither burns a core that the
@@ -1291,13 +1282,14 @@ fn blocking_child(side: &str) {
         _ => panic!("unknown side {side}"),
     };
     posted.unwrap_or_else(|e| panic!("{side}: post failed: {}", e.error));
-    let c = match node.cq.sread(Some(STALL_LIMIT)) {
-        Ok(c) => c,
-        Err(Error::Avail) => panic!("{side}: error completion {:?}", node.cq.readerr()),
-        Err(e) => panic!(
-            "{side}: stalled: sread returned {e} after {:?} with the {BIG}-byte transfer still in flight",
+    let c = match node.cq.wait_next(Some(STALL_LIMIT)) {
+        Ok(Some(Ok(c))) => c,
+        Ok(Some(Err(e))) => panic!("{side}: error completion {e:?}"),
+        Ok(None) => panic!(
+            "{side}: stalled: nothing completed after {:?} with the {BIG}-byte transfer still in flight",
             start.elapsed()
         ),
+        Err(e) => panic!("{side}: sread failed: {e}"),
     };
     assert_eq!(c.context, 1);
     if side == "recv" {

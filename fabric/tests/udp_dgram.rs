@@ -65,11 +65,8 @@ fn pair() -> (Side, Side, FiAddr, FiAddr) {
 fn next(cq: &CompletionQueue) -> Result<Completion, CompletionError> {
     let start = Instant::now();
     loop {
-        match cq.read_one() {
-            Ok(c) => return Ok(c),
-            Err(Error::Avail) => return Err(cq.readerr().unwrap()),
-            Err(Error::Again) => {}
-            Err(e) => panic!("cq read: {e}"),
+        if let Some(r) = cq.next().unwrap_or_else(|e| panic!("cq read: {e}")) {
+            return r;
         }
         assert!(start.elapsed() < WAIT, "no completion within {WAIT:?}");
     }
@@ -79,10 +76,10 @@ fn next(cq: &CompletionQueue) -> Result<Completion, CompletionError> {
 fn quiet(cq: &CompletionQueue, what: &str) {
     let start = Instant::now();
     while start.elapsed() < QUIET {
-        match cq.read_one() {
-            Err(Error::Again) => {}
-            Ok(c) => panic!("{what}: unexpected completion {c:?}"),
-            Err(Error::Avail) => panic!("{what}: unexpected error completion {:?}", cq.readerr()),
+        match cq.next() {
+            Ok(None) => {}
+            Ok(Some(Ok(c))) => panic!("{what}: unexpected completion {c:?}"),
+            Ok(Some(Err(e))) => panic!("{what}: unexpected error completion {e:?}"),
             Err(e) => panic!("{what}: cq read: {e}"),
         }
     }

@@ -755,16 +755,7 @@ type Res = std::result::Result<Completion, CompletionError>;
 
 /// Read one outcome from `cq`, if any (making progress).
 fn poll_cq(cq: &CompletionQueue) -> Option<Res> {
-    match cq.read_one() {
-        Ok(c) => Some(Ok(c)),
-        Err(Error::Avail) => match cq.readerr() {
-            Ok(e) => Some(Err(e)),
-            Err(Error::Again) => None,
-            Err(e) => panic!("readerr after FI_EAVAIL failed: {e}"),
-        },
-        Err(Error::Again) => None,
-        Err(e) => panic!("cq read failed: {e}"),
-    }
+    cq.next().unwrap_or_else(|e| panic!("cq read failed: {e}"))
 }
 
 fn describe(r: &Res) -> String {

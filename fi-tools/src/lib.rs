@@ -5,6 +5,8 @@
 //! The binaries are thin; what they print and parse lives here, unit-tested against
 //! what libfabric 1.17's own tools print.
 
+#![forbid(unsafe_code)]
+
 pub mod common;
 pub mod fiperf;
 pub mod getopt;

@@ -483,13 +483,10 @@ impl<'a> DataPath<'a> {
 
     /// Read whatever completions are there without waiting (for back-pressure).
     fn drain(&mut self) -> Res<()> {
-        loop {
-            match self.cq.read_one() {
-                Ok(c) => self.complete(c)?,
-                Err(Error::Again) => return Ok(()),
-                Err(e) => return Err(self.cq_failure(e)),
-            }
+        while let Some(c) = self.next_completion()? {
+            self.complete(c)?;
         }
+        Ok(())
     }
 
     /// Send the current size to the peer: inject below the inject size, as
@@ -550,13 +547,12 @@ impl<'a> DataPath<'a> {
     /// One busy poll of the completion queue, with the watchdog.
     #[inline]
     fn poll(&mut self, ctrl: &mut Ctrl, w: &mut Watch, what: &str) -> Res<()> {
-        match self.cq.read_one() {
-            Ok(c) => {
+        match self.next_completion()? {
+            Some(c) => {
                 w.progress();
                 self.complete(c)
             }
-            Err(Error::Again) => w.tick_checked(Some(&mut *ctrl), self.eq, what),
-            Err(e) => Err(self.cq_failure(e)),
+            None => w.tick_checked(Some(&mut *ctrl), self.eq, what),
         }
     }
 
@@ -582,8 +578,10 @@ impl<'a> DataPath<'a> {
         }
     }
 
-    fn cq_failure(&self, e: Error) -> Failure {
-        cq_failure(self.cq, e, |ctx| match ctx {
+    /// The next completion, if any; an error completion fails the run.
+    #[inline]
+    fn next_completion(&self) -> Res<Option<Completion>> {
+        next_completion(self.cq, |ctx| match ctx {
             RX_CTX => "receive",
             TX_CTX => "send",
             _ => "operation",
@@ -591,18 +589,18 @@ impl<'a> DataPath<'a> {
     }
 }
 
-/// The failure of a completion-queue read that returned `e`: with the error
-/// completion's operation (`op` of its context) when there is one.
-pub(crate) fn cq_failure(cq: &CompletionQueue, e: Error, op: impl Fn(u64) -> &'static str) -> Failure {
-    if e != Error::Avail {
-        return Failure::fabric("fi_cq_read", e);
-    }
-    match cq.readerr() {
-        Ok(ce) => Failure {
+/// The next completion of `cq`, if any: an error completion is the failure of its
+/// operation (`op` of its context), as is a failed read of the queue.
+#[inline]
+pub(crate) fn next_completion(cq: &CompletionQueue, op: impl Fn(u64) -> &'static str) -> Res<Option<Completion>> {
+    match cq.next() {
+        Ok(Some(Ok(c))) => Ok(Some(c)),
+        Ok(Some(Err(ce))) => Err(Failure {
             msg: format!("{} failed: {} ({}){}", op(ce.context), ce, -ce.err.errno(), peer_hint(ce.err)),
             status: ce.err.errno().clamp(1, 255),
-        },
-        Err(e) => Failure::fabric("fi_cq_readerr", e),
+        }),
+        Ok(None) => Ok(None),
+        Err(e) => Err(Failure::fabric("fi_cq_read", e)),
     }
 }
 

@@ -2,6 +2,8 @@
 //! environment variable set to a value that cannot be used, `FI_LOG_LEVEL` unset,
 //! writes one warning naming the variable and the value; a good value writes none.
 
+#![forbid(unsafe_code)]
+
 use std::process::{Command, Output};
 
 const FI_INFO: &str = env!("CARGO_BIN_EXE_fi_info");

@@ -6,6 +6,8 @@
 //! words and fields, both tools' `PLAN`, numbers and fabric addresses in the
 //! replies, and `fi_perf`'s credit messages (which travel over the fabric).
 
+#![forbid(unsafe_code)]
+
 use fabric::Address;
 use fi_tools::fiperf;
 use fi_tools::oob::{self, MAX_MSG};

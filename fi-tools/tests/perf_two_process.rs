@@ -1,6 +1,8 @@
 //! Two-process tests of `fi_perf`: the real binary as a user runs it, server and
 //! client on loopback over tcp, RDM and MSG endpoints.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::wait_output;

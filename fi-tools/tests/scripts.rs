@@ -10,6 +10,8 @@
 //! The scripts build into a target directory of this test's own (under cargo's
 //! `CARGO_TARGET_TMPDIR`): the outer `cargo test` holds the lock of its own.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

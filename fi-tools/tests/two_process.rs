@@ -1,6 +1,8 @@
 //! Two-process tests: the real `fi_pingpong` and `fi_info` binaries run as a user
 //! runs them, server and client on loopback.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use common::wait_output;

@@ -19,9 +19,11 @@
 //! exits 0. Run one server and several clients at once: the fetched values of all
 //! clients together are then exactly `0..total`, each once.
 
+#![forbid(unsafe_code)]
+
 use fabric::{
-    Address, AtomicOp, AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, Datatype, Endpoint, EpType, Error, Fabric,
-    Hints, MrAccess, Remote,
+    Address, AtomicOp, AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, Datatype, Endpoint, EpType, Fabric, Hints,
+    MrAccess, Remote,
 };
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -57,13 +59,10 @@ fn open() -> fabric::Result<Node> {
 /// Wait for the completion of the one operation in flight; its buffers, or why it
 /// failed.
 fn complete(cq: &CompletionQueue) -> Result<Vec<Buf>, String> {
-    match cq.sread(Some(OP_TIMEOUT)) {
-        Ok(c) => Ok(c.buffers.into_vec()),
-        Err(Error::Avail) => Err(match cq.readerr() {
-            Ok(e) => format!("the atomic failed: {}", e.err),
-            Err(e) => format!("reading the error failed: {e}"),
-        }),
-        Err(Error::Again) => Err(format!("no completion within {OP_TIMEOUT:?}")),
+    match cq.wait_next(Some(OP_TIMEOUT)) {
+        Ok(Some(Ok(c))) => Ok(c.buffers.into_vec()),
+        Ok(Some(Err(e))) => Err(format!("the atomic failed: {}", e.err)),
+        Ok(None) => Err(format!("no completion within {OP_TIMEOUT:?}")),
         Err(e) => Err(format!("reading the queue failed: {e}")),
     }
 }
@@ -86,12 +85,11 @@ fn server(expected: u64, timeout: Duration) -> Result<u64, String> {
         .domain
         .register(Buf::from(&0u64.to_le_bytes()[..]), MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
         .map_err(|e| format!("registering the counter: {e}"))?;
-    // SAFETY: only the address is taken, to tell the clients; the counter's bytes
-    // are never accessed through it.
-    let addr = unsafe { counter.as_ptr() } as u64;
-    let remote = Remote { addr, key: counter.key() };
+    // Where the clients reach the counter: its address (or offset 0, on a domain
+    // that addresses regions by offset) and its key.
+    let remote = counter.remote();
     let name = n.ep.name().map_err(|e| format!("the endpoint's name: {e}"))?;
-    println!("{name} {addr:#x} {:#x}", remote.key);
+    println!("{name} {:#x} {:#x}", remote.addr, remote.key);
     // The server looks at its counter through its own endpoint: an atomic read is
     // serialized with the clients' atomics, a plain load would race with them.
     let me = n.av.insert_one(&name).map_err(|e| format!("inserting our own address: {e}"))?;
@@ -113,19 +111,16 @@ fn server(expected: u64, timeout: Duration) -> Result<u64, String> {
             reading = true;
         }
         // Serves the clients meanwhile: reading the queue drives progress.
-        match n.cq.sread(Some(Duration::from_millis(20))) {
-            Ok(c) => {
+        match n.cq.wait_next(Some(Duration::from_millis(20))) {
+            Ok(Some(Ok(c))) => {
                 reading = false;
                 last = u64_of(&c.buffers.into_vec()[1])?;
                 if last >= expected && done_at.is_none() {
                     done_at = Some(Instant::now());
                 }
             }
-            Err(Error::Again) => {}
-            Err(Error::Avail) => {
-                let e = n.cq.readerr().map_err(|e| format!("reading an error: {e}"))?;
-                return Err(format!("reading the counter failed: {}", e.err));
-            }
+            Ok(Some(Err(e))) => return Err(format!("reading the counter failed: {}", e.err)),
+            Ok(None) => {}
             Err(e) => return Err(format!("reading the queue: {e}")),
         }
     }

@@ -1,6 +1,8 @@
 //! The smallest complete fabric program: one RDM endpoint on loopback sends a
 //! message to itself and receives it.
 
+#![forbid(unsafe_code)]
+
 use fabric::{AvAttr, BindFlags, Buf, CqAttr, EpType, Fabric, FiAddr, Hints};
 
 fn main() -> fabric::Result<()> {

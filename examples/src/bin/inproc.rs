@@ -4,6 +4,8 @@
 //! (`inproc PROVIDER ITERS SIZE`), so `instr.sh` counts its instructions per round
 //! trip the same way: `cargo run --release -p fabric-examples --bin inproc shm 1000 64`.
 
+#![forbid(unsafe_code)]
+
 use fabric::{AvAttr, BindFlags, Buf, Caps, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints, OpBuffers};
 
 /// Read both queues until `na` and `nb` completions came; each completion's

@@ -106,16 +106,7 @@ impl Cq {
 
     /// Read one outcome from the queue itself (progressing it).
     fn read_raw(&self) -> Option<Res> {
-        match self.cq.read_one() {
-            Ok(c) => Some(Ok(c)),
-            Err(Error::Avail) => match self.cq.readerr() {
-                Ok(e) => Some(Err(e)),
-                Err(Error::Again) => None,
-                Err(e) => panic!("cq {}: readerr after FI_EAVAIL failed: {e}", self.name),
-            },
-            Err(Error::Again) => None,
-            Err(e) => panic!("cq {}: read failed: {e}", self.name),
-        }
+        self.cq.next().unwrap_or_else(|e| panic!("cq {}: read failed: {e}", self.name))
     }
 
     /// The next outcome, if any: kept ones first.

@@ -42,8 +42,7 @@ impl Region {
             side.domain.register_with_key(buf, access, NEXT_KEY.fetch_add(1, Ordering::Relaxed))
         }
         .expect("register a memory region");
-        // SAFETY: only the address is taken; the memory is never accessed through it.
-        let base = if mode.contains(MrMode::VIRT_ADDR) { (unsafe { mr.as_ptr() }) as u64 } else { 0 };
+        let base = mr.remote().addr;
         Region { mr, base }
     }
 

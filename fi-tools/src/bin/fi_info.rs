@@ -3,6 +3,8 @@
 //! `fi_info` (short list), `fi_info -v` (everything), `fi_info -l` (providers),
 //! `fi_info -e` (parameters); `fi_info -h` lists the options.
 
+#![forbid(unsafe_code)]
+
 use fi_tools::infocmd::{self, InfoCmd};
 use std::io::Write;
 

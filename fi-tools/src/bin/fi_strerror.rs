@@ -1,5 +1,7 @@
 //! `fi_strerror N`: the text of a libfabric error number, as libfabric's tool prints it.
 
+#![forbid(unsafe_code)]
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.as_slice() {

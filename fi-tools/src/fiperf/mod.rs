@@ -60,7 +60,7 @@ use self::report::{BwStats, LatStats, RunInfo, Windows};
 use crate::common::{self, debug};
 use crate::oob::Ctrl;
 use crate::perf;
-use crate::pingpong::{cq_failure, ctrl_send, ep_name, field, Failure, Objects, Res, Watch};
+use crate::pingpong::{ctrl_send, ep_name, field, next_completion, Failure, Objects, Res, Watch};
 use fabric::{
     Address, AtomicKind, AtomicOp, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Datatype, Endpoint,
     EqEvent, Error, EventQueue, FiAddr, Hints, Info, MemoryRegion, MrAccess, MrMode, Remote,
@@ -568,15 +568,8 @@ fn register_target(ob: &Objects, size: usize) -> Res<(MemoryRegion, Remote)> {
         domain.register_with_key(buf, access, TARGET_KEY)
     }
     .map_err(|e| Failure::fabric("fi_mr_reg", e))?;
-    let addr = if mr_mode.contains(MrMode::VIRT_ADDR) {
-        // SAFETY: only the address is taken, to tell the client; the region's
-        // bytes are never accessed through it.
-        (unsafe { mr.as_ptr() }) as u64
-    } else {
-        0
-    };
-    let key = mr.key();
-    Ok((mr, Remote { addr, key }))
+    let remote = mr.remote();
+    Ok((mr, remote))
 }
 
 // ---------------------------------------------------------------- data path
@@ -710,31 +703,27 @@ impl<'a> DataPath<'a> {
 
     /// Read whatever completions are there without waiting (for back-pressure).
     fn drain(&mut self) -> Res<()> {
-        loop {
-            match self.cq.read_one() {
-                Ok(c) => self.complete(c)?,
-                Err(Error::Again) => return Ok(()),
-                Err(e) => return Err(self.cq_failure(e)),
-            }
+        while let Some(c) = self.next_completion()? {
+            self.complete(c)?;
         }
+        Ok(())
     }
 
     /// One busy poll of the completion queue, with the watchdog: the context of
     /// the completion handled, if any.
     #[inline]
     fn poll(&mut self, ctrl: &mut Ctrl, w: &mut Watch, what: &str) -> Res<Option<u64>> {
-        match self.cq.read_one() {
-            Ok(c) => {
+        match self.next_completion()? {
+            Some(c) => {
                 w.progress();
                 let ctx = c.context;
                 self.complete(c)?;
                 Ok(Some(ctx))
             }
-            Err(Error::Again) => {
+            None => {
                 w.tick_checked(Some(ctrl), self.eq, what)?;
                 Ok(None)
             }
-            Err(e) => Err(self.cq_failure(e)),
         }
     }
 
@@ -781,9 +770,11 @@ impl<'a> DataPath<'a> {
         Ok(())
     }
 
-    fn cq_failure(&self, e: Error) -> Failure {
+    /// The next completion, if any; an error completion fails the run.
+    #[inline]
+    fn next_completion(&self) -> Res<Option<Completion>> {
         let verb = self.verb.name();
-        cq_failure(self.cq, e, |ctx| match ctx {
+        next_completion(self.cq, |ctx| match ctx {
             RX_CTX | CREDIT_RX_CTX => "receive",
             TX_CTX => verb,
             CREDIT_TX_CTX => "send",
@@ -927,14 +918,12 @@ impl<'a> DataPath<'a> {
             }
             let mut w = Watch::new(self.timeout);
             while self.rx_posted > 0 {
-                match self.cq.read_one() {
-                    Ok(c) => {
+                match self.cq.next() {
+                    Ok(Some(Ok(c))) => {
                         w.progress();
                         self.complete(c)?;
                     }
-                    Err(Error::Again) => w.tick_checked(Some(&mut *ctrl), self.eq, "canceled receives")?,
-                    Err(Error::Avail) => {
-                        let ce = self.cq.readerr().map_err(|e| Failure::fabric("fi_cq_readerr", e))?;
+                    Ok(Some(Err(ce))) => {
                         if ce.context != RX_CTX || ce.err != Error::Canceled {
                             return Err(Failure::new(format!("receive failed: {} ({})", ce, -ce.err.errno())));
                         }
@@ -944,6 +933,7 @@ impl<'a> DataPath<'a> {
                             self.rx_done.push(b);
                         }
                     }
+                    Ok(None) => w.tick_checked(Some(&mut *ctrl), self.eq, "canceled receives")?,
                     Err(e) => return Err(Failure::fabric("fi_cq_read", e)),
                 }
             }
@@ -1175,10 +1165,8 @@ impl<'a> DataPath<'a> {
     fn serve(&mut self, ctrl: &mut Ctrl) -> Res<()> {
         let mut spins = 0u32;
         loop {
-            match self.cq.read_one() {
-                Ok(c) => return Err(Failure::new(format!("unexpected completion with context {}", c.context))),
-                Err(Error::Again) => {}
-                Err(e) => return Err(self.cq_failure(e)),
+            if let Some(c) = self.next_completion()? {
+                return Err(Failure::new(format!("unexpected completion with context {}", c.context)));
             }
             spins += 1;
             if spins < SPINS_PER_CTRL_CHECK {
