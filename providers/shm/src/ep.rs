@@ -140,6 +140,8 @@ struct TxOp {
     niov: usize,
     /// No completion (inject write).
     silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
     /// Streaming (after `Cts`): bytes sent so far.
     sent: Option<usize>,
 }
@@ -691,6 +693,7 @@ impl ShmEp {
                 iov: local,
                 niov: iov.len(),
                 silent: false,
+                comp: flags.contains(OpFlags::COMPLETION),
                 sent: None,
             });
             e.id = opid;
@@ -700,7 +703,9 @@ impl ShmEp {
         if inject.is_none() {
             let mut c = CqEntry::new(op.context, cq_flags);
             c.len = len;
-            g.b.tx_done(c);
+            g.b.tx_done(c, flags.contains(OpFlags::COMPLETION));
+        } else {
+            g.b.tx_count(false);
         }
         Ok(())
     }
@@ -774,6 +779,7 @@ impl ShmEp {
             iov: if small && inject.is_some() { [NULL_IOV; IOV_LIMIT] } else { local },
             niov: if small && inject.is_some() { 0 } else { iov.len() },
             silent: inject.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
             sent: None,
         });
         e.id = opid;
@@ -796,7 +802,7 @@ impl ShmEp {
         Ok(())
     }
 
-    fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+    fn atomic_common(&self, a: &AtomicDesc, flags: OpFlags) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -820,6 +826,7 @@ impl ShmEp {
             iov: local,
             niov: usize::from(l.result > 0),
             silent: false,
+            comp: flags.contains(OpFlags::COMPLETION),
             sent: None,
         });
         let kind = match a.kind {
@@ -855,12 +862,13 @@ impl ShmEp {
         let Some(op) = g.ops.remove(opid) else { return };
         g.streams.retain(|&s| s != opid);
         if op.silent {
+            g.b.tx_count(status != 0);
             return;
         }
         let mut c = CqEntry::new(op.context, op.flags);
         c.len = op.len;
         if status == 0 {
-            g.b.tx_done(c);
+            g.b.tx_done(c, op.comp);
         } else {
             let err = Error::from_errno(status as i32);
             g.b.tx_err(c, err);
@@ -871,6 +879,7 @@ impl ShmEp {
         let Some(op) = g.ops.remove(opid) else { return };
         g.streams.retain(|&s| s != opid);
         if op.silent {
+            g.b.tx_count(true);
             return;
         }
         let mut c = CqEntry::new(op.context, op.flags);
@@ -1971,8 +1980,8 @@ impl EndpointOps for ShmEp {
         self.rma_common(op, flags, Some(data), OpKind::Write)
     }
 
-    unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op)
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, flags)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

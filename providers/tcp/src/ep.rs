@@ -104,6 +104,8 @@ struct RndvMsg {
     context: u64,
     flags: Caps,
     len: usize,
+    /// Posted with `FI_COMPLETION`.
+    comp: bool,
     /// The header of the request, reused for the data frame.
     hdr: Header,
     iov: [IoVec; IOV_LIMIT],
@@ -280,13 +282,14 @@ impl TcpEp {
     /// A frame was fully written.
     fn frame_written(g: &mut Inner, op: TxOp) {
         match op.kind {
-            TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } => {
+            TxKind::Send { context, flags, len, comp } | TxKind::Data { context, flags, len, comp } => {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
-                g.b.tx_done(e);
+                g.b.tx_done(e, comp);
             }
             TxKind::Request => {}
             TxKind::Inject(mut v) => {
+                g.b.tx_count(false);
                 if g.inject_pool.len() < 64 {
                     v.clear();
                     g.inject_pool.push(v);
@@ -301,10 +304,14 @@ impl TcpEp {
     /// on connection `conn` (their request frames are among `ops` or were sent).
     fn fail_sends(g: &mut Inner, ops: impl IntoIterator<Item = TxOp>, conn: ConnId, err: Error) {
         for op in ops {
-            if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
-                let mut e = CqEntry::new(context, flags);
-                e.len = len;
-                g.b.tx_err(e, err);
+            match op.kind {
+                TxKind::Send { context, flags, len, .. } | TxKind::Data { context, flags, len, .. } => {
+                    let mut e = CqEntry::new(context, flags);
+                    e.len = len;
+                    g.b.tx_err(e, err);
+                }
+                TxKind::Inject(_) => g.b.tx_count(true),
+                _ => {}
             }
         }
         for m in g.rndv_tx.drain_peer(conn) {
@@ -523,6 +530,7 @@ impl TcpEp {
             hflags |= HdrFlags::CQ_DATA;
         }
         let cq_flags = Caps::SEND | Self::msg_flags(tagged);
+        let comp = flags.contains(OpFlags::COMPLETION);
         let mut hdr =
             Header { flags: HdrFlags(hflags), len: len as u64, tag: op.tag, data: op.data, id: 0, op: OpCode::Msg };
         let txop = if let Some(d) = inject {
@@ -530,13 +538,13 @@ impl TcpEp {
             v.extend_from_slice(d);
             TxOp::owned(hdr.encode(), v, true)
         } else if len <= config().eager_max {
-            TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len })
+            TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len, comp })
         } else {
             // Rendezvous: announce it; the data goes once the receiver clears it.
             let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
             iov[..op.iov.len()].copy_from_slice(op.iov);
             hdr.op = OpCode::Rts;
-            let m = RndvMsg { context: op.context, flags: cq_flags, len, hdr, iov, niov: op.iov.len() };
+            let m = RndvMsg { context: op.context, flags: cq_flags, len, comp, hdr, iov, niov: op.iov.len() };
             hdr.id = g.rndv_tx.announce(id, m);
             TxOp::user(hdr.encode(), &[], false, TxKind::Request)
         };
@@ -880,7 +888,7 @@ impl TcpEp {
                     h.encode(),
                     &m.iov[..m.niov],
                     true,
-                    TxKind::Data { context: m.context, flags: m.flags, len: m.len },
+                    TxKind::Data { context: m.context, flags: m.flags, len: m.len, comp: m.comp },
                 );
                 Self::conn_mut(g, id).expect("connection exists").txq.push_back(data);
                 return Ok(());
@@ -890,7 +898,7 @@ impl TcpEp {
                 let m = g.rndv_tx.handle_nack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
                 let mut e = CqEntry::new(m.context, m.flags);
                 e.len = m.len;
-                g.b.tx_done(e);
+                g.b.tx_done(e, m.comp);
                 return Ok(());
             }
             OpCode::Data => {
@@ -1548,8 +1556,8 @@ impl EndpointOps for TcpEp {
         self.rma_common(op, flags, false, Some(data))
     }
 
-    unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, _flags: OpFlags) -> Result<()> {
-        let r = self.atomic_common(op);
+    unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, flags: OpFlags) -> Result<()> {
+        let r = self.atomic_common(op, flags);
         let dir = if op.kind == fabric_core::AtomicKind::Plain { Caps::WRITE } else { Caps::READ };
         self.unreachable(r, op.context, Caps::ATOMIC | dir, op.rma.len)
     }

@@ -132,6 +132,8 @@ struct TxOp {
     owned: Option<Vec<u8>>,
     /// No completion (inject).
     silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
     /// Requests not yet answered (RMA, atomic) or frames not yet acknowledged (send).
     pending: u32,
     /// Bytes of a read answered so far.
@@ -175,12 +177,16 @@ fn op_step(ops: &mut Slab<TxOp>, b: &Bindings, opid: u64, err: Option<Error>) ->
         if let Some(err) = op.err {
             fi_log!(Level::Info, NAME, "ep_data", "a send that had completed (its data copied) failed later: {err}");
         }
+        if op.kind != OpKind::Send {
+            // An injected write, counted now (a send completed when posted).
+            b.tx_count(op.err.is_some());
+        }
         return copied;
     }
     let mut c = CqEntry::new(op.context, op.flags);
     c.len = op.len;
     match op.err {
-        None => b.tx_done(c),
+        None => b.tx_done(c, op.comp),
         Some(err) => b.tx_err(c, err),
     }
     copied
@@ -613,6 +619,7 @@ impl UdpRdmEp {
             dst: [NULL_IOV; IOV_LIMIT],
             ndst: 0,
             silent: owned.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
             owned,
             pending: 1,
             got: 0,
@@ -645,7 +652,11 @@ impl UdpRdmEp {
             o.budget = len;
             let mut c = CqEntry::new(op.context, Caps::SEND | msg_flags(tagged));
             c.len = len;
-            g.b.tx_done(c);
+            g.b.tx_done(c, flags.contains(OpFlags::COMPLETION));
+        }
+        if inject.is_some() {
+            // An inject completes (for its counter) once its data is ours.
+            g.b.tx_count(false);
         }
         self.flush_peer(g, peer, now);
         Ok(())
@@ -700,6 +711,7 @@ impl UdpRdmEp {
             ndst: if read { op.iov.len() } else { 0 },
             owned: inject.map(|d| d.to_vec()),
             silent: inject.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
             pending: chunks as u32,
             got: 0,
             err: None,
@@ -746,7 +758,7 @@ impl UdpRdmEp {
         Ok(())
     }
 
-    fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+    fn atomic_common(&self, a: &AtomicDesc, flags: OpFlags) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -780,6 +792,7 @@ impl UdpRdmEp {
             ndst: usize::from(l.result > 0),
             owned: None,
             silent: false,
+            comp: flags.contains(OpFlags::COMPLETION),
             pending: 1,
             got: 0,
             err: None,
@@ -1595,8 +1608,8 @@ impl EndpointOps for UdpRdmEp {
         self.rma_common(op, flags, Some(data), false)
     }
 
-    unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op)
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, flags)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {
@@ -1656,6 +1669,7 @@ mod tests {
             ndst: 0,
             owned: Some(data.clone()),
             silent: true,
+            comp: false,
             pending: 1,
             got: 0,
             err: None,
