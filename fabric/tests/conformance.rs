@@ -117,6 +117,8 @@ macro_rules! conformance_suite {
                     rdm_cancel_after_match,
                     rdm_multi_recv_view_outlives_release,
                     rdm_multi_recv_overflow,
+                    rdm_delivery_complete,
+                    msg_delivery_complete,
                 ],
                 tagged: [
                     rdm_tag_and_ignore,

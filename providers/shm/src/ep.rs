@@ -669,14 +669,17 @@ impl ShmEp {
         e.tag = op.tag;
         e.len = len as u64;
         let cq_flags = Caps::SEND | msg_flags(tagged);
-        if len <= INLINE_MAX {
+        // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
+        // completes on the receiver's `Ack`, sent once the data is in the receive.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if len <= INLINE_MAX && !dc {
             e.mode = Mode::Inline;
             self.send_entry(g, id, &e, |b| {
                 // SAFETY: the entry has INLINE_MAX >= len bytes after the header;
                 // the pieces are valid for reads under the post contract.
                 unsafe { gather(iov, 0, b[proto::HDR..].as_mut_ptr(), len) }
             });
-        } else if len <= BOUNCE_SIZE {
+        } else if len <= BOUNCE_SIZE && !dc {
             self.send_bounce(g, id, e, iov, len);
         } else {
             if inject.is_some() {

@@ -71,6 +71,8 @@ pub(crate) struct ConnId {
 pub(crate) struct Rts {
     conn: ConnId,
     id: u64,
+    /// Announced with `HdrFlags::DC`: acknowledge once its data is in.
+    dc: bool,
 }
 
 /// The receive side of a connection. (One per connection and long-lived, so the
@@ -106,6 +108,8 @@ struct RndvMsg {
     len: usize,
     /// Posted with `FI_COMPLETION`.
     comp: bool,
+    /// Sent with `FI_DELIVERY_COMPLETE`: complete on the receiver's `Ack`.
+    dc: bool,
     /// The header of the request, reused for the data frame.
     hdr: Header,
     iov: [IoVec; IOV_LIMIT],
@@ -531,20 +535,26 @@ impl TcpEp {
         }
         let cq_flags = Caps::SEND | Self::msg_flags(tagged);
         let comp = flags.contains(OpFlags::COMPLETION);
+        // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, and complete on
+        // the receiver's acknowledgement that the data is in the receive.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if dc {
+            hflags |= HdrFlags::DC;
+        }
         let mut hdr =
             Header { flags: HdrFlags(hflags), len: len as u64, tag: op.tag, data: op.data, id: 0, op: OpCode::Msg };
         let txop = if let Some(d) = inject {
             let mut v = g.inject_pool.pop().unwrap_or_default();
             v.extend_from_slice(d);
             TxOp::owned(hdr.encode(), v, true)
-        } else if len <= config().eager_max {
+        } else if len <= config().eager_max && !dc {
             TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len, comp })
         } else {
             // Rendezvous: announce it; the data goes once the receiver clears it.
             let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
             iov[..op.iov.len()].copy_from_slice(op.iov);
             hdr.op = OpCode::Rts;
-            let m = RndvMsg { context: op.context, flags: cq_flags, len, comp, hdr, iov, niov: op.iov.len() };
+            let m = RndvMsg { context: op.context, flags: cq_flags, len, comp, dc, hdr, iov, niov: op.iov.len() };
             hdr.id = g.rndv_tx.announce(id, m);
             TxOp::user(hdr.encode(), &[], false, TxKind::Request)
         };
@@ -580,16 +590,23 @@ impl TcpEp {
         while let Some(a) = g.rx.take_action() {
             match a {
                 RxAction::Start(m) => {
-                    let Rts { conn, id } = m.rts;
+                    let Rts { conn, id, dc } = m.rts;
                     if Self::conn_mut(g, conn).is_none() {
                         g.rx.fail(&g.b, m.target, &m.hdr, m.src, Error::ConnReset);
                         continue;
                     }
                     let cts = Header { id, ..Header::new(OpCode::Cts) };
-                    g.rndv_rx.clear(conn, id, m.hdr.len, RxWait { hdr: m.hdr, target: m.target, src: m.src });
+                    // The data's completion acknowledges it (the flag and the id
+                    // stay in our copy of the header, never on the wire again).
+                    let mut hdr = m.hdr;
+                    if dc {
+                        hdr.flags.0 |= HdrFlags::DC;
+                        hdr.id = id;
+                    }
+                    g.rndv_rx.clear(conn, id, m.hdr.len, RxWait { hdr, target: m.target, src: m.src });
                     let _ = self.queue(g, conn, TxOp::owned(cts.encode(), Vec::new(), false));
                 }
-                RxAction::Discard(Rts { conn, id }) => {
+                RxAction::Discard(Rts { conn, id, .. }) => {
                     let nack = Header { id, ..Header::new(OpCode::Nack) };
                     let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
                 }
@@ -871,7 +888,7 @@ impl TcpEp {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
                 let u = Unexp {
-                    body: UnexpBody::Rts(Rts { conn: id, id: hdr.id }),
+                    body: UnexpBody::Rts(Rts { conn: id, id: hdr.id, dc: hdr.flags.has(HdrFlags::DC) }),
                     len: hdr.len,
                     data,
                     tag: hdr.tag,
@@ -883,14 +900,18 @@ impl TcpEp {
             }
             OpCode::Cts => {
                 let m = g.rndv_tx.handle_cts(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
-                let h = Header { op: OpCode::Data, id: hdr.id, ..m.hdr };
-                let data = TxOp::user(
-                    h.encode(),
-                    &m.iov[..m.niov],
-                    true,
-                    TxKind::Data { context: m.context, flags: m.flags, len: m.len, comp: m.comp },
-                );
+                let mut h = Header { op: OpCode::Data, id: hdr.id, ..m.hdr };
+                h.flags.0 &= !HdrFlags::DC;
+                let kind = match m.dc {
+                    // Completes on the receiver's `Ack`, not once written.
+                    true => TxKind::Request,
+                    false => TxKind::Data { context: m.context, flags: m.flags, len: m.len, comp: m.comp },
+                };
+                let data = TxOp::user(h.encode(), &m.iov[..m.niov], true, kind);
                 Self::conn_mut(g, id).expect("connection exists").txq.push_back(data);
+                if m.dc {
+                    g.rndv_tx.await_ack(id, hdr.id, m);
+                }
                 return Ok(());
             }
             OpCode::Nack => {
@@ -899,6 +920,17 @@ impl TcpEp {
                 let mut e = CqEntry::new(m.context, m.flags);
                 e.len = m.len;
                 g.b.tx_done(e, m.comp);
+                return Ok(());
+            }
+            OpCode::Ack => {
+                // The receiver has the data of a FI_DELIVERY_COMPLETE send.
+                let m = g.rndv_tx.handle_ack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
+                let mut e = CqEntry::new(m.context, m.flags);
+                e.len = m.len;
+                match hdr.data {
+                    0 => g.b.tx_done(e, m.comp),
+                    errno => g.b.tx_err(e, Error::from_errno(errno.min(i32::MAX as u64) as i32)),
+                }
                 return Ok(());
             }
             OpCode::Data => {
@@ -1000,7 +1032,14 @@ impl TcpEp {
         let rx = std::mem::replace(&mut g.slots[idx].rx, RxState::Header);
         let RxState::Payload { hdr, dest, .. } = rx else { return Ok(true) };
         match dest {
-            RxDest::Recv { target, src } => g.rx.complete(&g.b, target, &hdr, src, false),
+            RxDest::Recv { target, src } => {
+                g.rx.complete(&g.b, target, &hdr, src, false);
+                if hdr.flags.has(HdrFlags::DC) {
+                    // The data of a FI_DELIVERY_COMPLETE rendezvous is in: say so.
+                    let ack = Header { id: hdr.id, ..Header::new(OpCode::Ack) };
+                    let _ = self.queue(g, id, TxOp::owned(ack.encode(), Vec::new(), false));
+                }
+            }
             RxDest::Unexpected { buf, src } => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);

@@ -1650,7 +1650,11 @@ impl VerbsEp {
             }
             None => op.iov,
         };
-        if len <= EAGER_MAX {
+        // FI_DELIVERY_COMPLETE: by rendezvous whatever the size. Its sender
+        // completes on the receiver's `Cts`, which the receiver sends once its
+        // reads of the data are done, so the data is in the receive by then.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if len <= EAGER_MAX && !dc {
             let opid = g.ops.insert(txop);
             if let Err(e) = self.send_frame(g, cid, &hdr, &[], iov, opid) {
                 g.ops.remove(opid);
