@@ -119,6 +119,7 @@ macro_rules! conformance_suite {
                     rdm_multi_recv_overflow,
                     rdm_delivery_complete,
                     msg_delivery_complete,
+                    rdm_delivery_complete_multi_recv,
                 ],
                 tagged: [
                     rdm_tag_and_ignore,

@@ -979,3 +979,45 @@ pub fn rdm_delivery_complete(prov: &'static str) {
 pub fn msg_delivery_complete(prov: &'static str) {
     delivery_complete(prov, EpType::Msg)
 }
+
+/// `FI_DELIVERY_COMPLETE` into a multi-receive buffer posted after the sends
+/// (unexpected eager-sized and rendezvous-sized messages): no send completes
+/// before the buffer is posted, and each completes with its message in it.
+pub fn rdm_delivery_complete_multi_recv(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    let sizes = [10usize, 5000, 200_000];
+    for (i, &n) in sizes.iter().enumerate() {
+        let m = SendMsg::new(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64);
+        p.a.ep.sendmsg(m, OpFlags::DELIVERY_COMPLETE).expect("sendmsg with DELIVERY_COMPLETE");
+    }
+    let drivers = p.drivers();
+    for round in 0..2000 {
+        for d in &drivers {
+            d.drive();
+        }
+        assert!(!p.a.cq.has_entry(), "a send completed (poll {round}) with no receive posted");
+        std::thread::yield_now();
+    }
+    p.b.ep.set_min_multi_recv(1).expect("set_min_multi_recv");
+    p.b.ep.recvmsg(RecvMsg::new(Buf::new(1 << 20), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    let mut sent: Vec<u64> = Vec::new();
+    for _ in 0..sizes.len() {
+        sent.push(p.ok_a().context);
+        assert!(p.b.cq.has_entry(), "a send completed before its receive");
+    }
+    sent.sort_unstable();
+    assert_eq!(sent, [0, 1, 2]);
+    let mut got: Vec<Vec<u8>> = (0..sizes.len())
+        .map(|_| {
+            let c = p.ok_b();
+            assert_eq!(c.context, 7);
+            c.recv.expect("a view into the multi-receive buffer").to_vec()
+        })
+        .collect();
+    got.sort_by_key(|b| b.len());
+    for (i, &n) in sizes.iter().enumerate() {
+        assert_bytes(&got[i], &pattern(n, i as u64), "message in a multi-receive buffer");
+    }
+    p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
+    assert_eq!(p.err_b().err, Error::Canceled);
+}
