@@ -119,6 +119,9 @@ macro_rules! conformance_suite {
                     rdm_cancel_after_match,
                     rdm_multi_recv_view_outlives_release,
                     rdm_multi_recv_overflow,
+                    rdm_delivery_complete,
+                    msg_delivery_complete,
+                    rdm_delivery_complete_multi_recv,
                 ],
                 tagged: [
                     rdm_tag_and_ignore,

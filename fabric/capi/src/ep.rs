@@ -21,7 +21,8 @@ pub(crate) struct Ep {
     pub(crate) domain: Arc<dyn DomainOps>,
     /// Flags every transmit operation is posted with (`FI_COMPLETION` unless the
     /// transmit queue was bound with `FI_SELECTIVE_COMPLETION`, then the
-    /// `tx_attr.op_flags` default).
+    /// `tx_attr.op_flags` default; and `FI_DELIVERY_COMPLETE` if the
+    /// `tx_attr.op_flags` have it).
     tx_flags: AtomicU64,
     /// The same for receives.
     rx_flags: AtomicU64,
@@ -33,9 +34,10 @@ pub(crate) struct Ep {
     pub(crate) tx_iov_limit: usize,
     /// The most iovec entries a receive takes.
     pub(crate) rx_iov_limit: usize,
-    /// `FI_COMPLETION` and `FI_MULTICAST` where the entry's `tx_attr.op_flags`
-    /// has them: what a transmit without flags of its own gets on a
-    /// selective-completion queue.
+    /// `FI_COMPLETION` if the entry's `tx_attr.op_flags` has it: what a transmit
+    /// without flags of its own gets on a selective-completion queue (with
+    /// [`TX_STICKY`] flags of the `tx_attr.op_flags`: `FI_MULTICAST`,
+    /// `FI_DELIVERY_COMPLETE`).
     tx_default: OpFlags,
     /// The same from `rx_attr.op_flags`.
     rx_default: OpFlags,
@@ -94,6 +96,11 @@ impl Ep {
         OpFlags::from_bits_truncate(flags) | OpFlags::from_bits_retain(self.rx_msg_flags.load(Ordering::Relaxed))
     }
 }
+
+/// The `tx_attr.op_flags` a transmit without flags of its own is posted with
+/// whatever the binding (fi_endpoint(3): the default flags of data transfers):
+/// delivery complete, and multicast (every destination then names a group).
+const TX_STICKY: OpFlags = OpFlags::DELIVERY_COMPLETE.union(OpFlags::MULTICAST);
 
 /// The endpoint behind a `struct fid_ep *`.
 ///
@@ -184,14 +191,13 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             },
             ops,
             domain: Arc::clone(&d.ops),
-            // FI_MULTICAST in tx_attr.op_flags: every destination names a group.
-            tx_flags: AtomicU64::new((OpFlags::COMPLETION | (info.tx_attr.op_flags & OpFlags::MULTICAST)).bits()),
+            tx_flags: AtomicU64::new((OpFlags::COMPLETION | (info.tx_attr.op_flags & TX_STICKY)).bits()),
             rx_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             tx_msg_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             rx_msg_flags: AtomicU64::new(OpFlags::COMPLETION.bits()),
             tx_iov_limit: info.tx_attr.iov_limit.max(1),
             rx_iov_limit: info.rx_attr.iov_limit.max(1),
-            tx_default: info.tx_attr.op_flags & (OpFlags::COMPLETION | OpFlags::MULTICAST),
+            tx_default: info.tx_attr.op_flags & (OpFlags::COMPLETION | TX_STICKY),
             rx_default: info.rx_attr.op_flags & OpFlags::COMPLETION,
             inject_size: if ep_type == EpType::Unspec { 0 } else { info.tx_attr.inject_size },
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),

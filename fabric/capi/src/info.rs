@@ -945,7 +945,27 @@ unsafe fn getinfo(
             .collect();
         return if v.is_empty() { Err(Error::NoData) } else { Ok(v) };
     }
-    fabric::getinfo(&h)
+    let mut v = fabric::getinfo(&h)?;
+    // The default operation flags asked for come back as the entries' own, as
+    // libfabric's `ofi_alter_info` does: an application asking for
+    // `FI_COMPLETION` there (Open MPI's ofi MTL) binds its queues with
+    // `FI_SELECTIVE_COMPLETION` and counts on completions of plain sends.
+    // SAFETY: `hints` is NULL or a valid `fi_info` (as `hints_from_c` read it),
+    // its attribute pointers NULL or valid.
+    let (tx, rx) = unsafe {
+        hints.as_ref().map_or((None, None), |hh| {
+            (hh.tx_attr.as_ref().map(|t| t.op_flags), hh.rx_attr.as_ref().map(|r| r.op_flags))
+        })
+    };
+    for i in &mut v {
+        if let Some(f) = tx {
+            i.tx_attr.op_flags = OpFlags::from_bits_retain(f);
+        }
+        if let Some(f) = rx {
+            i.rx_attr.op_flags = OpFlags::from_bits_retain(f);
+        }
+    }
+    Ok(v)
 }
 
 /// `fi_getinfo` (FABRIC_1.3): what the providers offer for the hints, as a list
@@ -1155,6 +1175,27 @@ mod tests {
                 hints_from_c(fabric_core::info::API_VERSION, ptr::null(), ptr::null(), 0, p).unwrap_err(),
                 Error::Inval
             );
+            fabric_capi_freeinfo(p);
+        }
+    }
+
+    #[test]
+    fn getinfo_gives_back_the_default_op_flags_asked_for() {
+        let p = alloc_info();
+        // SAFETY: p is ours, every attribute allocated; what getinfo returns is
+        // freed with fabric_capi_freeinfo.
+        unsafe {
+            let i = &mut *p;
+            (*i.ep_attr).r#type = 3;
+            (*i.fabric_attr).prov_name = c_strdup("tcp");
+            (*i.tx_attr).op_flags = OpFlags::COMPLETION.bits();
+            (*i.rx_attr).op_flags = (OpFlags::COMPLETION | OpFlags::MULTI_RECV).bits();
+            let v = getinfo(API, c"127.0.0.1".as_ptr(), ptr::null(), FI_SOURCE, p).unwrap();
+            assert!(!v.is_empty());
+            for e in &v {
+                assert_eq!(e.tx_attr.op_flags, OpFlags::COMPLETION);
+                assert_eq!(e.rx_attr.op_flags, OpFlags::COMPLETION | OpFlags::MULTI_RECV);
+            }
             fabric_capi_freeinfo(p);
         }
     }

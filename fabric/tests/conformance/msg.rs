@@ -919,3 +919,105 @@ pub fn rdm_multi_recv_overflow(prov: &'static str) {
         p.ok_a();
     }
 }
+
+/// `FI_DELIVERY_COMPLETE` (fi_cq(3)): a send so flagged completes only once its
+/// data is in the receive. With no receive posted, the sender's queue stays empty
+/// however often both sides are driven; once a receive is posted the send
+/// completes, and the receive has completed by then (its outcome is readable
+/// without waiting). Empty, eager and rendezvous sizes, and a truncating
+/// receive (the send still succeeds); then a receive posted first.
+fn delivery_complete(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
+    let max = p.info.ep_attr.max_msg_size;
+    let cases = [(0usize, 16usize), (1, 16), (64, 64), (4096, 8192), (200_000, 200_000), (1 << 20, 1000)];
+    for (i, (size, cap)) in cases.into_iter().enumerate() {
+        if size > max {
+            skip(format!("{size}-byte message: above max_msg_size {max}"));
+            continue;
+        }
+        let i = i as u64;
+        let want = pattern(size, i + 7);
+        let m = SendMsg::new(Buf::from(want.clone()), p.a_to_b, 100 + i);
+        p.a.ep.sendmsg(m, OpFlags::DELIVERY_COMPLETE).expect("sendmsg with DELIVERY_COMPLETE");
+        let drivers = p.drivers();
+        for round in 0..2000 {
+            for d in &drivers {
+                d.drive();
+            }
+            assert!(!p.a.cq.has_entry(), "{size} bytes: the send completed (poll {round}) with no receive posted");
+            std::thread::yield_now();
+        }
+        p.b.ep.recv(Buf::from(vec![FILL; cap]), FiAddr::UNSPEC, 200 + i).expect("post recv");
+        let s = p.ok_a();
+        assert_eq!(s.context, 100 + i, "{size} bytes: send context");
+        assert!(p.b.cq.has_entry(), "{size} bytes: the send completed before its receive");
+        if size > cap {
+            let e = p.err_b();
+            assert_eq!((e.err, e.context, e.len), (Error::Trunc, 200 + i, cap), "{size} bytes into {cap}: {e}");
+            let b = e.buffers.into_buf().expect("truncated receive gives its buffer back");
+            assert_bytes(&b, &want[..cap], "the part that fit");
+        } else {
+            let r = p.ok_b();
+            assert_eq!((r.context, r.len), (200 + i, size), "{size} bytes: receive");
+            assert_bytes(r.bytes(), &want, &format!("{size}-byte message sent with DELIVERY_COMPLETE"));
+        }
+    }
+    // The receive posted first.
+    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 300).expect("post recv");
+    let m = SendMsg::new(Buf::from(b"posted first"), p.a_to_b, 301);
+    p.a.ep.sendmsg(m, OpFlags::DELIVERY_COMPLETE).expect("sendmsg with DELIVERY_COMPLETE");
+    assert_eq!(p.ok_a().context, 301);
+    assert!(p.b.cq.has_entry(), "the send completed before its receive");
+    assert_eq!(p.ok_b().bytes(), b"posted first");
+    assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0, "every operation completed once");
+}
+
+pub fn rdm_delivery_complete(prov: &'static str) {
+    delivery_complete(prov, EpType::Rdm)
+}
+
+pub fn msg_delivery_complete(prov: &'static str) {
+    delivery_complete(prov, EpType::Msg)
+}
+
+/// `FI_DELIVERY_COMPLETE` into a multi-receive buffer posted after the sends
+/// (unexpected eager-sized and rendezvous-sized messages): no send completes
+/// before the buffer is posted, and each completes with its message in it.
+pub fn rdm_delivery_complete_multi_recv(prov: &'static str) {
+    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+    let sizes = [10usize, 5000, 200_000];
+    for (i, &n) in sizes.iter().enumerate() {
+        let m = SendMsg::new(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64);
+        p.a.ep.sendmsg(m, OpFlags::DELIVERY_COMPLETE).expect("sendmsg with DELIVERY_COMPLETE");
+    }
+    let drivers = p.drivers();
+    for round in 0..2000 {
+        for d in &drivers {
+            d.drive();
+        }
+        assert!(!p.a.cq.has_entry(), "a send completed (poll {round}) with no receive posted");
+        std::thread::yield_now();
+    }
+    p.b.ep.set_min_multi_recv(1).expect("set_min_multi_recv");
+    p.b.ep.recvmsg(RecvMsg::new(Buf::new(1 << 20), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+    let mut sent: Vec<u64> = Vec::new();
+    for _ in 0..sizes.len() {
+        sent.push(p.ok_a().context);
+        assert!(p.b.cq.has_entry(), "a send completed before its receive");
+    }
+    sent.sort_unstable();
+    assert_eq!(sent, [0, 1, 2]);
+    let mut got: Vec<Vec<u8>> = (0..sizes.len())
+        .map(|_| {
+            let c = p.ok_b();
+            assert_eq!(c.context, 7);
+            c.recv.expect("a view into the multi-receive buffer").to_vec()
+        })
+        .collect();
+    got.sort_by_key(|b| b.len());
+    for (i, &n) in sizes.iter().enumerate() {
+        assert_bytes(&got[i], &pattern(n, i as u64), "message in a multi-receive buffer");
+    }
+    p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
+    assert_eq!(p.err_b().err, Error::Canceled);
+}

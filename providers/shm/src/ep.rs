@@ -140,6 +140,8 @@ struct TxOp {
     niov: usize,
     /// No completion (inject write).
     silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
     /// Streaming (after `Cts`): bytes sent so far.
     sent: Option<usize>,
 }
@@ -667,14 +669,17 @@ impl ShmEp {
         e.tag = op.tag;
         e.len = len as u64;
         let cq_flags = Caps::SEND | msg_flags(tagged);
-        if len <= INLINE_MAX {
+        // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
+        // completes on the receiver's `Ack`, sent once the data is in the receive.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if len <= INLINE_MAX && !dc {
             e.mode = Mode::Inline;
             self.send_entry(g, id, &e, |b| {
                 // SAFETY: the entry has INLINE_MAX >= len bytes after the header;
                 // the pieces are valid for reads under the post contract.
                 unsafe { gather(iov, 0, b[proto::HDR..].as_mut_ptr(), len) }
             });
-        } else if len <= BOUNCE_SIZE {
+        } else if len <= BOUNCE_SIZE && !dc {
             self.send_bounce(g, id, e, iov, len);
         } else {
             if inject.is_some() {
@@ -691,6 +696,7 @@ impl ShmEp {
                 iov: local,
                 niov: iov.len(),
                 silent: false,
+                comp: flags.contains(OpFlags::COMPLETION),
                 sent: None,
             });
             e.id = opid;
@@ -700,7 +706,9 @@ impl ShmEp {
         if inject.is_none() {
             let mut c = CqEntry::new(op.context, cq_flags);
             c.len = len;
-            g.b.tx_done(c);
+            g.b.tx_done(c, flags.contains(OpFlags::COMPLETION));
+        } else {
+            g.b.tx_count(false);
         }
         Ok(())
     }
@@ -774,6 +782,7 @@ impl ShmEp {
             iov: if small && inject.is_some() { [NULL_IOV; IOV_LIMIT] } else { local },
             niov: if small && inject.is_some() { 0 } else { iov.len() },
             silent: inject.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
             sent: None,
         });
         e.id = opid;
@@ -797,8 +806,9 @@ impl ShmEp {
     }
 
     /// Post an atomic (its operands are copied at once: inline or through a
-    /// bounce buffer); with `silent` its completion is not reported.
-    fn atomic_common(&self, a: &AtomicDesc, silent: bool) -> Result<()> {
+    /// bounce buffer); with `silent` its completion is not reported, else it is
+    /// when `flags` has `COMPLETION` or the queue is not selective.
+    fn atomic_common(&self, a: &AtomicDesc, silent: bool, flags: OpFlags) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -822,6 +832,7 @@ impl ShmEp {
             iov: local,
             niov: usize::from(l.result > 0),
             silent,
+            comp: flags.contains(OpFlags::COMPLETION),
             sent: None,
         });
         let kind = match a.kind {
@@ -857,12 +868,13 @@ impl ShmEp {
         let Some(op) = g.ops.remove(opid) else { return };
         g.streams.retain(|&s| s != opid);
         if op.silent {
+            g.b.tx_count(status != 0);
             return;
         }
         let mut c = CqEntry::new(op.context, op.flags);
         c.len = op.len;
         if status == 0 {
-            g.b.tx_done(c);
+            g.b.tx_done(c, op.comp);
         } else {
             let err = Error::from_errno(status as i32);
             g.b.tx_err(c, err);
@@ -873,6 +885,7 @@ impl ShmEp {
         let Some(op) = g.ops.remove(opid) else { return };
         g.streams.retain(|&s| s != opid);
         if op.silent {
+            g.b.tx_count(true);
             return;
         }
         let mut c = CqEntry::new(op.context, op.flags);
@@ -1971,13 +1984,13 @@ impl EndpointOps for ShmEp {
         self.rma_common(op, flags, Some(data), OpKind::Write)
     }
 
-    unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op, false)
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, false, flags)
     }
 
     /// The operands are copied by every atomic here (`atomic_common`).
     unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
-        self.atomic_common(op, silent)
+        self.atomic_common(op, silent, if silent { OpFlags::empty() } else { OpFlags::COMPLETION })
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

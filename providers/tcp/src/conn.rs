@@ -53,13 +53,14 @@ pub(crate) enum ConnState {
 #[derive(Debug)]
 pub(crate) enum TxKind {
     /// An eager user send: complete on the transmit queue once written.
-    Send { context: u64, flags: Caps, len: usize },
+    /// `comp`: posted with `FI_COMPLETION` ([`fabric_util::bind::Bindings::tx_done`]).
+    Send { context: u64, flags: Caps, len: usize, comp: bool },
     /// A request whose outcome arrives later (a rendezvous request, an RMA or
     /// atomic request): nothing to do once written; the operation waits in the
     /// endpoint (`RndvSend`, the RMA table) for the peer's answer.
     Request,
     /// Rendezvous data: complete once written.
-    Data { context: u64, flags: Caps, len: usize },
+    Data { context: u64, flags: Caps, len: usize, comp: bool },
     /// An inject: its own copy of the data, recycled once written.
     Inject(Vec<u8>),
     /// A control frame; the `Vec` owns the payload bytes the frame's iov points at.

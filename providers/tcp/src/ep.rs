@@ -71,6 +71,8 @@ pub(crate) struct ConnId {
 pub(crate) struct Rts {
     conn: ConnId,
     id: u64,
+    /// Announced with `HdrFlags::DC`: acknowledge once its data is in.
+    dc: bool,
 }
 
 /// The receive side of a connection. (One per connection and long-lived, so the
@@ -104,6 +106,10 @@ struct RndvMsg {
     context: u64,
     flags: Caps,
     len: usize,
+    /// Posted with `FI_COMPLETION`.
+    comp: bool,
+    /// Sent with `FI_DELIVERY_COMPLETE`: complete on the receiver's `Ack`.
+    dc: bool,
     /// The header of the request, reused for the data frame.
     hdr: Header,
     iov: [IoVec; IOV_LIMIT],
@@ -280,13 +286,14 @@ impl TcpEp {
     /// A frame was fully written.
     fn frame_written(g: &mut Inner, op: TxOp) {
         match op.kind {
-            TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } => {
+            TxKind::Send { context, flags, len, comp } | TxKind::Data { context, flags, len, comp } => {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
-                g.b.tx_done(e);
+                g.b.tx_done(e, comp);
             }
             TxKind::Request => {}
             TxKind::Inject(mut v) => {
+                g.b.tx_count(false);
                 if g.inject_pool.len() < 64 {
                     v.clear();
                     g.inject_pool.push(v);
@@ -301,10 +308,14 @@ impl TcpEp {
     /// on connection `conn` (their request frames are among `ops` or were sent).
     fn fail_sends(g: &mut Inner, ops: impl IntoIterator<Item = TxOp>, conn: ConnId, err: Error) {
         for op in ops {
-            if let TxKind::Send { context, flags, len } | TxKind::Data { context, flags, len } = op.kind {
-                let mut e = CqEntry::new(context, flags);
-                e.len = len;
-                g.b.tx_err(e, err);
+            match op.kind {
+                TxKind::Send { context, flags, len, .. } | TxKind::Data { context, flags, len, .. } => {
+                    let mut e = CqEntry::new(context, flags);
+                    e.len = len;
+                    g.b.tx_err(e, err);
+                }
+                TxKind::Inject(_) => g.b.tx_count(true),
+                _ => {}
             }
         }
         for m in g.rndv_tx.drain_peer(conn) {
@@ -523,20 +534,27 @@ impl TcpEp {
             hflags |= HdrFlags::CQ_DATA;
         }
         let cq_flags = Caps::SEND | Self::msg_flags(tagged);
+        let comp = flags.contains(OpFlags::COMPLETION);
+        // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, and complete on
+        // the receiver's acknowledgement that the data is in the receive.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if dc {
+            hflags |= HdrFlags::DC;
+        }
         let mut hdr =
             Header { flags: HdrFlags(hflags), len: len as u64, tag: op.tag, data: op.data, id: 0, op: OpCode::Msg };
         let txop = if let Some(d) = inject {
             let mut v = g.inject_pool.pop().unwrap_or_default();
             v.extend_from_slice(d);
             TxOp::owned(hdr.encode(), v, true)
-        } else if len <= config().eager_max {
-            TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len })
+        } else if len <= config().eager_max && !dc {
+            TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len, comp })
         } else {
             // Rendezvous: announce it; the data goes once the receiver clears it.
             let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
             iov[..op.iov.len()].copy_from_slice(op.iov);
             hdr.op = OpCode::Rts;
-            let m = RndvMsg { context: op.context, flags: cq_flags, len, hdr, iov, niov: op.iov.len() };
+            let m = RndvMsg { context: op.context, flags: cq_flags, len, comp, dc, hdr, iov, niov: op.iov.len() };
             hdr.id = g.rndv_tx.announce(id, m);
             TxOp::user(hdr.encode(), &[], false, TxKind::Request)
         };
@@ -572,16 +590,23 @@ impl TcpEp {
         while let Some(a) = g.rx.take_action() {
             match a {
                 RxAction::Start(m) => {
-                    let Rts { conn, id } = m.rts;
+                    let Rts { conn, id, dc } = m.rts;
                     if Self::conn_mut(g, conn).is_none() {
                         g.rx.fail(&g.b, m.target, &m.hdr, m.src, Error::ConnReset);
                         continue;
                     }
                     let cts = Header { id, ..Header::new(OpCode::Cts) };
-                    g.rndv_rx.clear(conn, id, m.hdr.len, RxWait { hdr: m.hdr, target: m.target, src: m.src });
+                    // The data's completion acknowledges it (the flag and the id
+                    // stay in our copy of the header, never on the wire again).
+                    let mut hdr = m.hdr;
+                    if dc {
+                        hdr.flags.0 |= HdrFlags::DC;
+                        hdr.id = id;
+                    }
+                    g.rndv_rx.clear(conn, id, m.hdr.len, RxWait { hdr, target: m.target, src: m.src });
                     let _ = self.queue(g, conn, TxOp::owned(cts.encode(), Vec::new(), false));
                 }
-                RxAction::Discard(Rts { conn, id }) => {
+                RxAction::Discard(Rts { conn, id, .. }) => {
                     let nack = Header { id, ..Header::new(OpCode::Nack) };
                     let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
                 }
@@ -863,7 +888,7 @@ impl TcpEp {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
                 let u = Unexp {
-                    body: UnexpBody::Rts(Rts { conn: id, id: hdr.id }),
+                    body: UnexpBody::Rts(Rts { conn: id, id: hdr.id, dc: hdr.flags.has(HdrFlags::DC) }),
                     len: hdr.len,
                     data,
                     tag: hdr.tag,
@@ -875,14 +900,18 @@ impl TcpEp {
             }
             OpCode::Cts => {
                 let m = g.rndv_tx.handle_cts(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
-                let h = Header { op: OpCode::Data, id: hdr.id, ..m.hdr };
-                let data = TxOp::user(
-                    h.encode(),
-                    &m.iov[..m.niov],
-                    true,
-                    TxKind::Data { context: m.context, flags: m.flags, len: m.len },
-                );
+                let mut h = Header { op: OpCode::Data, id: hdr.id, ..m.hdr };
+                h.flags.0 &= !HdrFlags::DC;
+                let kind = match m.dc {
+                    // Completes on the receiver's `Ack`, not once written.
+                    true => TxKind::Request,
+                    false => TxKind::Data { context: m.context, flags: m.flags, len: m.len, comp: m.comp },
+                };
+                let data = TxOp::user(h.encode(), &m.iov[..m.niov], true, kind);
                 Self::conn_mut(g, id).expect("connection exists").txq.push_back(data);
+                if m.dc {
+                    g.rndv_tx.await_ack(id, hdr.id, m);
+                }
                 return Ok(());
             }
             OpCode::Nack => {
@@ -890,7 +919,18 @@ impl TcpEp {
                 let m = g.rndv_tx.handle_nack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
                 let mut e = CqEntry::new(m.context, m.flags);
                 e.len = m.len;
-                g.b.tx_done(e);
+                g.b.tx_done(e, m.comp);
+                return Ok(());
+            }
+            OpCode::Ack => {
+                // The receiver has the data of a FI_DELIVERY_COMPLETE send.
+                let m = g.rndv_tx.handle_ack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
+                let mut e = CqEntry::new(m.context, m.flags);
+                e.len = m.len;
+                match hdr.data {
+                    0 => g.b.tx_done(e, m.comp),
+                    errno => g.b.tx_err(e, Error::from_errno(errno.min(i32::MAX as u64) as i32)),
+                }
                 return Ok(());
             }
             OpCode::Data => {
@@ -992,7 +1032,14 @@ impl TcpEp {
         let rx = std::mem::replace(&mut g.slots[idx].rx, RxState::Header);
         let RxState::Payload { hdr, dest, .. } = rx else { return Ok(true) };
         match dest {
-            RxDest::Recv { target, src } => g.rx.complete(&g.b, target, &hdr, src, false),
+            RxDest::Recv { target, src } => {
+                g.rx.complete(&g.b, target, &hdr, src, false);
+                if hdr.flags.has(HdrFlags::DC) {
+                    // The data of a FI_DELIVERY_COMPLETE rendezvous is in: say so.
+                    let ack = Header { id: hdr.id, ..Header::new(OpCode::Ack) };
+                    let _ = self.queue(g, id, TxOp::owned(ack.encode(), Vec::new(), false));
+                }
+            }
             RxDest::Unexpected { buf, src } => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
@@ -1277,8 +1324,14 @@ impl TcpEp {
 
     /// `atomic_common`, a peer out of reach reported as [`TcpEp::unreachable`]
     /// does unless `silent` (then it is the call's error).
-    fn atomic_reported(&self, op: &fabric_core::prov::AtomicDesc, inject: bool, silent: bool) -> Result<()> {
-        let r = self.atomic_common(op, inject, silent);
+    fn atomic_reported(
+        &self,
+        op: &fabric_core::prov::AtomicDesc,
+        inject: bool,
+        silent: bool,
+        flags: OpFlags,
+    ) -> Result<()> {
+        let r = self.atomic_common(op, inject, silent, flags);
         if silent {
             return r;
         }
@@ -1559,12 +1612,12 @@ impl EndpointOps for TcpEp {
         self.rma_common(op, flags, false, Some(data))
     }
 
-    unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_reported(op, false, false)
+    unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_reported(op, false, false, flags)
     }
 
     unsafe fn inject_atomic(&self, op: &fabric_core::prov::AtomicDesc, silent: bool) -> Result<()> {
-        self.atomic_reported(op, true, silent)
+        self.atomic_reported(op, true, silent, if silent { OpFlags::empty() } else { OpFlags::COMPLETION })
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

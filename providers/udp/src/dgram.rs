@@ -76,6 +76,8 @@ struct PostedRx {
     user_context: u64,
     iov: [IoVec; IOV_LIMIT],
     niov: usize,
+    /// Posted with `FI_COMPLETION` ([`Bindings::rx_done`]).
+    comp: bool,
 }
 
 /// A multicast group slot; its handle is `(gen << 32) | index`.
@@ -284,7 +286,7 @@ impl DgramEp {
                     if d.size > d.len {
                         b.rx_err(e, d.size - d.len, Error::Trunc);
                     } else {
-                        b.rx_done(e);
+                        b.rx_done(e, rx.comp);
                     }
                 }
                 Err(Error::Again) => break,
@@ -469,7 +471,7 @@ impl EndpointOps for DgramEp {
         let n = unsafe { sock::send_iov(sock, op.iov, &dest) }?;
         let mut e = CqEntry::new(op.context, SEND_FLAGS);
         e.len = n;
-        g.b.tx_done(e);
+        g.b.tx_done(e, flags.contains(OpFlags::COMPLETION));
         Ok(())
     }
 
@@ -495,7 +497,8 @@ impl EndpointOps for DgramEp {
         }
         let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
         iov[..op.iov.len()].copy_from_slice(op.iov);
-        g.rxq.push_back(PostedRx { context: op.context, user_context: op.user_context, iov, niov: op.iov.len() });
+        let comp = flags.contains(OpFlags::COMPLETION);
+        g.rxq.push_back(PostedRx { context: op.context, user_context: op.user_context, iov, niov: op.iov.len(), comp });
         Ok(())
     }
 
@@ -508,6 +511,7 @@ impl EndpointOps for DgramEp {
         let dest = self.dest(&g, op.addr, flags)?;
         let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
         sock::send_slice(sock, data, &dest)?;
+        g.b.tx_count(false);
         Ok(())
     }
 

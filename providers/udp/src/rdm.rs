@@ -91,11 +91,26 @@ struct PeerId {
     gen: u32,
 }
 
-/// A large message announced to us: its peer and the sender's operation id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A large message announced to us: its peer and the sender's operation id
+/// (which alone identify it: equality and hashing ignore `dc`).
+#[derive(Debug, Clone, Copy, Eq)]
 struct Rts {
     peer: PeerId,
     id: u64,
+    /// Announced with `HdrFlags::DC`: acknowledge once its data is in.
+    dc: bool,
+}
+
+impl PartialEq for Rts {
+    fn eq(&self, o: &Rts) -> bool {
+        (self.peer, self.id) == (o.peer, o.id)
+    }
+}
+
+impl std::hash::Hash for Rts {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.peer, self.id).hash(h);
+    }
 }
 
 /// A large message matched and cleared: where its data goes.
@@ -132,6 +147,13 @@ struct TxOp {
     owned: Option<Vec<u8>>,
     /// No completion (inject).
     silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
+    /// A send with `FI_DELIVERY_COMPLETE`: announced whatever its size, it also
+    /// waits (once cleared) for the receiver's `Ack`.
+    dc: bool,
+    /// Its `Ack` came.
+    acked: bool,
     /// Requests not yet answered (RMA, atomic) or frames not yet acknowledged (send).
     pending: u32,
     /// Bytes of a read answered so far.
@@ -148,7 +170,7 @@ struct TxOp {
 impl TxOp {
     /// Whether it waits for an answer from its peer (beyond acknowledgements).
     fn awaits_answer(&self) -> bool {
-        self.announced || self.kind != OpKind::Send
+        self.announced || self.kind != OpKind::Send || (self.dc && !self.acked)
     }
 }
 
@@ -175,12 +197,16 @@ fn op_step(ops: &mut Slab<TxOp>, b: &Bindings, opid: u64, err: Option<Error>) ->
         if let Some(err) = op.err {
             fi_log!(Level::Info, NAME, "ep_data", "a send that had completed (its data copied) failed later: {err}");
         }
+        if op.kind != OpKind::Send {
+            // An injected write, counted now (a send completed when posted).
+            b.tx_count(op.err.is_some());
+        }
         return copied;
     }
     let mut c = CqEntry::new(op.context, op.flags);
     c.len = op.len;
     match op.err {
-        None => b.tx_done(c),
+        None => b.tx_done(c, op.comp),
         Some(err) => b.tx_err(c, err),
     }
     copied
@@ -587,7 +613,10 @@ impl UdpRdmEp {
         // answered us: a first send to a peer that may not exist completes when
         // acknowledged, or fails.
         let heard = Self::peer(g, peer).is_some_and(|p| p.chan.peer_epoch().is_some());
-        let copy = heard && inject.is_none() && len <= EAGER_MAX && g.copied + len <= COPY_BUDGET;
+        // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, completing on
+        // the receiver's acknowledgement that the data is in the receive.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        let copy = heard && inject.is_none() && !dc && len <= EAGER_MAX && g.copied + len <= COPY_BUDGET;
         let owned = match inject {
             Some(d) => Some(d.to_vec()),
             None if copy => {
@@ -613,6 +642,9 @@ impl UdpRdmEp {
             dst: [NULL_IOV; IOV_LIMIT],
             ndst: 0,
             silent: owned.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
+            dc,
+            acked: false,
             owned,
             pending: 1,
             got: 0,
@@ -620,10 +652,13 @@ impl UdpRdmEp {
             announced: false,
             budget: 0,
         });
-        let f = if len > EAGER_MAX && inject.is_none() {
+        let f = if (len > EAGER_MAX || dc) && inject.is_none() {
             // Announce it; the data follows the receiver's `Cts`.
             h.op = OpCode::Rts;
             h.id = opid;
+            if dc {
+                h.flags.0 |= HdrFlags::DC;
+            }
             if let Some(o) = g.ops.get_mut(opid) {
                 o.announced = true;
             }
@@ -645,7 +680,11 @@ impl UdpRdmEp {
             o.budget = len;
             let mut c = CqEntry::new(op.context, Caps::SEND | msg_flags(tagged));
             c.len = len;
-            g.b.tx_done(c);
+            g.b.tx_done(c, flags.contains(OpFlags::COMPLETION));
+        }
+        if inject.is_some() {
+            // An inject completes (for its counter) once its data is ours.
+            g.b.tx_count(false);
         }
         self.flush_peer(g, peer, now);
         Ok(())
@@ -700,6 +739,9 @@ impl UdpRdmEp {
             ndst: if read { op.iov.len() } else { 0 },
             owned: inject.map(|d| d.to_vec()),
             silent: inject.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
+            dc: false,
+            acked: false,
             pending: chunks as u32,
             got: 0,
             err: None,
@@ -747,8 +789,9 @@ impl UdpRdmEp {
     }
 
     /// Post an atomic; with `inject` its operands are copied now, with `silent`
-    /// its completion is not reported.
-    fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool) -> Result<()> {
+    /// its completion is not reported, else it is when `flags` has `COMPLETION`
+    /// or the queue is not selective.
+    fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool, flags: OpFlags) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -784,6 +827,9 @@ impl UdpRdmEp {
             ndst: usize::from(l.result > 0),
             owned,
             silent,
+            comp: flags.contains(OpFlags::COMPLETION),
+            dc: false,
+            acked: false,
             pending: 1,
             got: 0,
             err: None,
@@ -823,7 +869,14 @@ impl UdpRdmEp {
                         g.rx.fail(&g.b, m.target, &m.hdr, m.src, Error::ConnReset);
                         continue;
                     }
-                    g.rndv_in.insert(m.rts, RndvIn { target: m.target, hdr: m.hdr, src: m.src });
+                    // The data's completion acknowledges it (the flag and the id
+                    // stay in our copy of the header, never on the wire again).
+                    let mut hdr = m.hdr;
+                    if m.rts.dc {
+                        hdr.flags.0 |= HdrFlags::DC;
+                        hdr.id = m.rts.id;
+                    }
+                    g.rndv_in.insert(m.rts, RndvIn { target: m.target, hdr, src: m.src });
                     g.outbox.push((m.rts.peer, control(OpCode::Cts, m.rts.id)));
                     touched.push(m.rts.peer);
                 }
@@ -1284,11 +1337,13 @@ impl Taker<'_> {
                 };
                 Ok(Some(Dest::Write { desc, err }))
             }
-            OpCode::ReadReq | OpCode::Rts | OpCode::Cts | OpCode::Nack | OpCode::Shutdown => Ok(Some(Dest::Skip)),
+            OpCode::ReadReq | OpCode::Rts | OpCode::Cts | OpCode::Nack | OpCode::Shutdown | OpCode::Ack => {
+                Ok(Some(Dest::Skip))
+            }
             // A keep-alive: nothing to do.
             OpCode::Hello if hdr.len == 0 => Ok(Some(Dest::Skip)),
             OpCode::Data => {
-                let key = Rts { peer: self.peer, id: hdr.id };
+                let key = Rts { peer: self.peer, id: hdr.id, dc: false };
                 let Some(r) = self.rndv_in.remove(&key) else {
                     return Err(format!("data for no message we cleared ({:#x})", hdr.id));
                 };
@@ -1382,7 +1437,7 @@ impl Taker<'_> {
             Dest::Skip if hdr.op == OpCode::Rts => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src: self.src, tag: hdr.tag };
                 let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-                let r = Rts { peer: self.peer, id: hdr.id };
+                let r = Rts { peer: self.peer, id: hdr.id, dc: hdr.flags.has(HdrFlags::DC) };
                 let u = Unexp { body: UnexpBody::Rts(r), len: hdr.len, data, tag: hdr.tag, rma: false };
                 self.rx.arrive(self.b, m, u);
                 // The answer (`Cts`) goes out with the endpoint's next actions.
@@ -1392,6 +1447,11 @@ impl Taker<'_> {
                     return Err(format!("clear to send for no message of ours ({:#x})", hdr.id));
                 };
                 o.announced = false;
+                if o.dc {
+                    // Complete once the data is acknowledged and the receiver's
+                    // `Ack` came, in either order.
+                    o.pending += 1;
+                }
                 let mut h = Header::new(OpCode::Data);
                 h.id = hdr.id;
                 h.len = o.len as u64;
@@ -1405,12 +1465,31 @@ impl Taker<'_> {
                     *self.copied -= op_step(self.ops, self.b, hdr.id, None);
                 }
             }
+            Dest::Skip if hdr.op == OpCode::Ack => {
+                // The receiver has the data of a FI_DELIVERY_COMPLETE send.
+                let Some(o) = self
+                    .ops
+                    .get_mut(hdr.id)
+                    .filter(|o| o.peer == self.peer && o.kind == OpKind::Send && o.dc && !o.announced && !o.acked)
+                else {
+                    return Err(format!("delivery acknowledgement for no send of ours ({:#x})", hdr.id));
+                };
+                o.acked = true;
+                let err = (hdr.data != 0).then(|| Error::from_errno(hdr.data.min(i32::MAX as u64) as i32));
+                *self.copied -= op_step(self.ops, self.b, hdr.id, err);
+            }
             Dest::Skip if hdr.op == OpCode::Shutdown => {
                 // The peer closed its endpoint (an empty reason says so).
                 *self.broken = Some(String::new());
             }
             Dest::Skip => {}
-            Dest::Rndv(r) => self.rx.complete(self.b, r.target, &r.hdr, r.src, false),
+            Dest::Rndv(r) => {
+                self.rx.complete(self.b, r.target, &r.hdr, r.src, false);
+                if r.hdr.flags.has(HdrFlags::DC) {
+                    // The data of a FI_DELIVERY_COMPLETE rendezvous is in: say so.
+                    self.outbox.push((self.peer, control(OpCode::Ack, r.hdr.id)));
+                }
+            }
             Dest::Stage { buf } => {
                 let desc = RmaDesc::decode(&buf).ok_or("atomic without its target")?;
                 let ah = AtomicHdr::decode(buf.get(RmaDesc::LEN..).unwrap_or(&[])).ok_or("atomic without its op")?;
@@ -1597,12 +1676,12 @@ impl EndpointOps for UdpRdmEp {
         self.rma_common(op, flags, Some(data), false)
     }
 
-    unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op, false, false)
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, false, false, flags)
     }
 
     unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
-        self.atomic_common(op, true, silent)
+        self.atomic_common(op, true, silent, if silent { OpFlags::empty() } else { OpFlags::COMPLETION })
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {
@@ -1667,6 +1746,9 @@ mod tests {
             ndst: 0,
             owned: Some(data.clone()),
             silent: true,
+            comp: false,
+            dc: false,
+            acked: false,
             pending: 1,
             got: 0,
             err: None,

@@ -29,20 +29,29 @@ pub struct Bindings {
     pub rma_write_cntr: Option<Arc<UtilCntr>>,
     /// Counts remote reads of our regions.
     pub rma_read_cntr: Option<Arc<UtilCntr>>,
+    /// The transmit queue was bound with `FI_SELECTIVE_COMPLETION`: a transmit
+    /// writes a successful entry only if it was posted with `FI_COMPLETION`.
+    pub tx_selective: bool,
+    /// The same for receives.
+    pub rx_selective: bool,
 }
 
 impl Bindings {
     /// Bind a completion queue for the directions `flags` names (`FI_TRANSMIT`,
-    /// `FI_RECV`, or both); `FI_EBADFLAGS` when it names neither.
+    /// `FI_RECV`, or both), selectively with `FI_SELECTIVE_COMPLETION` (see
+    /// [`Bindings::tx_done`]); `FI_EBADFLAGS` when it names neither direction.
     pub fn set_cq(&mut self, cq: &Arc<UtilCq>, flags: BindFlags) -> Result<(), Error> {
         if !flags.intersects(BindFlags::TRANSMIT | BindFlags::RECV) {
             return Err(Error::BadFlags);
         }
+        let selective = flags.contains(BindFlags::SELECTIVE_COMPLETION);
         if flags.contains(BindFlags::TRANSMIT) {
             self.tx_cq = Some(cq.clone());
+            self.tx_selective = selective;
         }
         if flags.contains(BindFlags::RECV) {
             self.rx_cq = Some(cq.clone());
+            self.rx_selective = selective;
         }
         Ok(())
     }
@@ -76,13 +85,30 @@ impl Bindings {
         }
     }
 
-    /// A transmit operation completed.
-    pub fn tx_done(&self, e: CqEntry) {
+    /// A transmit operation completed. `completion`: it was posted with
+    /// `FI_COMPLETION`; without it, a queue bound with `FI_SELECTIVE_COMPLETION`
+    /// gets no entry (the counter still counts it, and failures are always
+    /// reported: [`Bindings::tx_err`]).
+    pub fn tx_done(&self, e: CqEntry, completion: bool) {
         if let Some(cq) = &self.tx_cq {
-            cq.push(e);
+            if completion || !self.tx_selective {
+                cq.push(e);
+            }
         }
         if let Some(c) = &self.tx_cntr {
             c.inc();
+        }
+    }
+
+    /// A transmit operation that writes no entry (an inject) completed, or
+    /// failed (`failed`): the counter counts it, as libfabric's do.
+    pub fn tx_count(&self, failed: bool) {
+        if let Some(c) = &self.tx_cntr {
+            if failed {
+                c.inc_err();
+            } else {
+                c.inc();
+            }
         }
     }
 
@@ -102,10 +128,13 @@ impl Bindings {
         }
     }
 
-    /// A receive completed.
-    pub fn rx_done(&self, e: CqEntry) {
+    /// A receive completed; `completion` as for [`Bindings::tx_done`], against
+    /// the receive queue's binding.
+    pub fn rx_done(&self, e: CqEntry, completion: bool) {
         if let Some(cq) = &self.rx_cq {
-            cq.push(e);
+            if completion || !self.rx_selective {
+                cq.push(e);
+            }
         }
         if let Some(c) = &self.rx_cntr {
             c.inc();
@@ -120,5 +149,48 @@ impl Bindings {
         if let Some(c) = &self.rx_cntr {
             c.inc_err();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_core::prov::{CntrOps, CqOps};
+    use fabric_core::{Caps, CqAttr};
+
+    fn read(cq: &UtilCq) -> Result<usize, Error> {
+        let mut out = [CqEntry::new(0, Caps::empty()); 4];
+        cq.read(&mut out)
+    }
+
+    #[test]
+    fn selective_completion_writes_only_what_asked_and_counts_everything() {
+        let cq = UtilCq::new(&CqAttr::default()).unwrap();
+        let cntr = UtilCntr::new().unwrap();
+        let mut b = Bindings::default();
+        b.set_cq(&cq, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION).unwrap();
+        b.set_cq(&cq, BindFlags::RECV).unwrap();
+        b.set_cntr(&cntr, BindFlags::TRANSMIT);
+        assert!(b.tx_selective && !b.rx_selective);
+        b.tx_done(CqEntry::new(1, Caps::SEND), false);
+        assert_eq!(read(&cq), Err(Error::Again), "no entry without FI_COMPLETION");
+        assert_eq!(cntr.read(), 1, "but the counter counts it");
+        b.tx_done(CqEntry::new(2, Caps::SEND), true);
+        assert_eq!(read(&cq), Ok(1));
+        b.tx_err(CqEntry::new(3, Caps::SEND), Error::Io);
+        assert_eq!(read(&cq), Err(Error::Avail), "failures are always reported");
+        assert_eq!(cq.readerr().unwrap().entry.op_context, 3);
+        assert_eq!((cntr.read(), cntr.readerr()), (2, 1));
+        b.tx_count(false);
+        b.tx_count(true);
+        assert_eq!((cntr.read(), cntr.readerr()), (3, 2));
+        assert_eq!(read(&cq), Err(Error::Again), "an inject writes no entry");
+        // Receives are not selective here: every one is reported.
+        b.rx_done(CqEntry::new(4, Caps::RECV), false);
+        assert_eq!(read(&cq), Ok(1));
+        // Binding again without the flag ends it.
+        b.set_cq(&cq, BindFlags::TRANSMIT).unwrap();
+        b.tx_done(CqEntry::new(5, Caps::SEND), false);
+        assert_eq!(read(&cq), Ok(1));
     }
 }

@@ -2,7 +2,10 @@
 //! time): the sender announces a message (`Rts` with an id), the receiver answers
 //! once it has a place for it (`Cts`) or refuses it (`Nack`: discarded), and only
 //! then does the sender send the data (`Data` with the id). Unexpected large
-//! messages thus cost the receiver a header, not their size.
+//! messages thus cost the receiver a header, not their size. A message sent with
+//! `FI_DELIVERY_COMPLETE` is announced with `HdrFlags::DC`; once its data is in
+//! the receive the receiver answers `Ack` with the id, and the sender keeps the
+//! message ([`RndvSend::await_ack`]) until then.
 //!
 //! A transport keeps one [`RndvSend`] and one [`RndvRecv`] per endpoint, keyed by
 //! peer (a connection, an address), frames the headers with `wire`, and moves the
@@ -52,11 +55,14 @@ pub struct RndvSend<K, S> {
     next_id: u64,
     /// Announced and unanswered messages: (peer, id, message), in announcement order.
     waiting: Vec<(K, u64, S)>,
+    /// Messages sent with `FI_DELIVERY_COMPLETE` whose data went out, waiting for
+    /// the receiver's `Ack`: (peer, id, message).
+    acking: Vec<(K, u64, S)>,
 }
 
 impl<K, S> Default for RndvSend<K, S> {
     fn default() -> Self {
-        RndvSend { next_id: 1, waiting: Vec::new() }
+        RndvSend { next_id: 1, waiting: Vec::new(), acking: Vec::new() }
     }
 }
 
@@ -89,40 +95,58 @@ impl<K: Copy + PartialEq, S> RndvSend<K, S> {
         Ok(self.waiting.remove(pos).2)
     }
 
+    /// The data of `id` (a message `handle_cts` gave back, announced with
+    /// `HdrFlags::DC`) went out to `peer`: keep the message until its `Ack`.
+    pub fn await_ack(&mut self, peer: K, id: u64, msg: S) {
+        self.acking.push((peer, id, msg));
+    }
+
+    /// `peer` acknowledged the delivery of `id`: the message, to complete. An id
+    /// not waiting for an acknowledgement (never announced, not yet cleared, not
+    /// announced for one, or acknowledged already) is the peer's protocol error.
+    pub fn handle_ack(&mut self, peer: K, id: u64) -> Result<S, RndvError> {
+        let pos = self.acking.iter().position(|(p, i, _)| *p == peer && *i == id).ok_or(RndvError::UnknownId(id))?;
+        Ok(self.acking.swap_remove(pos).2)
+    }
+
     /// The messages of `from` now wait on `to` (a connection was replaced).
     pub fn rekey(&mut self, from: K, to: K) {
-        for w in self.waiting.iter_mut().filter(|w| w.0 == from) {
+        for w in self.waiting.iter_mut().chain(self.acking.iter_mut()).filter(|w| w.0 == from) {
             w.0 = to;
         }
     }
 
-    /// Take every message waiting on a peer that is gone, in announcement order.
+    /// Take every message waiting on a peer that is gone: those announced, in
+    /// announcement order, then those waiting for their acknowledgement.
     pub fn drain_peer(&mut self, peer: K) -> Vec<S> {
         let mut out = Vec::new();
-        let mut i = 0;
-        while i < self.waiting.len() {
-            if self.waiting[i].0 == peer {
-                out.push(self.waiting.remove(i).2);
-            } else {
-                i += 1;
+        for v in [&mut self.waiting, &mut self.acking] {
+            let mut i = 0;
+            while i < v.len() {
+                if v[i].0 == peer {
+                    out.push(v.remove(i).2);
+                } else {
+                    i += 1;
+                }
             }
         }
         out
     }
 
-    /// Take every waiting message (the endpoint closes), in announcement order.
+    /// Take every waiting message (the endpoint closes): those announced, in
+    /// announcement order, then those waiting for their acknowledgement.
     pub fn drain(&mut self) -> impl Iterator<Item = S> + '_ {
-        self.waiting.drain(..).map(|w| w.2)
+        self.waiting.drain(..).chain(self.acking.drain(..)).map(|w| w.2)
     }
 
-    /// Messages waiting for an answer.
+    /// Messages waiting for an answer or an acknowledgement.
     pub fn len(&self) -> usize {
-        self.waiting.len()
+        self.waiting.len() + self.acking.len()
     }
 
     /// Whether none waits.
     pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
+        self.waiting.is_empty() && self.acking.is_empty()
     }
 }
 
@@ -329,6 +353,32 @@ mod tests {
         assert_eq!(rx.handle_data(7, 1, 101), Err(RndvError::LengthMismatch { id: 1, announced: 100, got: 101 }));
         assert_eq!(rx.handle_data(7, 1, 100), Ok(("t", 100)));
         assert_eq!(rx.handle_data(7, 1, 100), Err(RndvError::UnknownId(1)), "data twice");
+    }
+
+    #[test]
+    fn delivery_acknowledgements_and_hostile_ones() {
+        let mut tx: RndvSend<u32, &str> = RndvSend::new();
+        let id = tx.announce(7, "dc");
+        assert_eq!(tx.handle_ack(7, id), Err(RndvError::UnknownId(id)), "an ack before the data was cleared");
+        let m = tx.handle_cts(7, id).unwrap();
+        tx.await_ack(7, id, m);
+        assert_eq!(tx.len(), 1);
+        assert_eq!(tx.handle_cts(7, id), Err(RndvError::UnknownId(id)), "a clear to send after the data");
+        assert_eq!(tx.handle_nack(7, id), Err(RndvError::UnknownId(id)));
+        assert_eq!(tx.handle_ack(8, id), Err(RndvError::UnknownId(id)), "another peer's ack");
+        assert_eq!(tx.handle_ack(7, id + 1), Err(RndvError::UnknownId(id + 1)), "an unknown id");
+        assert_eq!(tx.handle_ack(7, id), Ok("dc"));
+        assert_eq!(tx.handle_ack(7, id), Err(RndvError::UnknownId(id)), "a second ack");
+        assert!(tx.is_empty());
+        // A message waiting for its ack moves with its peer and fails with it.
+        let a = tx.announce(1, "a");
+        let m = tx.handle_cts(1, a).unwrap();
+        tx.await_ack(1, a, m);
+        tx.announce(1, "b");
+        tx.rekey(1, 2);
+        assert_eq!(tx.handle_ack(1, a), Err(RndvError::UnknownId(a)));
+        assert_eq!(tx.drain_peer(2), vec!["b", "a"]);
+        assert!(tx.is_empty());
     }
 
     #[test]

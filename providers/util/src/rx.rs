@@ -35,17 +35,21 @@ pub struct PostedRecv {
     pub cap: usize,
     /// A tagged receive.
     pub tagged: bool,
+    /// Posted with `FI_COMPLETION`: its success is reported even on a queue
+    /// bound with `FI_SELECTIVE_COMPLETION` ([`Bindings::rx_done`]).
+    pub completion: bool,
     /// Index into the engine's multi-receive buffers, for one.
     multi: Option<usize>,
 }
 
 impl PostedRecv {
-    /// A receive into `iov` (at most [`IOV_LIMIT`] pieces).
+    /// A receive into `iov` (at most [`IOV_LIMIT`] pieces), reporting its
+    /// completion (`completion` set).
     pub fn new(context: u64, iov: &[IoVec], tagged: bool) -> PostedRecv {
         let mut v = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
         let n = iov.len().min(IOV_LIMIT);
         v[..n].copy_from_slice(&iov[..n]);
-        PostedRecv { context, iov: v, niov: n, cap: IoVec::total(&iov[..n]), tagged, multi: None }
+        PostedRecv { context, iov: v, niov: n, cap: IoVec::total(&iov[..n]), tagged, completion: true, multi: None }
     }
 
     /// Copy `bytes` in at logical offset `off`, never past the end.
@@ -63,6 +67,8 @@ impl PostedRecv {
 #[derive(Debug)]
 struct Multi {
     context: u64,
+    /// Posted with `FI_COMPLETION` (see [`PostedRecv::completion`]).
+    completion: bool,
     base: *mut u8,
     cap: usize,
     /// Bytes handed out to messages so far.
@@ -232,7 +238,10 @@ impl<R> RxEngine<R> {
     pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         let tagged = flags.contains(OpFlags::TAGGED);
         let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
-        let rec = PostedRecv::new(op.context, op.iov, tagged);
+        let rec = PostedRecv {
+            completion: flags.contains(OpFlags::COMPLETION),
+            ..PostedRecv::new(op.context, op.iov, tagged)
+        };
         if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
             if !tagged {
                 return Err(Error::BadFlags);
@@ -252,6 +261,7 @@ impl<R> RxEngine<R> {
             };
             self.multis[idx] = Some(Multi {
                 context: op.context,
+                completion: rec.completion,
                 base: op.iov[0].base,
                 cap: rec.cap,
                 off: 0,
@@ -311,7 +321,8 @@ impl<R> RxEngine<R> {
             } else if claim {
                 self.matcher.claim(uid, op.user_context);
             }
-            b.rx_done(e);
+            // A peek's answer is what it was posted for: always reported.
+            b.rx_done(e, true);
             return Ok(());
         }
         if claim {
@@ -322,7 +333,7 @@ impl<R> RxEngine<R> {
                 e.tag = m.tag;
                 e.src = m.src;
                 self.discard(u);
-                b.rx_done(e);
+                b.rx_done(e, rec.completion);
                 return Ok(());
             }
             self.deliver(b, Target::Single(rec), m, u);
@@ -380,6 +391,7 @@ impl<R> RxEngine<R> {
         m.inflight = m.inflight.saturating_sub(1);
         let last = m.released && m.inflight == 0;
         let context = m.context;
+        let completion = m.completion;
         if last {
             self.multis[idx] = None;
         }
@@ -391,7 +403,9 @@ impl<R> RxEngine<R> {
                 if olen > 0 {
                     b.rx_err(e, olen, Error::Trunc);
                 } else {
-                    b.rx_done(e);
+                    // The buffer's release is always reported: the application
+                    // learns from it that the buffer is its own again.
+                    b.rx_done(e, completion || last);
                 }
             }
             None => {
@@ -530,7 +544,7 @@ impl<R> RxEngine<R> {
                 if hdr.len > rec.cap as u64 {
                     b.rx_err(e, (hdr.len - got as u64).min(usize::MAX as u64) as usize, Error::Trunc);
                 } else {
-                    b.rx_done(e);
+                    b.rx_done(e, rec.completion || rma);
                 }
             }
             Target::Multi { idx, off, cap } => {
@@ -807,5 +821,41 @@ mod tests {
         }
         assert_eq!(&dst[..7], b"abcdefg");
         assert!(rx.match_arrival(&spec(), 1).is_none());
+    }
+
+    #[test]
+    fn selective_receives_report_only_what_asked() {
+        let attr = fabric_core::CqAttr::default();
+        let cq = crate::cq::UtilCq::new(&attr).unwrap();
+        let mut b = Bindings::default();
+        b.set_cq(&cq, fabric_core::BindFlags::RECV | fabric_core::BindFlags::SELECTIVE_COMPLETION).unwrap();
+        let mut rx: RxEngine<u32> = RxEngine::new(1 << 16);
+        let mut dst = [[0u8; 8]; 2];
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        let [d0, d1] = &mut dst;
+        rx.post(&b, &op(d0, &mut iov, 1), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        rx.post(&b, &op(d1, &mut iov, 2), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+        for _ in 0..2 {
+            let t = rx.match_arrival(&spec(), 2).expect("posted");
+            rx.write(&t, 0, b"hi");
+            let hdr = Header { len: 2, ..Header::new(OpCode::Msg) };
+            rx.complete(&b, t, &hdr, FiAddr(3), false);
+        }
+        assert_eq!(&dst[0][..2], b"hi", "the silent receive got its data");
+        assert_eq!(read_one(&b).map(|e| e.op_context), Some(2));
+        assert!(read_one(&b).is_none(), "only the receive posted with FI_COMPLETION is reported");
+        // A silent multi-receive buffer still reports its release.
+        let mut m = [0u8; 4];
+        rx.post(&b, &op(&mut m, &mut iov, 3), OpFlags::MULTI_RECV, FiAddr::UNSPEC).unwrap();
+        for msg in [b"ab".as_slice(), b"cd"] {
+            let t = rx.match_arrival(&spec(), 2).expect("multi matches");
+            rx.write(&t, 0, msg);
+            let hdr = Header { len: 2, ..Header::new(OpCode::Msg) };
+            rx.complete(&b, t, &hdr, FiAddr(3), false);
+        }
+        let e = read_one(&b).expect("the release");
+        assert!(e.flags.contains(Caps::MULTI_RECV));
+        assert_eq!(e.op_context, 3);
+        assert!(read_one(&b).is_none());
     }
 }

@@ -68,6 +68,12 @@ pub enum OpCode {
     /// Answer to a request: `id` echoes it, `data` is 0 or the libfabric error
     /// number; payload is the data read or the atomic's prior values.
     RmaResp = 13,
+    /// Delivery acknowledgement of a rendezvous message announced with
+    /// [`HdrFlags::DC`]: `id` echoes its rendezvous id; its data is in the
+    /// receive (or it was discarded, or truncated). `data` is 0 or the libfabric
+    /// error number of a receive that failed. No payload. The sender's
+    /// `FI_DELIVERY_COMPLETE` send completes on it.
+    Ack = 14,
 }
 
 /// The most bytes one RMA request carries or asks for; larger operations go in
@@ -157,6 +163,7 @@ impl OpCode {
             11 => OpCode::ReadReq,
             12 => OpCode::AtomicReq,
             13 => OpCode::RmaResp,
+            14 => OpCode::Ack,
             _ => return None,
         })
     }
@@ -173,8 +180,11 @@ impl HdrFlags {
     pub const CQ_DATA: u32 = 2;
     /// The last request of an RMA operation sent as several.
     pub const LAST: u32 = 4;
+    /// On an `Rts` only: the sender asks for an [`OpCode::Ack`] once the data is
+    /// in the receive (`FI_DELIVERY_COMPLETE`).
+    pub const DC: u32 = 8;
     /// Every defined bit.
-    pub const ALL: u32 = 7;
+    pub const ALL: u32 = 15;
 
     /// Whether a bit is set.
     pub fn has(self, bit: u32) -> bool {
@@ -282,8 +292,11 @@ impl Header {
         }
         let h =
             Header { op, flags: HdrFlags(flags), len: u64_at(8), tag: u64_at(16), data: u64_at(24), id: u64_at(32) };
+        if h.flags.has(HdrFlags::DC) && op != OpCode::Rts {
+            return Err(WireError::Malformed("delivery-complete flag on a frame other than a request to send"));
+        }
         match op {
-            OpCode::Cts | OpCode::Shutdown | OpCode::Nack if h.len != 0 => {
+            OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::Ack if h.len != 0 => {
                 return Err(WireError::Malformed("control frame with a payload"))
             }
             OpCode::Hello | OpCode::HelloAck | OpCode::Reject if h.len > CONTROL_MAX => {
@@ -321,7 +334,7 @@ impl Header {
     /// Bytes of payload that follow this header on the stream.
     pub fn payload_len(&self) -> u64 {
         match self.op {
-            OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::ReadReq => 0,
+            OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::ReadReq | OpCode::Ack => 0,
             _ => self.len,
         }
     }
@@ -437,6 +450,24 @@ mod tests {
     }
 
     #[test]
+    fn delivery_acknowledgements() {
+        let rts =
+            Header { flags: HdrFlags(HdrFlags::DC | HdrFlags::TAGGED), len: 64, id: 5, ..Header::new(OpCode::Rts) };
+        assert_eq!(Header::decode(&rts.encode(), 1 << 20), Ok(rts));
+        let ack = Header { id: 5, data: 0, ..Header::new(OpCode::Ack) };
+        assert_eq!(Header::decode(&ack.encode(), 0), Ok(ack));
+        assert_eq!(ack.payload_len(), 0);
+        // An acknowledgement with a payload, or the flag on anything but a request
+        // to send, is a protocol error.
+        let long = Header { len: 1, ..ack }.encode();
+        assert!(matches!(Header::decode(&long, 1 << 20), Err(WireError::Malformed(_))));
+        for op in [OpCode::Msg, OpCode::Data, OpCode::Cts, OpCode::Ack] {
+            let h = Header { flags: HdrFlags(HdrFlags::DC), ..Header::new(op) }.encode();
+            assert!(matches!(Header::decode(&h, 1 << 20), Err(WireError::Malformed(_))), "{op:?}");
+        }
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic() {
         let mut x: u64 = 0x9E3779B97F4A7C15;
         for _ in 0..100_000 {
@@ -450,7 +481,7 @@ mod tests {
             if x % 3 == 0 {
                 b[0] = MAGIC;
                 b[1] = WIRE_VERSION;
-                b[2] = (x % 15) as u8;
+                b[2] = (x % 16) as u8;
                 b[3] = 0;
             }
             let _ = Header::decode(&b, 1 << 30);

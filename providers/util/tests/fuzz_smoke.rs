@@ -73,9 +73,13 @@ pub fn wire_header(data: &[u8]) {
     if let Ok(h) = wire::Header::decode(head, max_len) {
         assert_eq!(&h.encode(), head, "{h:?} re-encodes differently");
         assert_eq!(h.flags.0 & !HdrFlags::ALL, 0);
+        assert!(
+            !h.flags.has(HdrFlags::DC) || h.op == OpCode::Rts,
+            "the delivery-complete flag only on a request to send"
+        );
         let len = h.len;
         match h.op {
-            OpCode::Cts | OpCode::Shutdown | OpCode::Nack => assert_eq!(len, 0),
+            OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::Ack => assert_eq!(len, 0),
             OpCode::Hello => assert!(len <= wire::CONTROL_MAX && h.tag <= len && h.data <= len - h.tag),
             OpCode::HelloAck | OpCode::Reject => assert!(len <= wire::CONTROL_MAX),
             OpCode::Msg | OpCode::Rts | OpCode::Data => assert!(len <= max_len),
@@ -418,7 +422,7 @@ fn reliable_header_smoke() {
 }
 
 /// Every opcode of the wire protocol.
-const OPS: [OpCode; 13] = [
+const OPS: [OpCode; 14] = [
     OpCode::Hello,
     OpCode::HelloAck,
     OpCode::Reject,
@@ -432,7 +436,15 @@ const OPS: [OpCode; 13] = [
     OpCode::ReadReq,
     OpCode::AtomicReq,
     OpCode::RmaResp,
+    OpCode::Ack,
 ];
+
+/// Random flag bits a frame of `op` may carry (the delivery-complete flag only
+/// on a request to send).
+fn flags_for(op: OpCode, bits: u64) -> HdrFlags {
+    let allowed = if op == OpCode::Rts { HdrFlags::ALL } else { HdrFlags::ALL & !HdrFlags::DC };
+    HdrFlags(bits as u32 & allowed)
+}
 
 #[test]
 fn wire_header_smoke() {
@@ -446,9 +458,10 @@ fn wire_header_smoke() {
             d
         } else {
             let small = |r: &mut Rng| if r.index(3) == 0 { r.next() } else { r.next() % 5000 };
+            let op = OPS[rng.index(OPS.len())];
             let h = wire::Header {
-                op: OPS[rng.index(OPS.len())],
-                flags: HdrFlags(rng.next() as u32 & HdrFlags::ALL),
+                op,
+                flags: flags_for(op, rng.next()),
                 len: small(&mut rng),
                 tag: small(&mut rng),
                 data: small(&mut rng),
@@ -686,7 +699,7 @@ pub fn tcp_frames_run(data: &[u8]) -> usize {
                 let r = rma_atomic_request(mode >> 1, payload);
                 assert!(r.is_some(), "an atomic request carries its target and operation");
             }
-            OpCode::ReadReq | OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack => {
+            OpCode::ReadReq | OpCode::Rts | OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::Ack => {
                 assert!(payload.is_empty())
             }
             OpCode::Msg | OpCode::Data | OpCode::RmaResp => assert_eq!(payload.len() as u64, h.len),
@@ -850,7 +863,7 @@ fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
                 payload.truncate(RmaDesc::LEN + rng.index(64));
             }
         }
-        OpCode::Cts | OpCode::Shutdown | OpCode::Nack => {}
+        OpCode::Cts | OpCode::Shutdown | OpCode::Nack | OpCode::Ack => {}
         OpCode::Rts | OpCode::ReadReq => h.len = rng.index(1 << 20) as u64,
         _ => {
             payload = vec![0u8; rng.index(100)];
@@ -860,7 +873,7 @@ fn valid_tcp_frame(rng: &mut Rng) -> Vec<u8> {
     if !matches!(op, OpCode::Hello | OpCode::Rts | OpCode::ReadReq) {
         h.len = payload.len() as u64;
     }
-    h.flags = HdrFlags(rng.next() as u32 & HdrFlags::ALL);
+    h.flags = flags_for(op, rng.next());
     let mut d = h.encode().to_vec();
     d.extend_from_slice(&payload);
     d

@@ -277,7 +277,10 @@ struct TxOp {
     context: u64,
     flags: Caps,
     len: usize,
+    /// No completion (inject): errors are only logged.
     silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
     /// Work requests (or answers) still to come.
     pending: u32,
     err: Option<(Error, i32)>,
@@ -936,12 +939,13 @@ impl VerbsEp {
             if let Some((e, _)) = op.err {
                 fi_log!(Level::Info, NAME, "ep_data", "an inject failed: {e}");
             }
+            g.b.tx_count(op.err.is_some());
             return;
         }
         let mut c = CqEntry::new(op.context, op.flags);
         c.len = op.len;
         match op.err {
-            None => g.b.tx_done(c),
+            None => g.b.tx_done(c, op.comp),
             Some((err, prov_errno)) => g.b.tx_err_prov(c, err, prov_errno),
         }
     }
@@ -1590,7 +1594,7 @@ impl VerbsEp {
 
     // ---- operations ----------------------------------------------------------
 
-    fn new_op(conn: u64, kind: OpKind, context: u64, flags: Caps, len: usize, silent: bool) -> TxOp {
+    fn new_op(conn: u64, kind: OpKind, context: u64, flags: Caps, len: usize, silent: bool, comp: bool) -> TxOp {
         TxOp {
             conn,
             kind,
@@ -1598,6 +1602,7 @@ impl VerbsEp {
             flags,
             len,
             silent,
+            comp,
             pending: 1,
             err: None,
             result: [NULL_IOV],
@@ -1633,8 +1638,8 @@ impl VerbsEp {
             hdr.data = op.data;
         }
         hdr.flags = HdrFlags(hf);
-        let silent = inject.is_some() || !flags.contains(OpFlags::COMPLETION);
-        let txop = Self::new_op(cid, OpKind::Send, op.context, msg_flags(tagged) | Caps::SEND, len, silent);
+        let (silent, comp) = (inject.is_some(), flags.contains(OpFlags::COMPLETION));
+        let txop = Self::new_op(cid, OpKind::Send, op.context, msg_flags(tagged) | Caps::SEND, len, silent, comp);
         let iov_inj;
         let iov: &[IoVec] = match inject {
             Some(d) => {
@@ -1643,7 +1648,11 @@ impl VerbsEp {
             }
             None => op.iov,
         };
-        if len <= EAGER_MAX {
+        // FI_DELIVERY_COMPLETE: by rendezvous whatever the size. Its sender
+        // completes on the receiver's `Cts`, which the receiver sends once its
+        // reads of the data are done, so the data is in the receive by then.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if len <= EAGER_MAX && !dc {
             let opid = g.ops.insert(txop);
             if let Err(e) = self.send_frame(g, cid, &hdr, &[], iov, opid) {
                 g.ops.remove(opid);
@@ -1706,10 +1715,10 @@ impl VerbsEp {
         }
         self.progress_locked(g);
         let cid = self.conn_for(g, op.addr)?;
-        let silent = inject.is_some() || !flags.contains(OpFlags::COMPLETION);
+        let (silent, comp) = (inject.is_some(), flags.contains(OpFlags::COMPLETION));
         let (kind, caps) =
             if read { (OpKind::Read, Caps::RMA | Caps::READ) } else { (OpKind::Write, Caps::RMA | Caps::WRITE) };
-        let mut txop = Self::new_op(cid, kind, op.context, caps, len, silent);
+        let mut txop = Self::new_op(cid, kind, op.context, caps, len, silent, comp);
         let mut owned = Vec::new();
         let mut inline = false;
         let inline_max = self.inline_limit(g, cid);
@@ -1762,7 +1771,8 @@ impl VerbsEp {
         Ok(())
     }
 
-    fn atomic_common(&self, a: &AtomicDesc) -> Result<()> {
+    fn atomic_common(&self, a: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        let comp = flags.contains(OpFlags::COMPLETION);
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         let mut g = self.lock();
         let g = &mut *g;
@@ -1772,7 +1782,7 @@ impl VerbsEp {
         }
         self.progress_locked(g);
         let cid = self.conn_for(g, a.addr)?;
-        let mut txop = Self::new_op(cid, OpKind::Atomic, a.context, Caps::ATOMIC | Caps::WRITE, 0, false);
+        let mut txop = Self::new_op(cid, OpKind::Atomic, a.context, Caps::ATOMIC | Caps::WRITE, 0, false, comp);
         if a.kind != AtomicKind::Plain {
             txop.flags = Caps::ATOMIC | Caps::READ;
             txop.result = [a.result];
@@ -2054,8 +2064,8 @@ impl EndpointOps for VerbsEp {
         self.rma_common(op, flags, Some(data), false)
     }
 
-    unsafe fn post_atomic(&self, op: &AtomicDesc, _flags: OpFlags) -> Result<()> {
-        self.atomic_common(op)
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, flags)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -39,6 +39,8 @@ pub(super) struct RmaPending {
     pub(super) filled: usize,
     /// No completion (inject write): errors are only logged.
     pub(super) silent: bool,
+    /// Posted with `FI_COMPLETION` ([`fabric_util::bind::Bindings::tx_done`]).
+    pub(super) comp: bool,
 }
 
 /// The pieces of `iov` covering `len` bytes from `off`.
@@ -106,6 +108,7 @@ impl TcpEp {
             ndest: if read { op.iov.len() } else { 0 },
             filled: 0,
             silent: inject.is_some(),
+            comp: flags.contains(OpFlags::COMPLETION),
         });
         for c in 0..chunks {
             let off = c * RMA_CHUNK;
@@ -150,8 +153,9 @@ impl TcpEp {
     }
 
     /// Post an atomic; with `inject` its operands are copied now, with `silent`
-    /// its completion is not reported.
-    pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool) -> Result<()> {
+    /// its completion is not reported, else it is when `flags` has `COMPLETION`
+    /// or the queue is not selective.
+    pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool, flags: OpFlags) -> Result<()> {
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let size = a.datatype.size();
         let bytes = a.count.checked_mul(size).ok_or(Error::Inval)?;
@@ -183,6 +187,7 @@ impl TcpEp {
             ndest: usize::from(result_len > 0),
             filled: 0,
             silent,
+            comp: flags.contains(OpFlags::COMPLETION),
         });
         let mut prefix = [0u8; RmaDesc::LEN + AtomicHdr::LEN];
         prefix[..RmaDesc::LEN].copy_from_slice(&RmaDesc { addr: a.rma.addr, key: a.rma.key }.encode());
@@ -438,12 +443,13 @@ impl TcpEp {
             if let Some(e) = p.err {
                 fi_log!(Level::Warn, NAME, "ep_data", "an injected write failed at the target: {e}");
             }
+            g.b.tx_count(p.err.is_some());
             return;
         }
         let mut e = CqEntry::new(p.context, p.flags);
         e.len = p.len;
         match p.err {
-            None => g.b.tx_done(e),
+            None => g.b.tx_done(e, p.comp),
             Some(err) => g.b.tx_err(e, err),
         }
     }
@@ -454,7 +460,9 @@ impl TcpEp {
         while i < g.rma_pending.len() {
             if g.rma_pending[i].conn == conn {
                 let p = g.rma_pending.swap_remove(i);
-                if !p.silent {
+                if p.silent {
+                    g.b.tx_count(true);
+                } else {
                     let mut e = CqEntry::new(p.context, p.flags);
                     e.len = p.len;
                     g.b.tx_err(e, err);
