@@ -315,3 +315,32 @@ fn multicast_udp() {
         assert!(!out.contains("absent") && out.contains("leave: ok"), "{}", text(&o));
     }
 }
+
+/// `tests/c/semantics.c` over `prov`: libfabric's man-page semantics, one
+/// check after another (each prints `<check>: ok`, or `absent` where the
+/// provider's entry lacks the capability), then `ok`.
+fn semantics(prov: &str) {
+    let Some(prog) = build("semantics.c", &format!("semantics_{prov}")) else { return };
+    let o = run_built(&prog, &[prov]);
+    assert!(o.status.success(), "semantics {prov}: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().any(|l| l == "ok"), "{}", text(&o));
+    for line in out.lines().filter(|l| l.ends_with(": absent")) {
+        fabric_testkit::absent(prov, format!("semantics.c {line}"));
+    }
+}
+
+#[test]
+fn semantics_shm() {
+    semantics("shm");
+}
+
+#[test]
+fn semantics_tcp() {
+    semantics("tcp");
+}
+
+#[test]
+fn semantics_udp() {
+    semantics("udp");
+}
