@@ -143,18 +143,25 @@ grep -E "^test result" conf.txt
 sh ./skips.sh "$FABRIC_SKIP_LOG" "conformance on verbs, no SRQ"
 unset FABRIC_REQUIRE FABRIC_SKIP_LOG
 
-if command -v fi_pingpong > /dev/null 2>&1; then
+# libfabric's own tools, by their path: /opt, where ours are, comes first on
+# the guest's PATH, so a bare fi_pingpong would be ours.
+LF_INFO=/usr/bin/fi_info
+LF_PINGPONG=/usr/bin/fi_pingpong
+if [ -x "$LF_PINGPONG" ] && [ -x "$LF_INFO" ]; then
     # libfabric's own programs, unchanged, over our libfabric.so.1 (fabric/capi).
     step "Debian's fi_info and fi_pingpong over our libfabric.so.1 (-p verbs, msg and rdm, -S all -c)"
-    LD_LIBRARY_PATH=/opt/capi fi_info -p verbs > capi-info.txt 2>&1 || { cat capi-info.txt; die "fi_info over our libfabric.so.1"; }
+    LD_LIBRARY_PATH=/opt/capi $LF_INFO -p verbs > capi-info.txt 2>&1 || { cat capi-info.txt; die "fi_info over our libfabric.so.1"; }
     grep -Eq "no version information|version .* not found" capi-info.txt && { cat capi-info.txt; die "the dynamic linker complained"; }
     grep -E "provider:|type:" capi-info.txt | sort | uniq -c
-    LD_LIBRARY_PATH=/opt/capi fi_info -p verbs -t FI_EP_RDM -v 2>&1 | grep -E "prov_name|protocol:|type:" | head -6
+    LD_LIBRARY_PATH=/opt/capi $LF_INFO -p verbs -t FI_EP_RDM -v 2>&1 | grep -E "prov_name|protocol:|type:" | head -6
     grep -q FI_EP_RDM capi-info.txt || { cat capi-info.txt; die "fi_info over ours lists no RDM endpoint"; }
+    grep -q "verbs;ofi_rxm" capi-info.txt || { cat capi-info.txt; die "fi_info over ours does not name the RDM entry verbs;ofi_rxm"; }
+    # Which library the tool mapped: ours.
+    LD_LIBRARY_PATH=/opt/capi LD_TRACE_LOADED_OBJECTS=1 $LF_PINGPONG | grep -q "/opt/capi/libfabric.so.1" || die "fi_pingpong does not map /opt/capi/libfabric.so.1"
     export LD_LIBRARY_PATH=/opt/capi
-    pp fi_pingpong msg -S all -I 20 -c || die "Debian's fi_pingpong -e msg over our libfabric.so.1"
-    pp fi_pingpong rdm -S all -I 20 -c || die "Debian's fi_pingpong -e rdm over our libfabric.so.1"
-    pp fi_pingpong rdm -m tagged -S 4096 -I 100 -c || die "Debian's fi_pingpong -e rdm -m tagged over our libfabric.so.1"
+    pp $LF_PINGPONG msg -S all -I 20 -c || die "Debian's fi_pingpong -e msg over our libfabric.so.1"
+    pp $LF_PINGPONG rdm -S all -I 20 -c || die "Debian's fi_pingpong -e rdm over our libfabric.so.1"
+    pp $LF_PINGPONG rdm -m tagged -S 4096 -I 100 -c || die "Debian's fi_pingpong -e rdm -m tagged over our libfabric.so.1"
     unset LD_LIBRARY_PATH
 
     step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (5 alternating runs each: median, best)"
@@ -171,7 +178,7 @@ if command -v fi_pingpong > /dev/null 2>&1; then
         for r in 1 2 3 4 5; do
             pp ./fi_pingpong rdm -S $s -I $it > /dev/null || die "ours at $s"
             v=$(usec); [ -z "$v" ] || echo "$v" >> ours.txt
-            if pp fi_pingpong rdm -S $s -I $it > /dev/null; then
+            if pp $LF_PINGPONG rdm -S $s -I $it > /dev/null; then
                 v=$(usec); [ -z "$v" ] || echo "$v" >> lf.txt
             else
                 echo "VERBS-RATIO size $s: libfabric failed in run $r (not a failure of ours)"
