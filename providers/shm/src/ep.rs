@@ -30,6 +30,7 @@ use fabric_core::{
 use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
+use fabric_util::rx::msg_flags;
 use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc};
@@ -247,14 +248,6 @@ pub(crate) struct ShmEp {
     cma_allowed: bool,
     inner: Mutex<Inner>,
     me: Weak<ShmEp>,
-}
-
-fn msg_flags(tagged: bool) -> Caps {
-    if tagged {
-        Caps::TAGGED
-    } else {
-        Caps::MSG
-    }
 }
 
 /// A protocol violation by a peer: the reason, for the log.

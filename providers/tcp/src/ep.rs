@@ -27,6 +27,7 @@ use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rndv::{RndvRecv, RndvSend};
+use fabric_util::rx::msg_flags;
 use fabric_util::rx::{PostedRecv, RxAction, RxEngine, Target, Unexp, UnexpBody};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::collections::{HashMap, VecDeque};
@@ -274,14 +275,6 @@ impl TcpEp {
     }
 
     // ----- completions -----
-
-    fn msg_flags(tagged: bool) -> Caps {
-        if tagged {
-            Caps::TAGGED
-        } else {
-            Caps::MSG
-        }
-    }
 
     /// A frame was fully written.
     fn frame_written(g: &mut Inner, op: TxOp) {
@@ -533,7 +526,7 @@ impl TcpEp {
         if flags.contains(OpFlags::REMOTE_CQ_DATA) {
             hflags |= HdrFlags::CQ_DATA;
         }
-        let cq_flags = Caps::SEND | Self::msg_flags(tagged);
+        let cq_flags = Caps::SEND | msg_flags(tagged);
         let comp = flags.contains(OpFlags::COMPLETION);
         // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, and complete on
         // the receiver's acknowledgement that the data is in the receive.
@@ -1580,7 +1573,7 @@ impl EndpointOps for TcpEp {
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let r = self.send_common(op, flags, None);
-        let cq_flags = Caps::SEND | Self::msg_flags(flags.contains(OpFlags::TAGGED));
+        let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
         self.unreachable(r, op.context, cq_flags, IoVec::total(op.iov))
     }
 

@@ -39,6 +39,7 @@ use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::reliable::{self, Channel, Event, Segment, HEADER_LEN};
 use fabric_util::rma_target::{Answers, RmaTarget};
+use fabric_util::rx::msg_flags;
 use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN, RMA_CHUNK};
@@ -384,14 +385,6 @@ pub(crate) struct UdpRdmEp {
     cfg: reliable::Config,
     inner: Mutex<Inner>,
     me: Weak<UdpRdmEp>,
-}
-
-fn msg_flags(tagged: bool) -> Caps {
-    if tagged {
-        Caps::TAGGED
-    } else {
-        Caps::MSG
-    }
 }
 
 fn rand_u32() -> u32 {

@@ -169,7 +169,9 @@ pub struct RxEngine<R> {
     actions: VecDeque<RxAction<R>>,
 }
 
-fn msg_flags(tagged: bool) -> Caps {
+/// The completion flags that say which kind of message a completion is for:
+/// [`Caps::TAGGED`] for a tagged one, [`Caps::MSG`] otherwise.
+pub fn msg_flags(tagged: bool) -> Caps {
     if tagged {
         Caps::TAGGED
     } else {

@@ -49,6 +49,7 @@ use fabric_util::bind::Bindings;
 use fabric_util::eq::UtilEq;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::{Progress, Waiter};
+use fabric_util::rx::msg_flags;
 use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN};
@@ -397,14 +398,6 @@ struct SharedRx {
 /// The error a peer's answer (`Cts`, `Nack`, `RmaResp`) reports in `data`.
 fn answer_err(hdr: &Header) -> Option<(Error, i32)> {
     (hdr.data != 0).then(|| (Error::from_errno(hdr.data.min(i32::MAX as u64) as i32), 0))
-}
-
-fn msg_flags(tagged: bool) -> Caps {
-    if tagged {
-        Caps::TAGGED
-    } else {
-        Caps::MSG
-    }
 }
 
 impl VerbsEp {
