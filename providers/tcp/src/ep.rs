@@ -179,18 +179,6 @@ pub(crate) struct TcpEp {
     me: Weak<TcpEp>,
 }
 
-fn rand_u64() -> u64 {
-    let mut v = [0u8; 8];
-    // SAFETY: getrandom writes at most 8 bytes into `v`.
-    let r = unsafe { libc::getrandom(v.as_mut_ptr() as *mut libc::c_void, 8, 0) };
-    if r != 8 {
-        // Fall back to time and address entropy; epochs only need to differ.
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        return (t as u64) ^ ((&v as *const _ as u64) << 16) ^ std::process::id() as u64;
-    }
-    u64::from_le_bytes(v)
-}
-
 impl TcpEp {
     pub(crate) fn new(domain: Arc<TcpDomain>, info: &Info) -> Result<Arc<TcpEp>> {
         let ep_type = info.ep_attr.ep_type;
@@ -232,7 +220,7 @@ impl TcpEp {
             fid: fabric_core::prov::next_fid(),
             ep_type,
             domain,
-            epoch: rand_u64(),
+            epoch: fabric_util::random::u64_or_fallback(),
             poll,
             inner: Mutex::new(inner),
             me: me.clone(),

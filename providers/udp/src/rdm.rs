@@ -387,17 +387,6 @@ pub(crate) struct UdpRdmEp {
     me: Weak<UdpRdmEp>,
 }
 
-fn rand_u32() -> u32 {
-    let mut v = [0u8; 4];
-    // SAFETY: getrandom writes at most 4 bytes into `v`.
-    let r = unsafe { libc::getrandom(v.as_mut_ptr() as *mut libc::c_void, 4, 0) };
-    if r != 4 {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        return (t as u32) ^ std::process::id().rotate_left(16);
-    }
-    u32::from_le_bytes(v).max(1)
-}
-
 /// The channel configuration for datagrams of at most `dgram` bytes, and a
 /// socket receive buffer of `rcvbuf` bytes.
 pub(crate) fn channel_config(dgram: usize, rcvbuf: usize) -> reliable::Config {
@@ -458,7 +447,7 @@ impl UdpRdmEp {
             domain,
             sock,
             name,
-            epoch: rand_u32(),
+            epoch: (fabric_util::random::u64_or_fallback() as u32).max(1),
             cfg,
             inner: Mutex::new(inner),
             me: me.clone(),

@@ -17,6 +17,7 @@ pub mod iface;
 pub mod matcher;
 pub mod mr;
 pub mod progress;
+pub mod random;
 pub mod reliable;
 pub mod rma_target;
 pub mod rndv;
