@@ -35,12 +35,13 @@ use fabric_core::{
     fi_log, Address, AtomicKind, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, MrAccess, OpFlags, Result,
 };
 use fabric_util::bind::Bindings;
+use fabric_util::iov::gather;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::reliable::{self, Channel, Event, Segment, HEADER_LEN};
 use fabric_util::rma_target::{Answers, RmaTarget};
 use fabric_util::rx::msg_flags;
-use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
+use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN, RMA_CHUNK};
 use std::collections::HashMap;
@@ -1377,7 +1378,7 @@ impl Taker<'_> {
                 }
                 if let Some(o) = self.ops.get(opid) {
                     let at = base as u64 + off;
-                    fabric_util::rx::copy_into(&o.dst[..o.ndst], IoVec::total(&o.dst[..o.ndst]), at, bytes);
+                    fabric_util::iov::copy_into(&o.dst[..o.ndst], IoVec::total(&o.dst[..o.ndst]), at, bytes);
                 }
             }
             Dest::Skip => {}

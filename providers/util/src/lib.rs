@@ -14,6 +14,7 @@ pub mod cq;
 pub mod domain;
 pub mod eq;
 pub mod iface;
+pub mod iov;
 pub mod matcher;
 pub mod mr;
 pub mod progress;
