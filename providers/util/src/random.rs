@@ -2,7 +2,7 @@
 //!
 //! One safe wrapper over `getrandom(2)` for the whole provider layer: memory
 //! region keys ([`crate::mr`]), shared-memory segment names and connection
-//! epochs all draw from here. [`fill`] and [`u64`] report a failing random
+//! epochs all draw from here. [`fill`] and [`u64()`] report a failing random
 //! source as an error; [`u64_or_fallback`] is for values that only need to
 //! differ (names, epochs), and never fails.
 
@@ -41,7 +41,7 @@ pub fn u64() -> io::Result<u64> {
     Ok(u64::from_ne_bytes(buf))
 }
 
-/// 64 random bits: [`u64`], or, where the kernel's source fails, bits hashed from
+/// 64 random bits: [`u64()`], or, where the kernel's source fails, bits hashed from
 /// std's randomly seeded hasher, the process id and the time. For values that
 /// only need to differ from one another (names, epochs), never for secrets.
 pub fn u64_or_fallback() -> u64 {
