@@ -28,9 +28,11 @@ use fabric_core::{
     WaitObj,
 };
 use fabric_util::bind::Bindings;
+use fabric_util::iov::{self, gather};
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
-use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody};
+use fabric_util::rx::msg_flags;
+use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc};
 use std::collections::{HashMap, VecDeque};
@@ -249,14 +251,6 @@ pub(crate) struct ShmEp {
     me: Weak<ShmEp>,
 }
 
-fn msg_flags(tagged: bool) -> Caps {
-    if tagged {
-        Caps::TAGGED
-    } else {
-        Caps::MSG
-    }
-}
-
 /// A protocol violation by a peer: the reason, for the log.
 type Violation = String;
 
@@ -268,28 +262,6 @@ fn local_pieces(iov: &[IoVec]) -> ([(u64, u64); IOV_LIMIT], usize) {
         *o = (v.base as u64, v.len as u64);
     }
     (p, n)
-}
-
-/// The `(addr, len)` pieces covering bytes `off..off + len` of `pieces` (at most
-/// [`IOV_LIMIT`]).
-fn sub_pieces(pieces: &[(u64, u64)], off: u64, len: u64) -> ([(u64, u64); IOV_LIMIT], usize) {
-    let mut out = [(0u64, 0u64); IOV_LIMIT];
-    let (mut k, mut pos, mut want) = (0, 0u64, len);
-    for &(a, l) in pieces {
-        if want == 0 || k == IOV_LIMIT {
-            break;
-        }
-        let end = pos.saturating_add(l);
-        if off < end {
-            let skip = off.saturating_sub(pos);
-            let t = (l - skip).min(want);
-            out[k] = (a.wrapping_add(skip), t);
-            k += 1;
-            want -= t;
-        }
-        pos = end;
-    }
-    (out, k)
 }
 
 /// The errno a chunk's copy leaves in its job: 0 when all `len` bytes moved.
@@ -927,7 +899,7 @@ impl ShmEp {
                     return;
                 }
             }
-            let (remote, rn) = sub_pieces(&r.pieces[..r.n], 0, total);
+            let (remote, rn) = iov::slice(&r.pieces[..r.n], 0, total);
             let pid = Self::peer(g, r.peer).map_or(0, |p| p.pid);
             // SAFETY: the local pieces lie in a posted receive (valid for writes
             // under post_recv's contract), clipped to it by `pieces`.
@@ -1013,7 +985,7 @@ impl ShmEp {
         j.work(gen, chunks, COCOPY_CHUNK, total, |off, len| {
             let mut lp = [NULL_IOV; IOV_LIMIT];
             let ln = rx.pieces(&target, off, len, &mut lp);
-            let (rp, rpn) = sub_pieces(&r.pieces[..r.n], off, len);
+            let (rp, rpn) = iov::slice(&r.pieces[..r.n], off, len);
             // SAFETY: the local pieces lie in the matched receive (valid for writes
             // under post_recv's contract), which stays ours until check_cocopies or
             // abandon_cocopy completes it; the sender writes only the chunks it
@@ -1109,8 +1081,8 @@ impl ShmEp {
         let (pid, gen) = (p.pid, e.tag as u32);
         job.work(gen, chunks, e.addr, e.len, |off, len| {
             let mut lp = [NULL_IOV; IOV_LIMIT];
-            let ln = fabric_util::rx::pieces_of(&iov[..niov], oplen, off, len, &mut lp);
-            let (rp, rpn) = sub_pieces(&remote[..rn], off, len);
+            let ln = iov::slice_into(&iov[..niov], off, iov::clip(oplen as u64, off, len), &mut lp);
+            let (rp, rpn) = iov::slice(&remote[..rn], off, len);
             // SAFETY: the local pieces lie in the send's source, valid for reads
             // while the operation is in flight (post_send's contract); it is until
             // the receiver's Ack, which comes after every chunk is finished.
@@ -1397,7 +1369,7 @@ impl ShmEp {
                 return Err("read data past the end".into());
             }
             let mut out = [NULL_IOV; IOV_LIMIT];
-            let n = fabric_util::rx::pieces_of(&op.iov[..op.niov], op.len, e.addr, e.len, &mut out);
+            let n = iov::slice_into(&op.iov[..op.niov], e.addr, iov::clip(op.len as u64, e.addr, e.len), &mut out);
             let mut done = 0;
             for v in &out[..n] {
                 // SAFETY: the piece lies in the read's destination (valid for
@@ -2024,27 +1996,5 @@ impl Drop for ShmEp {
     fn drop(&mut self) {
         let mut g = self.lock();
         self.close_locked(&mut g);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sub_pieces_cover_exactly_the_range() {
-        let pieces = [(1000u64, 10u64), (5000, 3), (9000, 20)];
-        let flat: Vec<u64> = pieces.iter().flat_map(|&(a, l)| a..a + l).collect();
-        for off in 0..flat.len() as u64 {
-            for len in 0..=(flat.len() as u64 - off) {
-                let (out, n) = sub_pieces(&pieces, off, len);
-                let got: Vec<u64> = out[..n].iter().flat_map(|&(a, l)| a..a + l).collect();
-                assert_eq!(got, flat[off as usize..(off + len) as usize], "off {off} len {len}");
-                assert!(out[..n].iter().all(|p| p.1 > 0), "no empty piece");
-            }
-        }
-        // Past the end: only what exists.
-        let (out, n) = sub_pieces(&pieces, 30, 100);
-        assert_eq!(&out[..n], &[(9017, 3)]);
     }
 }

@@ -52,7 +52,6 @@ use fabric_core::{Error, Result};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::fs::{File, OpenOptions, Permissions};
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::mem::{self, offset_of, size_of};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -61,7 +60,7 @@ use std::path::PathBuf;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// Sender slots in one segment.
 pub const SLOTS: usize = 256;
@@ -721,7 +720,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// A new, unique endpoint name: [`PREFIX`]`<euid>-<pid>-<16 random hex digits>`.
 pub fn new_name() -> String {
-    format!("{PREFIX}{}-{}-{:016x}", euid(), std::process::id(), random_u64())
+    format!("{PREFIX}{}-{}-{:016x}", euid(), std::process::id(), fabric_util::random::u64_or_fallback())
 }
 
 /// The path of segment `name`.
@@ -778,27 +777,6 @@ fn allocate(file: &File, offset: usize, len: usize) -> Result<()> {
             Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(()),
             _ => return Err(e.into()),
         }
-    }
-}
-
-/// 64 random bits: `getrandom`, or std's randomly seeded hasher where it fails.
-fn random_u64() -> u64 {
-    let mut buf = [0u8; 8];
-    loop {
-        // SAFETY: writes at most 8 bytes into `buf`, which is ours and 8 bytes long.
-        let r = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if r == buf.len() as isize {
-            return u64::from_ne_bytes(buf);
-        }
-        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        if let Ok(t) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
-            h.write_u128(t.as_nanos());
-        }
-        return h.finish();
     }
 }
 
@@ -1286,6 +1264,7 @@ mod tests {
     use std::io::Write;
     use std::process::{Command, Stdio};
     use std::sync::{Arc, Mutex};
+    use std::time::SystemTime;
 
     /// Held by the tests that change the umask or make files by hand (the umask is
     /// process-wide).
@@ -1704,12 +1683,17 @@ mod tests {
         let live = Segment::create(&new_name()).unwrap();
         // The same stale header under names that are not ours to judge.
         let other_uid = TempFile::new(
-            &format!("{PREFIX}{}-1-{:016x}", uid.wrapping_add(1), random_u64()),
+            &format!("{PREFIX}{}-1-{:016x}", uid.wrapping_add(1), fabric_util::random::u64_or_fallback()),
             0o600,
             SEGMENT_SIZE as u64,
             &head,
         );
-        let other_prefix = TempFile::new(&format!("other-{:016x}", random_u64()), 0o600, SEGMENT_SIZE as u64, &head);
+        let other_prefix = TempFile::new(
+            &format!("other-{:016x}", fabric_util::random::u64_or_fallback()),
+            0o600,
+            SEGMENT_SIZE as u64,
+            &head,
+        );
         // Incomplete files: fresh ones may be a creator at work; old ones are dead.
         let fresh_empty = TempFile::new(&new_name(), 0o600, 0, &[]);
         let fresh_nomagic = TempFile::new(&new_name(), 0o600, SEGMENT_SIZE as u64, &[]);

@@ -275,19 +275,12 @@ impl Conn {
                 } else {
                     skip -= op.head;
                 }
-                for v in &op.iov[..op.niov] {
-                    if skip >= v.len {
-                        skip -= v.len;
-                        continue;
-                    }
-                    // SAFETY: `v` describes memory valid for reads under post_send's
-                    // contract (user memory) or owned by the op (inject/control);
-                    // offsetting by `skip < v.len` stays inside it.
-                    let base = unsafe { v.base.add(skip) };
-                    iov[n] = libc::iovec { iov_base: base as *mut libc::c_void, iov_len: v.len - skip };
+                // The payload bytes still to send, from `skip` on.
+                fabric_util::iov::walk(&op.iov[..op.niov], skip as u64, u64::MAX, |v| {
+                    iov[n] = libc::iovec { iov_base: v.base as *mut libc::c_void, iov_len: v.len };
                     n += 1;
-                    skip = 0;
-                }
+                    true
+                });
                 frames += 1;
                 if frames >= 8 {
                     break;

@@ -27,6 +27,7 @@ use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rndv::{RndvRecv, RndvSend};
+use fabric_util::rx::msg_flags;
 use fabric_util::rx::{PostedRecv, RxAction, RxEngine, Target, Unexp, UnexpBody};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::collections::{HashMap, VecDeque};
@@ -178,18 +179,6 @@ pub(crate) struct TcpEp {
     me: Weak<TcpEp>,
 }
 
-fn rand_u64() -> u64 {
-    let mut v = [0u8; 8];
-    // SAFETY: getrandom writes at most 8 bytes into `v`.
-    let r = unsafe { libc::getrandom(v.as_mut_ptr() as *mut libc::c_void, 8, 0) };
-    if r != 8 {
-        // Fall back to time and address entropy; epochs only need to differ.
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        return (t as u64) ^ ((&v as *const _ as u64) << 16) ^ std::process::id() as u64;
-    }
-    u64::from_le_bytes(v)
-}
-
 impl TcpEp {
     pub(crate) fn new(domain: Arc<TcpDomain>, info: &Info) -> Result<Arc<TcpEp>> {
         let ep_type = info.ep_attr.ep_type;
@@ -231,7 +220,7 @@ impl TcpEp {
             fid: fabric_core::prov::next_fid(),
             ep_type,
             domain,
-            epoch: rand_u64(),
+            epoch: fabric_util::random::u64_or_fallback(),
             poll,
             inner: Mutex::new(inner),
             me: me.clone(),
@@ -274,14 +263,6 @@ impl TcpEp {
     }
 
     // ----- completions -----
-
-    fn msg_flags(tagged: bool) -> Caps {
-        if tagged {
-            Caps::TAGGED
-        } else {
-            Caps::MSG
-        }
-    }
 
     /// A frame was fully written.
     fn frame_written(g: &mut Inner, op: TxOp) {
@@ -533,7 +514,7 @@ impl TcpEp {
         if flags.contains(OpFlags::REMOTE_CQ_DATA) {
             hflags |= HdrFlags::CQ_DATA;
         }
-        let cq_flags = Caps::SEND | Self::msg_flags(tagged);
+        let cq_flags = Caps::SEND | msg_flags(tagged);
         let comp = flags.contains(OpFlags::COMPLETION);
         // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, and complete on
         // the receiver's acknowledgement that the data is in the receive.
@@ -1580,7 +1561,7 @@ impl EndpointOps for TcpEp {
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let r = self.send_common(op, flags, None);
-        let cq_flags = Caps::SEND | Self::msg_flags(flags.contains(OpFlags::TAGGED));
+        let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
         self.unreachable(r, op.context, cq_flags, IoVec::total(op.iov))
     }
 

@@ -35,11 +35,13 @@ use fabric_core::{
     fi_log, Address, AtomicKind, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, MrAccess, OpFlags, Result,
 };
 use fabric_util::bind::Bindings;
+use fabric_util::iov::gather;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::reliable::{self, Channel, Event, Segment, HEADER_LEN};
 use fabric_util::rma_target::{Answers, RmaTarget};
-use fabric_util::rx::{gather, RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
+use fabric_util::rx::msg_flags;
+use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{self, AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN, RMA_CHUNK};
 use std::collections::HashMap;
@@ -386,25 +388,6 @@ pub(crate) struct UdpRdmEp {
     me: Weak<UdpRdmEp>,
 }
 
-fn msg_flags(tagged: bool) -> Caps {
-    if tagged {
-        Caps::TAGGED
-    } else {
-        Caps::MSG
-    }
-}
-
-fn rand_u32() -> u32 {
-    let mut v = [0u8; 4];
-    // SAFETY: getrandom writes at most 4 bytes into `v`.
-    let r = unsafe { libc::getrandom(v.as_mut_ptr() as *mut libc::c_void, 4, 0) };
-    if r != 4 {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        return (t as u32) ^ std::process::id().rotate_left(16);
-    }
-    u32::from_le_bytes(v).max(1)
-}
-
 /// The channel configuration for datagrams of at most `dgram` bytes, and a
 /// socket receive buffer of `rcvbuf` bytes.
 pub(crate) fn channel_config(dgram: usize, rcvbuf: usize) -> reliable::Config {
@@ -465,7 +448,7 @@ impl UdpRdmEp {
             domain,
             sock,
             name,
-            epoch: rand_u32(),
+            epoch: (fabric_util::random::u64_or_fallback() as u32).max(1),
             cfg,
             inner: Mutex::new(inner),
             me: me.clone(),
@@ -1395,7 +1378,7 @@ impl Taker<'_> {
                 }
                 if let Some(o) = self.ops.get(opid) {
                     let at = base as u64 + off;
-                    fabric_util::rx::copy_into(&o.dst[..o.ndst], IoVec::total(&o.dst[..o.ndst]), at, bytes);
+                    fabric_util::iov::copy_into(&o.dst[..o.ndst], IoVec::total(&o.dst[..o.ndst]), at, bytes);
                 }
             }
             Dest::Skip => {}

@@ -44,27 +44,6 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 /// keys is already vanishingly rare; the bound only guards a broken random source).
 const KEY_TRIES: usize = 64;
 
-/// 64 bits from the kernel's random source.
-fn random_u64() -> Result<u64> {
-    let mut buf = [0u8; 8];
-    let mut got = 0usize;
-    while got < buf.len() {
-        let rest = &mut buf[got..];
-        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes for the
-        // duration of the call; getrandom writes at most that many.
-        let r = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(e.into());
-        }
-        got += r as usize;
-    }
-    Ok(u64::from_ne_bytes(buf))
-}
-
 /// The registered regions of one domain, by key. See the module docs.
 #[derive(Debug)]
 pub struct MrRegistry {
@@ -170,7 +149,7 @@ impl MrRegistry {
         let key = if self.mode.contains(MrMode::PROV_KEY) {
             let mut found = None;
             for _ in 0..KEY_TRIES {
-                let k = random_u64()?;
+                let k = crate::random::u64()?;
                 if k != 0 && k != u64::MAX && !taken(&map, k) {
                     found = Some(k);
                     break;

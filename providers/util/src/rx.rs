@@ -10,6 +10,7 @@
 //! [`RxEngine::take_action`] after every call.
 
 use crate::bind::Bindings;
+use crate::iov::{self, copy_into};
 use crate::matcher::{Matcher, MsgSpec, PostedId, RecvSpec};
 use crate::wire::{HdrFlags, Header, OpCode};
 use fabric_core::prov::{IoVec, Op};
@@ -59,7 +60,7 @@ impl PostedRecv {
 
     /// The pieces holding bytes `off..off + len` (clipped to the buffer).
     pub fn pieces(&self, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
-        pieces_of(&self.iov[..self.niov], self.cap, off, len, out)
+        iov::slice_into(&self.iov[..self.niov], off, iov::clip(self.cap as u64, off, len), out)
     }
 }
 
@@ -169,7 +170,9 @@ pub struct RxEngine<R> {
     actions: VecDeque<RxAction<R>>,
 }
 
-fn msg_flags(tagged: bool) -> Caps {
+/// The completion flags that say which kind of message a completion is for:
+/// [`Caps::TAGGED`] for a tagged one, [`Caps::MSG`] otherwise.
+pub fn msg_flags(tagged: bool) -> Caps {
     if tagged {
         Caps::TAGGED
     } else {
@@ -621,89 +624,6 @@ impl<R> RxEngine<R> {
     pub fn unexpected_len(&self) -> usize {
         self.matcher.unexpected_len()
     }
-}
-
-/// Copy `bytes` into the pieces at logical offset `off`, never past `cap`.
-pub fn copy_into(iov: &[IoVec], cap: usize, off: u64, bytes: &[u8]) {
-    if off >= cap as u64 {
-        return;
-    }
-    let mut pos = off as usize;
-    let mut src = &bytes[..bytes.len().min(cap - pos)];
-    let mut start = 0usize;
-    for v in iov {
-        if src.is_empty() {
-            break;
-        }
-        let end = start + v.len;
-        if pos < end {
-            let in_off = pos - start;
-            let n = src.len().min(v.len - in_off);
-            // SAFETY: `v` is a piece of a posted receive (valid for writes under
-            // post_recv's contract); `in_off + n <= v.len` keeps the copy inside it,
-            // and the source is a distinct buffer of ours.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), v.base.add(in_off), n) };
-            src = &src[n..];
-            pos += n;
-        }
-        start = end;
-    }
-}
-
-/// Gather `len` bytes at logical offset `off` of `iov` into `dst` (the reverse
-/// of [`copy_into`], for a transport that copies a send's pieces into its own
-/// buffer).
-///
-/// # Safety
-/// The pieces are valid for reads; `dst..dst + len` is valid for writes and
-/// does not overlap them. (Pieces shorter than `off + len` in total leave the
-/// rest of `dst` untouched.)
-pub unsafe fn gather(iov: &[IoVec], off: usize, dst: *mut u8, len: usize) {
-    let mut pos = 0usize;
-    let mut done = 0usize;
-    for v in iov {
-        if done == len {
-            break;
-        }
-        let end = pos + v.len;
-        if off + done < end {
-            let in_off = off + done - pos;
-            let k = (v.len - in_off).min(len - done);
-            // SAFETY: in_off + k <= v.len, done + k <= len, per the contract.
-            unsafe { std::ptr::copy_nonoverlapping(v.base.add(in_off), dst.add(done), k) };
-            done += k;
-        }
-        pos = end;
-    }
-}
-
-/// The pieces of `iov` (total `cap`) holding bytes `off..off + len`, clipped.
-pub fn pieces_of(iov: &[IoVec], cap: usize, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
-    let cap = cap as u64;
-    if off >= cap {
-        return 0;
-    }
-    let mut want = len.min(cap - off) as usize;
-    let mut pos = off as usize;
-    let mut start = 0usize;
-    let mut n = 0;
-    for v in iov {
-        if want == 0 || n == IOV_LIMIT {
-            break;
-        }
-        let end = start + v.len;
-        if pos < end {
-            let in_off = pos - start;
-            let k = want.min(v.len - in_off);
-            // SAFETY: in_off < v.len, so the pointer stays inside the piece.
-            out[n] = IoVec { base: unsafe { v.base.add(in_off) }, len: k };
-            n += 1;
-            want -= k;
-            pos += k;
-        }
-        start = end;
-    }
-    n
 }
 
 #[cfg(test)]

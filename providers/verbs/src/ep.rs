@@ -49,6 +49,7 @@ use fabric_util::bind::Bindings;
 use fabric_util::eq::UtilEq;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::{Progress, Waiter};
+use fabric_util::rx::msg_flags;
 use fabric_util::rx::{RxAction, RxEngine, Target, Unexp, UnexpBody, IOV_LIMIT};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, HDR_LEN};
@@ -397,14 +398,6 @@ struct SharedRx {
 /// The error a peer's answer (`Cts`, `Nack`, `RmaResp`) reports in `data`.
 fn answer_err(hdr: &Header) -> Option<(Error, i32)> {
     (hdr.data != 0).then(|| (Error::from_errno(hdr.data.min(i32::MAX as u64) as i32), 0))
-}
-
-fn msg_flags(tagged: bool) -> Caps {
-    if tagged {
-        Caps::TAGGED
-    } else {
-        Caps::MSG
-    }
 }
 
 impl VerbsEp {
@@ -851,7 +844,7 @@ impl VerbsEp {
         unsafe {
             std::ptr::copy_nonoverlapping(hdr.encode().as_ptr(), dst, HDR_LEN);
             std::ptr::copy_nonoverlapping(prefix.as_ptr(), dst.add(HDR_LEN), prefix.len());
-            fabric_util::rx::gather(iov, 0, dst.add(HDR_LEN + prefix.len()), plen);
+            fabric_util::iov::gather(iov, 0, dst.add(HDR_LEN + prefix.len()), plen);
         }
         let lkey = self.tx.mr.lkey();
         let sge = sys::ibv_sge { addr: dst as u64, length: total as u32, lkey };
@@ -1211,7 +1204,7 @@ impl VerbsEp {
                     return Err(format!("an answer to no request of ours ({:#x})", hdr.id));
                 };
                 if hdr.data == 0 && o.result[0].len > 0 {
-                    fabric_util::rx::copy_into(&o.result, o.result[0].len, 0, body);
+                    fabric_util::iov::copy_into(&o.result, o.result[0].len, 0, body);
                 }
                 Self::finish_op(g, hdr.id, answer_err(&hdr), false);
             }
@@ -1743,7 +1736,7 @@ impl VerbsEp {
                 inline = true;
                 owned.resize(len, 0);
                 // SAFETY: the pieces are valid for reads (post contract); `owned` has room.
-                unsafe { fabric_util::rx::gather(op.iov, 0, owned.as_mut_ptr(), len) };
+                unsafe { fabric_util::iov::gather(op.iov, 0, owned.as_mut_ptr(), len) };
                 Sges::one(sys::ibv_sge { addr: owned.as_ptr() as u64, length: len as u32, lkey: 0 })
             }
             None => self.sges_for(op.iov, &mut txop.tmp)?,

@@ -20,6 +20,7 @@ use fabric_core::atomic::{AtomicKind, AtomicOp};
 use fabric_core::prov::{AtomicDesc, RmaOp};
 use fabric_core::MrAccess;
 use fabric_util::atomic::{copy_operands, AtomicLens};
+use fabric_util::iov;
 use fabric_util::wire::{AtomicHdr, RmaDesc, RMA_CHUNK};
 
 /// An operation we started, waiting for the target's answers.
@@ -41,26 +42,6 @@ pub(super) struct RmaPending {
     pub(super) silent: bool,
     /// Posted with `FI_COMPLETION` ([`fabric_util::bind::Bindings::tx_done`]).
     pub(super) comp: bool,
-}
-
-/// The pieces of `iov` covering `len` bytes from `off`.
-fn sub_iov(iov: &[IoVec], off: usize, len: usize) -> ([IoVec; IOV_LIMIT], usize) {
-    let mut out = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
-    let (mut n, mut start, mut want, mut pos) = (0, 0usize, len, off);
-    for v in iov {
-        let end = start + v.len;
-        if want > 0 && pos < end {
-            let in_off = pos - start;
-            let k = want.min(v.len - in_off);
-            // SAFETY: in_off < v.len: the pointer stays inside the piece.
-            out[n] = IoVec { base: unsafe { v.base.add(in_off) }, len: k };
-            n += 1;
-            want -= k;
-            pos += k;
-        }
-        start = end;
-    }
-    (out, n)
 }
 
 fn proto(e: impl std::fmt::Display) -> (Error, String) {
@@ -139,7 +120,7 @@ impl TcpEp {
                 match inject {
                     Some(d) => TxOp::owned_prefixed(h.encode(), &desc, d[off..off + n].to_vec(), false),
                     None => {
-                        let (pieces, k) = sub_iov(op.iov, off, n);
+                        let (pieces, k) = iov::slice(op.iov, off as u64, n as u64);
                         TxOp::user_prefixed(h.encode(), &desc, &pieces[..k], true, TxKind::Request)
                     }
                 }
@@ -419,7 +400,7 @@ impl TcpEp {
         if h.len as usize > room {
             return Err(proto("answer longer than what was asked"));
         }
-        let (iov, niov) = sub_iov(&p.dest[..p.ndest], p.filled, h.len as usize);
+        let (iov, niov) = iov::slice(&p.dest[..p.ndest], p.filled as u64, h.len);
         let rec = PostedRecv::new(p.context, &iov[..niov], false);
         Ok(Some(RxDest::RmaData { id: h.id, rec }))
     }
@@ -471,23 +452,5 @@ impl TcpEp {
                 i += 1;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sub_iov_covers_the_range() {
-        let mut a = [0u8; 10];
-        let mut b = [0u8; 10];
-        let iov = [IoVec { base: a.as_mut_ptr(), len: 10 }, IoVec { base: b.as_mut_ptr(), len: 10 }];
-        let (s, n) = sub_iov(&iov, 8, 5);
-        assert_eq!(n, 2);
-        assert_eq!((s[0].len, s[1].len), (2, 3));
-        assert_eq!(s[1].base, b.as_mut_ptr());
-        let (_, n) = sub_iov(&iov, 20, 5);
-        assert_eq!(n, 0);
     }
 }
