@@ -11,11 +11,11 @@ pub mod common;
 pub mod fiperf;
 pub mod getopt;
 pub mod infocmd;
+pub mod link;
 pub mod oob;
 pub mod pattern;
-pub mod perf;
 pub mod pingpong;
-pub mod ppopts;
+pub mod sizes;
 /// `fi_tostr` formats: shared with the C ABI (`fabric-capi`), so they live in fabric-core.
 pub use fabric_core::tostr;
 
