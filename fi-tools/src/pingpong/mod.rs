@@ -32,7 +32,6 @@ pub mod opts;
 pub mod report;
 
 use self::opts::PpOpts;
-use self::report::print_row;
 use crate::common::{self, debug};
 pub use crate::link::field;
 use crate::link::{ctrl_send, ep_name, next_completion, Failure, Objects, Res, Watch};
@@ -129,6 +128,23 @@ impl Plan {
         let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
         Some((Plan { iterations, warmup, check, sizes }, name))
     }
+}
+
+// ---------------------------------------------------------------- output
+
+/// Print the row of one size on standard output, after the header if it is the
+/// first (`header` says whether it has been printed), and flush.
+fn print_row(header: &mut bool, size: usize, sent: u64, acked: u64, elapsed: Duration) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if !*header {
+        let _ = writeln!(out, "{}", report::HEADER);
+        *header = true;
+    }
+    if let Some(row) = report::perf_row(size, sent, acked, elapsed, 2) {
+        let _ = writeln!(out, "{row}");
+    }
+    let _ = out.flush();
 }
 
 // ---------------------------------------------------------------- server

@@ -1,7 +1,7 @@
-//! `fi_pingpong`'s report: libfabric 1.17's table as `util/pingpong.c` prints it,
+//! `fi_pingpong`'s numbers: libfabric 1.17's table as `util/pingpong.c` prints it,
 //! `size_str` (`1.5k`, `4m`), `cnt_str` (`10k`) and the result rows with the same
-//! column widths and the same arithmetic, printed on standard output as each size
-//! completes.
+//! column widths and the same arithmetic (`mod.rs` prints them as each size
+//! completes, as `fi_perf`'s does with its [`crate::fiperf::report`]).
 
 use std::time::Duration;
 
@@ -89,21 +89,6 @@ impl std::fmt::Display for Fixed {
         }
         std::fmt::Display::fmt(&self.0, f)
     }
-}
-
-/// Print the row of one size on standard output, after the header if it is the
-/// first (`header` says whether it has been printed), and flush.
-pub(crate) fn print_row(header: &mut bool, size: usize, sent: u64, acked: u64, elapsed: Duration) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if !*header {
-        let _ = writeln!(out, "{}", HEADER);
-        *header = true;
-    }
-    if let Some(row) = perf_row(size, sent, acked, elapsed, 2) {
-        let _ = writeln!(out, "{row}");
-    }
-    let _ = out.flush();
 }
 
 #[cfg(test)]
