@@ -4,16 +4,16 @@
 //! connectionless ones).
 
 use crate::getopt::Opt;
-use crate::oob::{self, Ctrl};
-use crate::perf::SizeSel;
-use crate::pingpong::{
+use crate::link::{
     connect_addr, ctrl_recv, ctrl_send, eq_wait, field, open_connless_with, open_msg_with, Failure, Objects, Res,
 };
-use crate::tostr;
+use crate::oob::{self, Ctrl};
+use crate::sizes::SizeSel;
 use fabric::{
     Address, Caps, CqAttr, EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, Mode,
     PassiveEndpoint,
 };
+use fabric_core::tostr;
 use std::fmt::Display;
 use std::ops::Deref;
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! `fi_tostr` dump; `-l` lists providers; `-e`/`-g` list parameters.
 
 use crate::getopt::{getopt, Item, Opt};
-use crate::tostr;
 use fabric_core::flags::{name_to_bit, CAP_NAMES, MODE_NAMES};
+use fabric_core::tostr;
 use fabric_core::{AddrFormat, Caps, EpType, Hints, Info, Mode, Param};
 use std::fmt::Write;
 

@@ -4,6 +4,17 @@
 //!
 //! The binaries are thin; what they print and parse lives here, unit-tested against
 //! what libfabric 1.17's own tools print.
+//!
+//! The modules are layered, each importing only those below it:
+//!
+//! - [`getopt`], [`oob`] (the control connection), [`pattern`] (`-c`'s data) and
+//!   [`sizes`] (`-S`) import nothing of this crate;
+//! - [`link`]: one side's link to its peer (failures, control messages, fabric
+//!   objects, completions, the watchdog), on [`oob`];
+//! - [`common`]: the options, entry point and set-up both tools share;
+//! - [`pingpong`] and [`fiperf`], each as `mod.rs` (protocol and data path),
+//!   `opts.rs` (command line) and `report.rs` (numbers and table);
+//! - [`infocmd`] (`fi_info`), on [`getopt`] alone.
 
 #![forbid(unsafe_code)]
 
@@ -11,11 +22,11 @@ pub mod common;
 pub mod fiperf;
 pub mod getopt;
 pub mod infocmd;
+pub mod link;
 pub mod oob;
 pub mod pattern;
-pub mod perf;
 pub mod pingpong;
-pub mod ppopts;
+pub mod sizes;
 /// `fi_tostr` formats: shared with the C ABI (`fabric-capi`), so they live in fabric-core.
 pub use fabric_core::tostr;
 

@@ -2,8 +2,9 @@
 //! `ib_write_*`, `ib_read_*`, `ib_atomic_*`) over any provider.
 //!
 //! `fi_perf send bw -p tcp -e rdm` starts a server; the same command with the
-//! server's address starts the client. As in `fi_pingpong` (whose control
-//! connection, endpoint set-up and watchdogs this reuses), the two meet on a plain
+//! server's address starts the client. As in `fi_pingpong` (with which it
+//! shares the control connection and fabric set-up of [`crate::common`] and the
+//! endpoints and watchdogs of [`crate::link`]), the two meet on a plain
 //! TCP control connection, agree on the test there, exchange fabric addresses
 //! (RDM) or connect (MSG), and synchronise before every size; both print
 //! perftest's columns ([`report`]), or one JSON object per size with `--json`.
@@ -58,9 +59,9 @@ pub mod report;
 use self::opts::{Measure, PerfOpts, Test, Verb};
 use self::report::{BwStats, LatStats, RunInfo, Windows};
 use crate::common::{self, debug};
+use crate::link::{ctrl_send, ep_name, field, next_completion, Failure, Objects, Res, Watch};
 use crate::oob::Ctrl;
-use crate::perf;
-use crate::pingpong::{ctrl_send, ep_name, field, next_completion, Failure, Objects, Res, Watch};
+use crate::sizes;
 use fabric::{
     Address, AtomicKind, AtomicOp, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Datatype, Endpoint,
     EqEvent, Error, EventQueue, FiAddr, Hints, Info, MemoryRegion, MrAccess, MrMode, Remote,
@@ -428,7 +429,7 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     let info = getinfo(o, &hints)?;
     let prov = info.fabric_attr.prov_name.clone();
     let max_msg = info.ep_attr.max_msg_size.min(srv_max);
-    let sizes = perf::test_sizes(o.size_sel(), max_msg).map_err(Failure::new)?;
+    let sizes = sizes::test_sizes(o.size_sel(), max_msg).map_err(Failure::new)?;
     let plan = Plan { iterations: o.iterations, warmup: o.warmup_iters(), depth: o.depth(), sizes };
 
     let cq_attr = |_: &Info| cq_attr(o);

@@ -6,7 +6,7 @@
 //! exchange fabric addresses (RDM, DGRAM) or connect (MSG: the server listens on a
 //! passive endpoint whose address it sends), and synchronise before every size. For
 //! each size the client sends, the server echoes, `-I` times; both time their loop
-//! and print libfabric's table ([`crate::perf`]).
+//! and print libfabric's table ([`report`]).
 //!
 //! The data path posts every receive before the matching send can arrive, reuses
 //! the two buffers that come back in completions (sized once for the largest
@@ -28,16 +28,19 @@
 //! C: BYE     S: BYE
 //! ```
 
+pub mod opts;
+pub mod report;
+
+use self::opts::PpOpts;
 use crate::common::{self, debug};
-use crate::oob::{Ctrl, PeerState};
+pub use crate::link::field;
+use crate::link::{ctrl_send, ep_name, next_completion, Failure, Objects, Res, Watch};
+use crate::oob::Ctrl;
 use crate::pattern::Pattern;
-use crate::perf::{self, SizeSel};
-use crate::ppopts::{self, PpOpts};
+use crate::sizes::{self, SizeSel};
 use fabric::{
-    Address, AddressVector, AvAttr, BindFlags, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Domain,
-    Endpoint, EpType, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, PassiveEndpoint,
+    Address, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Endpoint, Error, EventQueue, FiAddr, Hints, Info,
 };
-use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// The protocol name in `HELLO`.
@@ -48,63 +51,16 @@ const TX_CTX: u64 = 1;
 const RX_CTX: u64 = 2;
 /// The tag of tagged messages.
 const TAG: u64 = 0xC0DE;
-/// Empty polls between two looks at the clock.
-const SPINS_PER_CLOCK: u32 = 256;
-/// How often the watchdog looks at the control connection and the event queue.
-const PEER_CHECK: Duration = Duration::from_millis(100);
-
-/// A failure: the message for standard error and the exit status.
-#[derive(Debug)]
-pub struct Failure {
-    pub(crate) msg: String,
-    pub(crate) status: i32,
-}
-
-impl Failure {
-    pub(crate) fn new(msg: impl Into<String>) -> Failure {
-        Failure { msg: msg.into(), status: 1 }
-    }
-
-    pub(crate) fn fabric(call: &str, e: Error) -> Failure {
-        Failure { msg: format!("{call}: {} ({e})", -e.errno()), status: e.errno().clamp(1, 255) }
-    }
-}
-
-pub(crate) type Res<T> = std::result::Result<T, Failure>;
-
 /// Run `fi_pingpong` with these arguments (without the program name); the exit
 /// status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
-    common::main_with(ppopts::USAGE, ppopts::parse_args(args), client, server)
-}
-
-pub(crate) fn ctrl_send(ctrl: &mut Ctrl, msg: &str) -> Res<()> {
-    ctrl.send(msg.as_bytes()).map_err(|e| Failure::new(format!("control connection: sending {msg:?}: {e}")))
-}
-
-pub(crate) fn ctrl_recv(ctrl: &mut Ctrl) -> Res<String> {
-    let m = ctrl.recv().map_err(|e| Failure::new(format!("control connection: {e}")))?;
-    String::from_utf8(m).map_err(|_| Failure::new("control connection: the peer sent a malformed message"))
+    common::main_with(opts::USAGE, opts::parse_args(args), client, server)
 }
 
 /// Receive a message that must start with `word`; an `ERR` from the peer becomes
 /// the failure.
 fn ctrl_expect(ctrl: &mut Ctrl, word: &str) -> Res<String> {
     common::ctrl_expect(ctrl, word, "fi_pingpong")
-}
-
-/// The value of `key=` in a space-separated message.
-pub fn field<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
-    msg.split(' ').find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
-}
-
-pub(crate) fn ep_name(t: EpType) -> &'static str {
-    match t {
-        EpType::Msg => "msg",
-        EpType::Rdm => "rdm",
-        EpType::Dgram => "dgram",
-        _ => "unspec",
-    }
 }
 
 fn base_hints(o: &PpOpts) -> Hints {
@@ -115,80 +71,9 @@ fn getinfo(o: &PpOpts, h: &Hints) -> Res<Info> {
     common::getinfo(o, h, &"pingpong", &|_| {})
 }
 
-/// The fabric objects of one side.
-pub(crate) struct Objects {
-    pub(crate) ep: Endpoint,
-    pub(crate) cq: CompletionQueue,
-    pub(crate) eq: Option<EventQueue>,
-    pub(crate) av: Option<AddressVector>,
-    _pep: Option<PassiveEndpoint>,
-    _domain: Domain,
-    _fabric: Fabric,
-    pub(crate) info: Info,
-}
-
 fn cq_attr(info: &Info) -> CqAttr {
     let size = info.tx_attr.size.max(info.rx_attr.size).clamp(16, 1024);
     CqAttr { size, format: CqFormat::Tagged, ..Default::default() }
-}
-
-/// Open fabric, domain, queue, address vector and endpoint for an RDM or DGRAM
-/// entry, with a completion queue of these attributes.
-pub(crate) fn open_connless_with(info: Info, cq_attr: CqAttr) -> Res<Objects> {
-    let fabric = Fabric::open(&info).map_err(|e| Failure::fabric("fi_fabric", e))?;
-    let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
-    let cq = domain.cq(cq_attr).map_err(|e| Failure::fabric("fi_cq_open", e))?;
-    let av = domain.av(AvAttr { count: 2, ..Default::default() }).map_err(|e| Failure::fabric("fi_av_open", e))?;
-    let ep = domain.endpoint(&info).map_err(|e| Failure::fabric("fi_endpoint", e))?;
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
-    ep.bind_av(&av).map_err(|e| Failure::fabric("fi_ep_bind(av)", e))?;
-    ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
-    Ok(Objects { ep, cq, eq: None, av: Some(av), _pep: None, _domain: domain, _fabric: fabric, info })
-}
-
-/// Open domain, queues and endpoint for an MSG entry (the client's, or the one of a
-/// connection request), bound to `eq`, with a completion queue of these
-/// attributes.
-pub(crate) fn open_msg_with(
-    fabric: Fabric,
-    eq: EventQueue,
-    info: Info,
-    pep: Option<PassiveEndpoint>,
-    cq_attr: CqAttr,
-) -> Res<Objects> {
-    let domain = fabric.domain(&info).map_err(|e| Failure::fabric("fi_domain", e))?;
-    let cq = domain.cq(cq_attr).map_err(|e| Failure::fabric("fi_cq_open", e))?;
-    let ep = domain.endpoint(&info).map_err(|e| Failure::fabric("fi_endpoint", e))?;
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).map_err(|e| Failure::fabric("fi_ep_bind(cq)", e))?;
-    ep.bind_eq(&eq).map_err(|e| Failure::fabric("fi_ep_bind(eq)", e))?;
-    ep.enable().map_err(|e| Failure::fabric("fi_enable", e))?;
-    Ok(Objects { ep, cq, eq: Some(eq), av: None, _pep: pep, _domain: domain, _fabric: fabric, info })
-}
-
-/// Wait for one event on `eq`, up to `timeout`, watching the control connection.
-pub(crate) fn eq_wait(eq: &EventQueue, ctrl: &mut Ctrl, timeout: Duration, what: &str) -> Res<EqEvent> {
-    let start = Instant::now();
-    loop {
-        match eq.sread(Some(PEER_CHECK)) {
-            Ok(ev) => return Ok(ev),
-            Err(Error::Again) => {}
-            Err(Error::Avail) => {
-                return Err(match eq.readerr() {
-                    Ok(e) => Failure::new(format!("{what}: {} ({})", e.err, -e.err.errno())),
-                    Err(e) => Failure::fabric("fi_eq_readerr", e),
-                })
-            }
-            Err(e) => return Err(Failure::fabric("fi_eq_sread", e)),
-        }
-        match ctrl.peer_state() {
-            PeerState::Alive => {}
-            PeerState::Gone => return Err(Failure::new(format!("{what}: the peer closed the control connection"))),
-            PeerState::Failed(why) => return Err(Failure::new(format!("{what}: the peer failed: {why}"))),
-        }
-        if start.elapsed() >= timeout {
-            return Err(Failure::new(format!("{what}: no event for {:.0} s", timeout.as_secs_f64())));
-        }
-    }
 }
 
 /// The agreed test, as the client's `PLAN` message carries it. Public only for the
@@ -243,6 +128,23 @@ impl Plan {
         let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
         Some((Plan { iterations, warmup, check, sizes }, name))
     }
+}
+
+// ---------------------------------------------------------------- output
+
+/// Print the row of one size on standard output, after the header if it is the
+/// first (`header` says whether it has been printed), and flush.
+fn print_row(header: &mut bool, size: usize, sent: u64, acked: u64, elapsed: Duration) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if !*header {
+        let _ = writeln!(out, "{}", report::HEADER);
+        *header = true;
+    }
+    if let Some(row) = report::perf_row(size, sent, acked, elapsed, 2) {
+        let _ = writeln!(out, "{row}");
+    }
+    let _ = out.flush();
 }
 
 // ---------------------------------------------------------------- server
@@ -303,7 +205,7 @@ fn server_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
 
 /// The server follows the client's plan; say so when its own options differ.
 fn warn_plan_differs(o: &PpOpts, plan: &Plan, max_msg: usize) {
-    let mine = perf::test_sizes(o.sizes, max_msg).unwrap_or_default();
+    let mine = sizes::test_sizes(o.sizes, max_msg).unwrap_or_default();
     let mut diffs = Vec::new();
     if o.iterations != plan.iterations {
         diffs.push(format!("-I {} (server: {})", plan.iterations, o.iterations));
@@ -319,19 +221,6 @@ fn warn_plan_differs(o: &PpOpts, plan: &Plan, max_msg: usize) {
     }
 }
 
-fn print_row(header: &mut bool, size: usize, sent: u64, acked: u64, elapsed: Duration) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if !*header {
-        let _ = writeln!(out, "{}", perf::HEADER);
-        *header = true;
-    }
-    if let Some(row) = perf::perf_row(size, sent, acked, elapsed, 2) {
-        let _ = writeln!(out, "{row}");
-    }
-    let _ = out.flush();
-}
-
 // ---------------------------------------------------------------- client
 
 fn client(o: &PpOpts) -> Res<()> {
@@ -345,7 +234,7 @@ fn client_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
     let (hints, srv_max, srv_addr) = common::client_hints(o, ctrl, &ok, base_hints(o))?;
     let info = getinfo(o, &hints)?;
     let max_msg = info.ep_attr.max_msg_size.min(srv_max);
-    let sizes = perf::test_sizes(o.sizes, max_msg).map_err(Failure::new)?;
+    let sizes = sizes::test_sizes(o.sizes, max_msg).map_err(Failure::new)?;
     let plan = Plan { iterations: o.iterations, warmup: o.warmup, check: o.check, sizes };
 
     let (objs, peer) = common::client_connect(o, ctrl, info, &srv_addr, &cq_attr, &|me| plan.encode(me))?;
@@ -368,18 +257,6 @@ fn client_run(o: &PpOpts, ctrl: &mut Ctrl) -> Res<()> {
     ctrl_send(ctrl, "BYE")?;
     let _ = ctrl_expect(ctrl, "BYE");
     Ok(())
-}
-
-/// The server's address as the client should use it: an unspecified IP (a server
-/// bound to every address) becomes the address the control connection reached.
-pub(crate) fn connect_addr(srv: &Address, ctrl: &Ctrl) -> Address {
-    match srv.sockaddr() {
-        Some(sa) if sa.ip().is_unspecified() => {
-            let ip: IpAddr = ctrl.peer_addr().map(|p| p.ip()).unwrap_or(sa.ip());
-            Address::Sockaddr(SocketAddr::new(ip, sa.port()))
-        }
-        _ => srv.clone(),
-    }
 }
 
 // ---------------------------------------------------------------- data path
@@ -586,103 +463,6 @@ impl<'a> DataPath<'a> {
             TX_CTX => "send",
             _ => "operation",
         })
-    }
-}
-
-/// The next completion of `cq`, if any: an error completion is the failure of its
-/// operation (`op` of its context), as is a failed read of the queue.
-#[inline]
-pub(crate) fn next_completion(cq: &CompletionQueue, op: impl Fn(u64) -> &'static str) -> Res<Option<Completion>> {
-    match cq.next() {
-        Ok(Some(Ok(c))) => Ok(Some(c)),
-        Ok(Some(Err(ce))) => Err(Failure {
-            msg: format!("{} failed: {} ({}){}", op(ce.context), ce, -ce.err.errno(), peer_hint(ce.err)),
-            status: ce.err.errno().clamp(1, 255),
-        }),
-        Ok(None) => Ok(None),
-        Err(e) => Err(Failure::fabric("fi_cq_read", e)),
-    }
-}
-
-pub(crate) fn peer_hint(e: Error) -> &'static str {
-    match e {
-        Error::ConnReset | Error::Shutdown | Error::NotConn | Error::ConnAborted | Error::ConnRefused => {
-            ": the peer is gone"
-        }
-        _ => "",
-    }
-}
-
-/// The watchdog of a poll loop: the time of the last progress, and looks at the
-/// clock, the control connection and the event queue every so often.
-pub(crate) struct Watch {
-    timeout: Duration,
-    spins: u32,
-    last_progress: Instant,
-    last_peer_check: Instant,
-}
-
-impl Watch {
-    pub(crate) fn new(timeout: Duration) -> Watch {
-        let now = Instant::now();
-        Watch { timeout, spins: 0, last_progress: now, last_peer_check: now }
-    }
-
-    #[inline]
-    pub(crate) fn progress(&mut self) {
-        self.spins = 0;
-        self.last_progress = Instant::now();
-    }
-
-    /// An empty poll: every few hundred, look at the clock; every 100 ms, at the
-    /// peer.
-    #[inline]
-    pub(crate) fn tick_checked(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
-        self.spins += 1;
-        if self.spins < SPINS_PER_CLOCK {
-            return Ok(());
-        }
-        self.spins = 0;
-        self.check(ctrl, eq, what)
-    }
-
-    #[cold]
-    fn check(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
-        let now = Instant::now();
-        if now.duration_since(self.last_progress) >= self.timeout {
-            return Err(Failure {
-                msg: format!(
-                    "no progress for {:.0} s waiting for {what}: is the peer alive? (--timeout sets the limit)",
-                    self.timeout.as_secs_f64()
-                ),
-                status: Error::TimedOut.errno(),
-            });
-        }
-        if now.duration_since(self.last_peer_check) < PEER_CHECK {
-            return Ok(());
-        }
-        self.last_peer_check = now;
-        if let Some(eq) = eq {
-            match eq.read() {
-                Ok(EqEvent::Shutdown { .. }) => {
-                    return Err(Failure::new(format!("the peer shut the connection down while waiting for {what}")))
-                }
-                Ok(ev) => return Err(Failure::new(format!("unexpected event {} while waiting for {what}", ev.name()))),
-                Err(Error::Again) => {}
-                Err(Error::Avail) => {
-                    let why = eq.readerr().map(|e| e.err.to_string()).unwrap_or_else(|e| e.to_string());
-                    return Err(Failure::new(format!("connection error while waiting for {what}: {why}")));
-                }
-                Err(e) => return Err(Failure::fabric("fi_eq_read", e)),
-            }
-        }
-        match ctrl.map(|c| c.peer_state()) {
-            None | Some(PeerState::Alive) => Ok(()),
-            Some(PeerState::Gone) => {
-                Err(Failure::new(format!("the peer closed the control connection while waiting for {what}")))
-            }
-            Some(PeerState::Failed(why)) => Err(Failure::new(format!("the peer failed: {why}"))),
-        }
     }
 }
 

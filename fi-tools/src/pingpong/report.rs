@@ -1,60 +1,12 @@
-//! `fi_pingpong`'s numbers and table, as libfabric 1.17's `util/pingpong.c` prints
-//! them: `size_str` (`1.5k`, `4m`), `cnt_str` (`10k`), the test-size lists, and the
-//! result rows with the same column widths and the same arithmetic.
+//! `fi_pingpong`'s numbers: libfabric 1.17's table as `util/pingpong.c` prints it,
+//! `size_str` (`1.5k`, `4m`), `cnt_str` (`10k`) and the result rows with the same
+//! column widths and the same arithmetic (`mod.rs` prints them as each size
+//! completes, as `fi_perf`'s does with its [`crate::fiperf::report`]).
 
 use std::time::Duration;
 
-/// The sizes `fi_pingpong` tests when `-S` is not given (those within the endpoint's
-/// maximum message size).
-pub const DEFAULT_SIZES: [usize; 6] = [64, 256, 1024, 4096, 65536, 1048576];
-
-/// The largest size `-S all` goes to: `(1 << 22) + (1 << 21)` (libfabric's
-/// `PP_MAX_DATA_MSG`), or the endpoint's maximum message size if smaller.
-pub const MAX_ALL_SIZE: usize = (1 << 22) + (1 << 21);
-
 /// The table's header line (without newline).
 pub const HEADER: &str = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec";
-
-/// Which sizes to test (`-S`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SizeSel {
-    /// No `-S`: [`DEFAULT_SIZES`].
-    #[default]
-    Default,
-    /// `-S all`: 0, 1, then every power of two and one and a half times it.
-    All,
-    /// `-S <n>`: that size only.
-    One(usize),
-}
-
-/// The sizes to test for a selection, given the endpoint's maximum message size.
-/// `Err` when a single size given with `-S` exceeds it.
-pub fn test_sizes(sel: SizeSel, max_msg_size: usize) -> Result<Vec<usize>, String> {
-    match sel {
-        SizeSel::One(n) if n > max_msg_size => {
-            Err(format!("transfer size {n} exceeds the endpoint's maximum message size {max_msg_size}"))
-        }
-        SizeSel::One(n) => Ok(vec![n]),
-        SizeSel::Default => Ok(DEFAULT_SIZES.iter().copied().take_while(|&s| s <= max_msg_size).collect()),
-        SizeSel::All => {
-            let max = max_msg_size.min(MAX_ALL_SIZE);
-            let mut out = Vec::new();
-            for i in 0..usize::BITS - 1 {
-                let pow = if i == 0 { 0 } else { 1usize << i };
-                let half_up = if i == 0 { 1 } else { pow + pow / 2 };
-                if pow > max {
-                    break;
-                }
-                out.push(pow);
-                if half_up > max {
-                    break;
-                }
-                out.push(half_up);
-            }
-            Ok(out)
-        }
-    }
-}
 
 /// A byte count as libfabric's `size_str` prints it: `64`, `1.5k`, `125k`, `4m`;
 /// one decimal when the value is below 10 of its unit and the tenth is non-zero.
@@ -142,6 +94,7 @@ impl std::fmt::Display for Fixed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sizes::{test_sizes, SizeSel};
 
     #[test]
     fn sizes_as_libfabric_prints_them() {
@@ -163,21 +116,6 @@ mod tests {
         assert_eq!(size_str(1_610_612_736), "1.5g");
         assert_eq!(size_str(10 * 1024 + 512), "10k");
         assert_eq!(size_str(9 * 1024 + 1023), "9.9k");
-    }
-
-    #[test]
-    fn size_lists() {
-        let all = test_sizes(SizeSel::All, usize::MAX).unwrap();
-        assert_eq!(all.len(), 46);
-        assert_eq!(&all[..8], &[0, 1, 2, 3, 4, 6, 8, 12]);
-        assert_eq!(*all.last().unwrap(), 6 << 20);
-        // udp's 1472-byte datagrams.
-        assert_eq!(test_sizes(SizeSel::Default, 1472).unwrap(), vec![64, 256, 1024]);
-        assert_eq!(*test_sizes(SizeSel::All, 1472).unwrap().last().unwrap(), 1024);
-        assert_eq!(test_sizes(SizeSel::All, 1536).unwrap().last(), Some(&1536));
-        assert_eq!(test_sizes(SizeSel::Default, usize::MAX).unwrap(), DEFAULT_SIZES.to_vec());
-        assert_eq!(test_sizes(SizeSel::One(8 << 20), usize::MAX).unwrap(), vec![8 << 20]);
-        assert!(test_sizes(SizeSel::One(2000), 1472).is_err());
     }
 
     #[test]

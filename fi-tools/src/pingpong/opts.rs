@@ -2,7 +2,7 @@
 
 use crate::common::{opts_with, parse_count, parse_size_sel, Cmd, CommonOpts};
 use crate::getopt::{getopt, Item, Opt};
-use crate::perf::SizeSel;
+use crate::sizes::SizeSel;
 use fabric_core::EpType;
 use std::ops::{Deref, DerefMut};
 #[cfg(test)]
