@@ -125,10 +125,9 @@ unsafe fn post(e: &Ep, c: &Call, flags: OpFlags, copy: bool) -> isize {
     };
     let _ = c.data;
     if inject || copy {
-        let silent = inject && !flags.contains(OpFlags::COMPLETION);
         // SAFETY: the operands are valid during the call, the result until
         // completion (libfabric's rule).
-        return fid::sret(unsafe { e.ops.inject_atomic(&d, silent) });
+        return fid::sret(unsafe { e.ops.inject_atomic(&d, flags) });
     }
     // SAFETY: the caller's buffers, valid until completion (libfabric's rule).
     fid::sret(unsafe { e.ops.post_atomic(&d, flags) })

@@ -122,6 +122,15 @@ bitflags! {
     }
 }
 
+impl OpFlags {
+    /// Whether an operation posted with these flags is never reported in a
+    /// completion queue, whatever the binding: `INJECT` without `COMPLETION`
+    /// (`fi_inject`, `fi_inject_atomic`). Counters still count it.
+    pub fn silent(self) -> bool {
+        self.contains(OpFlags::INJECT) && !self.contains(OpFlags::COMPLETION)
+    }
+}
+
 bitflags! {
     /// Mode bits: requirements a provider puts on the application.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

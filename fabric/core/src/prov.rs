@@ -482,15 +482,15 @@ pub trait EndpointOps: Send + Sync {
         Err(crate::Error::OpNotSupp)
     }
     /// An atomic whose `operand` and `compare` are copied before the call
-    /// returns (`FI_INJECT`): with `silent` (`fi_inject_atomic`) nothing is
+    /// returns: with `flags` [`OpFlags::silent`] (`fi_inject_atomic`) nothing is
     /// reported when it completes, else it completes as
-    /// [`EndpointOps::post_atomic`]'s.
+    /// [`EndpointOps::post_atomic`]'s with `flags`.
     ///
     /// # Safety
     /// `operand` and `compare` valid for reads during the call; `result` as
     /// [`EndpointOps::post_atomic`]'s.
-    unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
-        let _ = (op, silent);
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        let _ = (op, flags);
         Err(crate::Error::OpNotSupp)
     }
     /// Cancel posted receives (and unsent sends, where the provider can) whose

@@ -778,9 +778,11 @@ impl ShmEp {
     }
 
     /// Post an atomic (its operands are copied at once: inline or through a
-    /// bounce buffer); with `silent` its completion is not reported, else it is
-    /// when `flags` has `COMPLETION` or the queue is not selective.
-    fn atomic_common(&self, a: &AtomicDesc, silent: bool, flags: OpFlags) -> Result<()> {
+    /// bounce buffer); with `flags` [`OpFlags::silent`] its completion is not
+    /// reported, else it is when `flags` has `COMPLETION` or the queue is not
+    /// selective.
+    fn atomic_common(&self, a: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        let silent = flags.silent();
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -1957,12 +1959,12 @@ impl EndpointOps for ShmEp {
     }
 
     unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
-        self.atomic_common(op, false, flags)
+        self.atomic_common(op, flags)
     }
 
     /// The operands are copied by every atomic here (`atomic_common`).
-    unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
-        self.atomic_common(op, silent, if silent { OpFlags::empty() } else { OpFlags::COMPLETION })
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, flags)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -1304,16 +1304,10 @@ impl TcpEp {
     }
 
     /// `atomic_common`, a peer out of reach reported as [`TcpEp::unreachable`]
-    /// does unless `silent` (then it is the call's error).
-    fn atomic_reported(
-        &self,
-        op: &fabric_core::prov::AtomicDesc,
-        inject: bool,
-        silent: bool,
-        flags: OpFlags,
-    ) -> Result<()> {
-        let r = self.atomic_common(op, inject, silent, flags);
-        if silent {
+    /// does unless `flags` are [`OpFlags::silent`] (then it is the call's error).
+    fn atomic_reported(&self, op: &fabric_core::prov::AtomicDesc, inject: bool, flags: OpFlags) -> Result<()> {
+        let r = self.atomic_common(op, inject, flags);
+        if flags.silent() {
             return r;
         }
         let dir = if op.kind == fabric_core::AtomicKind::Plain { Caps::WRITE } else { Caps::READ };
@@ -1594,11 +1588,11 @@ impl EndpointOps for TcpEp {
     }
 
     unsafe fn post_atomic(&self, op: &fabric_core::prov::AtomicDesc, flags: OpFlags) -> Result<()> {
-        self.atomic_reported(op, false, false, flags)
+        self.atomic_reported(op, false, flags)
     }
 
-    unsafe fn inject_atomic(&self, op: &fabric_core::prov::AtomicDesc, silent: bool) -> Result<()> {
-        self.atomic_reported(op, true, silent, if silent { OpFlags::empty() } else { OpFlags::COMPLETION })
+    unsafe fn inject_atomic(&self, op: &fabric_core::prov::AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_reported(op, true, flags)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

@@ -771,10 +771,11 @@ impl UdpRdmEp {
         Ok(())
     }
 
-    /// Post an atomic; with `inject` its operands are copied now, with `silent`
-    /// its completion is not reported, else it is when `flags` has `COMPLETION`
-    /// or the queue is not selective.
-    fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool, flags: OpFlags) -> Result<()> {
+    /// Post an atomic; with `inject` its operands are copied now; with `flags`
+    /// [`OpFlags::silent`] its completion is not reported, else it is when
+    /// `flags` has `COMPLETION` or the queue is not selective.
+    fn atomic_common(&self, a: &AtomicDesc, inject: bool, flags: OpFlags) -> Result<()> {
+        let silent = flags.silent();
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         if a.count == 0 || a.count > max || a.rma.len != l.target {
@@ -1660,11 +1661,11 @@ impl EndpointOps for UdpRdmEp {
     }
 
     unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
-        self.atomic_common(op, false, false, flags)
+        self.atomic_common(op, false, flags)
     }
 
-    unsafe fn inject_atomic(&self, op: &AtomicDesc, silent: bool) -> Result<()> {
-        self.atomic_common(op, true, silent, if silent { OpFlags::empty() } else { OpFlags::COMPLETION })
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, true, flags)
     }
 
     fn cancel(&self, user_context: u64) -> Result<()> {

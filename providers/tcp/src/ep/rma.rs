@@ -133,10 +133,11 @@ impl TcpEp {
         Ok(())
     }
 
-    /// Post an atomic; with `inject` its operands are copied now, with `silent`
-    /// its completion is not reported, else it is when `flags` has `COMPLETION`
-    /// or the queue is not selective.
-    pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, silent: bool, flags: OpFlags) -> Result<()> {
+    /// Post an atomic; with `inject` its operands are copied now; with `flags`
+    /// [`OpFlags::silent`] its completion is not reported, else it is when
+    /// `flags` has `COMPLETION` or the queue is not selective.
+    pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, flags: OpFlags) -> Result<()> {
+        let silent = flags.silent();
         let max = fabric_util::atomic::valid(a.op, a.datatype, a.kind)?;
         let size = a.datatype.size();
         let bytes = a.count.checked_mul(size).ok_or(Error::Inval)?;
