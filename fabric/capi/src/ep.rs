@@ -49,16 +49,18 @@ pub(crate) struct Ep {
     /// The last `FI_OPT_MIN_MULTI_RECV` the provider accepted (0, the
     /// providers' default, until set), for `fi_getopt`.
     min_multi_recv: AtomicUsize,
-    /// The bound event queue, for the events of calls on the endpoint itself
-    /// (`FI_JOIN_COMPLETE`).
-    eq: Mutex<Option<Arc<dyn EqOps>>>,
-    /// The object map of the bound event queue, to forget this endpoint at close.
-    eq_fids: Mutex<Option<Arc<crate::eq::Fids>>>,
+    /// The bound event queue: its ops, for the events of calls on the endpoint
+    /// itself (`FI_JOIN_COMPLETE`), and its object map, to forget this endpoint
+    /// at close.
+    eq: Mutex<Option<BoundEq>>,
     /// Its holds on the queues, counters and address vector bound to it.
     bound: Mutex<Vec<fid::Hold>>,
     /// Its hold on the domain.
     _domain: fid::Hold,
 }
+
+/// An event queue bound to an endpoint: its ops and its object map.
+type BoundEq = (Arc<dyn EqOps>, Arc<crate::eq::Fids>);
 
 // SAFETY: repr(C), first field `fid_ep`, whose first field is `struct fid`.
 unsafe impl CObject for Ep {
@@ -68,7 +70,7 @@ unsafe impl CObject for Ep {
 impl Ep {
     /// The bound event queue, if any.
     pub(crate) fn eq(&self) -> Option<Arc<dyn EqOps>> {
-        self.eq.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.eq.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(ops, _)| Arc::clone(ops))
     }
 
     /// Flags for a transmit operation without its own (`fi_send`, `fi_tsend`...).
@@ -203,7 +205,6 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
             directed: info.caps.contains(Caps::DIRECTED_RECV) || info.rx_attr.caps.contains(Caps::DIRECTED_RECV),
             min_multi_recv: AtomicUsize::new(0),
             eq: Mutex::new(None),
-            eq_fids: Mutex::new(None),
             bound: Mutex::new(Vec::new()),
             _domain: d.refs.hold(),
         };
@@ -221,7 +222,7 @@ unsafe extern "C" fn close(f: *mut abi::fid) -> c_int {
         if let Err(err) = e.ops.close() {
             return fid::err(err);
         }
-        if let Some(fids) = e.eq_fids.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some((_, fids)) = e.eq.lock().unwrap_or_else(|p| p.into_inner()).take() {
             fids.remove(e.ops.fid());
         }
         // SAFETY: checked above; the provider has let go of every buffer.
@@ -286,8 +287,7 @@ unsafe extern "C" fn bind(f: *mut abi::fid, bfid: *mut abi::fid, flags: u64) -> 
                 }
                 e.hold(&eq.refs);
                 eq.fids.add(e.ops.fid(), f);
-                *e.eq_fids.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&eq.fids));
-                *e.eq.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&eq.ops));
+                *e.eq.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::clone(&eq.ops), Arc::clone(&eq.fids)));
                 0
             }
             abi::FI_CLASS_CNTR => {
