@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld\n", __LINE__, #x, _r); exit(1); } } while (0)
+#include "check.h"
 #define MAXN 16
 int main(int argc, char **argv) {
   if (argc < 4) return 1;

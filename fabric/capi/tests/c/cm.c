@@ -22,21 +22,13 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 
-#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
-#define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
-#define TRUE(x) do { if (!(x)) { fprintf(stderr, "%d: not true: %s\n", __LINE__, #x); exit(1); } } while (0)
 
 static struct fid_fabric *fab;
 static struct fid_domain *dom;
 static struct fid_eq *seq, *ceq;  // server's and client's event queues
 static struct fid_cq *scq, *ccq;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 // Drive both sides: a peek at each event queue and a read of no completions
 // from each completion queue consume nothing.

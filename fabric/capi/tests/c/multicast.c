@@ -22,20 +22,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 
-#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
-#define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
 
 static struct fid_fabric *fab;
 static struct fid_domain *dom;
 
 struct side { struct fid_ep *ep; struct fid_cq *cq; struct fid_av *av; struct fid_eq *eq; };
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 // An endpoint of `info`, named `name` (when not NULL) before it is enabled.
 static void mk(struct side *s, struct fi_info *info, struct sockaddr_in *name) {

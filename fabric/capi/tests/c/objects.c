@@ -20,8 +20,7 @@
 #include <stdint.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
-#define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
+#include "check.h"
 struct side { struct fid_ep *ep; struct fid_cq *cq; struct fid_av *av; struct fid_cntr *cntr; fi_addr_t peer; };
 static struct fi_info *info; static struct fid_fabric *fab; static struct fid_domain *dom;
 

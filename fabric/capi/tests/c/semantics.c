@@ -25,15 +25,12 @@
 #include <string.h>
 #include <stdint.h>
 #include <time.h>
+#include "check.h"
 
-#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld %s\n", __LINE__, #x, _r, fi_strerror((int)-_r)); exit(1); } } while (0)
-#define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, want %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
-#define TRUE(x) do { if (!(x)) { fprintf(stderr, "%d: not true: %s\n", __LINE__, #x); exit(1); } } while (0)
 // A post, retried while the provider answers -FI_EAGAIN (fi_msg(3): any post
 // may, for instance while a connection is being set up), driving everything.
 #define POST(x) do { long _p; double _end = now() + 30; while ((_p = (long)(x)) == -FI_EAGAIN && now() < _end) progress(); CK(_p); } while (0)
 
-static double now(void);
 static void progress(void);
 static const char *prov;
 static const char *node;
@@ -44,12 +41,6 @@ static struct fid_domain *dom;
 // Every CQ open, driven by progress(): our providers progress manually.
 static struct fid_cq *all[16];
 static int nall;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 // Drive every endpoint: a read of no entries progresses a CQ's endpoints and
 // consumes nothing.

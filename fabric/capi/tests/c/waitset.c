@@ -13,8 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define CK(x) do { long _r = (long)(x); if (_r) { fprintf(stderr, "%d: %s: %ld\n", __LINE__, #x, _r); exit(1); } } while (0)
-#define EXPECT(x, want) do { long _r = (long)(x); if (_r != (long)(want)) { fprintf(stderr, "%d: %s: %ld, expected %ld\n", __LINE__, #x, _r, (long)(want)); exit(1); } } while (0)
+#include "check.h"
 
 static int ctx_a, ctx_b, ctx_cntr, ctx_eq; // their addresses are the members' contexts
 static struct fid_cq *cqa, *cqb;
