@@ -19,6 +19,7 @@ pub mod matcher;
 pub mod mr;
 pub mod progress;
 pub mod random;
+pub mod rdm;
 pub mod reliable;
 pub mod rma_target;
 pub mod rndv;

@@ -187,6 +187,13 @@ impl<K: Copy + PartialEq, T> RndvRecv<K, T> {
         Ok((t, len))
     }
 
+    /// Forget cleared message `id` of `peer` (its `Cts` could not be sent): where
+    /// its data would have gone.
+    pub fn cancel(&mut self, peer: K, id: u64) -> Option<T> {
+        let pos = self.waiting.iter().position(|(p, i, _, _)| *p == peer && *i == id)?;
+        Some(self.waiting.swap_remove(pos).3)
+    }
+
     /// Take every cleared message of a peer that is gone.
     pub fn drain_peer(&mut self, peer: K) -> Vec<T> {
         let mut out = Vec::new();

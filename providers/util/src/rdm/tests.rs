@@ -1,0 +1,725 @@
+//! Two engines driven against each other in memory, as quinn-proto tests its
+//! connection (`Pair`): frames are serialized to bytes, carried in order, and fed
+//! to the other end in pieces a seeded fault injector chooses (split anywhere,
+//! through `write` or straight into memory through `pieces`), with a frame's
+//! "sent" report coming at once (a stream) or late (a channel's acknowledgement).
+//! No sockets, no threads, no time.
+
+use super::*;
+use crate::cntr::UtilCntr;
+use crate::cq::UtilCq;
+use crate::wire::HdrFlags;
+use crate::wire::{Header, OpCode, RMA_CHUNK};
+use fabric_core::prov::{AtomicDesc, CntrOps, CqOps, MrOps, Op, RmaOp};
+use fabric_core::{AtomicKind, AtomicOp, CqAttr, CqEntry, Datatype, MrAccess, MrMode, OpFlags, RmaIov};
+use fabric_testkit::Rng;
+use std::sync::Arc;
+
+const EAGER: usize = 4096;
+
+fn cfg(hold: bool) -> Config {
+    Config { name: "test", eager_max: EAGER, unexp_max_one: 1 << 20, unexp_max_count: 64, hold_unexpected: hold }
+}
+
+/// One end: its engine, its state about the other end, its queues and domain.
+struct End {
+    eng: Engine<u8>,
+    pr: PeerRx,
+    b: Bindings,
+    objs: DomainObjects,
+    tx: Arc<UtilCq>,
+    rx: Arc<UtilCq>,
+    wcntr: Arc<UtilCntr>,
+    /// Frames sent and not yet reported done (a channel waiting for its ack).
+    unacked: VecDeque<Frame>,
+    /// Why the other end broke the protocol, once it did.
+    violation: Option<Violation>,
+    /// The peer id this end gives the other.
+    other: u8,
+}
+
+impl End {
+    fn new(other: u8, hold: bool) -> End {
+        let attr = CqAttr::default();
+        let tx = UtilCq::new(&attr).unwrap();
+        let rx = UtilCq::new(&attr).unwrap();
+        let wcntr = UtilCntr::new().unwrap();
+        let b = Bindings {
+            tx_cq: Some(tx.clone()),
+            rx_cq: Some(rx.clone()),
+            rma_write_cntr: Some(wcntr.clone()),
+            ..Bindings::default()
+        };
+        End {
+            eng: Engine::new(cfg(hold)),
+            pr: PeerRx::new(),
+            b,
+            objs: DomainObjects::new("test", MrMode::empty(), |_| true),
+            tx,
+            rx,
+            wcntr,
+            unacked: VecDeque::new(),
+            violation: None,
+            other,
+        }
+    }
+
+    fn reg(&self, buf: &mut [u8], key: u64) -> Arc<dyn MrOps> {
+        // SAFETY: (test) every buffer registered outlives the pair.
+        unsafe { self.objs.mr_reg(buf.as_mut_ptr(), buf.len(), MrAccess::all(), key) }.unwrap()
+    }
+
+    fn comps(cq: &UtilCq) -> Vec<CqEntry> {
+        let mut out = [CqEntry::new(0, Caps::empty()); 16];
+        let mut v = Vec::new();
+        while let Ok(n) = cq.read(&mut out) {
+            v.extend_from_slice(&out[..n]);
+        }
+        v
+    }
+
+    fn errs(cq: &UtilCq) -> Vec<Error> {
+        let mut v = Vec::new();
+        while let Ok(e) = cq.readerr() {
+            v.push(e.err);
+        }
+        v
+    }
+}
+
+/// Serialize a frame: its head, then its payload gathered.
+fn bytes_of(f: &Frame) -> Vec<u8> {
+    let mut v = f.head[..f.head_len].to_vec();
+    for p in f.payload().iter().filter(|p| p.len > 0) {
+        // SAFETY: (test) payload pieces point at live buffers of the test or the frame.
+        v.extend_from_slice(unsafe { std::slice::from_raw_parts(p.base, p.len) });
+    }
+    v
+}
+
+struct Pair {
+    a: End,
+    b: End,
+    rng: Rng,
+    /// Bytes in flight A to B and B to A, one frame per entry, in order.
+    ab: VecDeque<Vec<u8>>,
+    ba: VecDeque<Vec<u8>>,
+    /// Report sent frames late (a channel) rather than at once (a stream).
+    late_done: bool,
+}
+
+impl Pair {
+    fn new(seed: u64) -> Pair {
+        Pair::with(seed, false)
+    }
+
+    fn with(seed: u64, hold: bool) -> Pair {
+        let mut rng = Rng::new(seed);
+        let late_done = rng.chance(0.5);
+        Pair { a: End::new(1, hold), b: End::new(0, hold), rng, ab: VecDeque::new(), ba: VecDeque::new(), late_done }
+    }
+
+    /// Move frames until nothing moves.
+    fn run(&mut self) {
+        for _ in 0..100_000 {
+            let mut moved = Self::transmit(&mut self.a, &mut self.ab, &mut self.rng, self.late_done);
+            moved |= Self::transmit(&mut self.b, &mut self.ba, &mut self.rng, self.late_done);
+            moved |= Self::deliver(&mut self.b, &mut self.ab, &mut self.rng);
+            moved |= Self::deliver(&mut self.a, &mut self.ba, &mut self.rng);
+            // A channel's acknowledgements come back some time later.
+            for e in [&mut self.a, &mut self.b] {
+                while !e.unacked.is_empty() && (!moved || self.rng.chance(0.3)) {
+                    let f = e.unacked.pop_front().unwrap();
+                    let cx = Ctx { b: &e.b, objs: &e.objs };
+                    e.eng.frame_done(cx, e.other, Some(&mut e.pr), f);
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("the pair did not settle");
+    }
+
+    fn transmit(e: &mut End, wire: &mut VecDeque<Vec<u8>>, rng: &mut Rng, late: bool) -> bool {
+        let mut moved = false;
+        while let Some((peer, f)) = e.eng.poll_transmit() {
+            assert_eq!(peer, e.other);
+            moved = true;
+            wire.push_back(bytes_of(&f));
+            if late && rng.chance(0.7) {
+                e.unacked.push_back(f);
+            } else {
+                let cx = Ctx { b: &e.b, objs: &e.objs };
+                e.eng.frame_done(cx, peer, Some(&mut e.pr), f);
+            }
+        }
+        moved
+    }
+
+    /// Feed the frames on `wire` to `e`, each cut in random pieces.
+    fn deliver(e: &mut End, wire: &mut VecDeque<Vec<u8>>, rng: &mut Rng) -> bool {
+        let mut moved = false;
+        while let Some(bytes) = wire.front() {
+            if e.violation.is_some() {
+                wire.clear();
+                return moved;
+            }
+            let hb: [u8; HDR_LEN] = bytes[..HDR_LEN].try_into().unwrap();
+            let hdr = Header::decode(&hb, u64::MAX >> 1).expect("our frames decode");
+            let src = FiAddr(e.other as u64);
+            let cx = Ctx { b: &e.b, objs: &e.objs };
+            let r = e.eng.begin(cx, &mut e.pr, e.other, src, hdr);
+            match r {
+                Ok(Begin::Hold) => return moved,
+                Ok(Begin::Control) => panic!("no control frames here"),
+                Ok(Begin::Done) => {}
+                Ok(Begin::Payload) => {
+                    let mut rest = &bytes[HDR_LEN..];
+                    let mut res = Ok(());
+                    while !rest.is_empty() && res.is_ok() {
+                        let k = 1 + rng.index(rest.len());
+                        let mut out = [NULL_IOV; IOV_LIMIT];
+                        let n = if rng.chance(0.5) { e.eng.pieces(&mut e.pr, &mut out) } else { 0 };
+                        if n > 0 {
+                            // Straight into memory, as a socket read would.
+                            let mut done = 0;
+                            for p in &out[..n] {
+                                let m = p.len.min(k - done);
+                                // SAFETY: (test) the piece is memory the engine offered, m bytes fit.
+                                unsafe { std::ptr::copy_nonoverlapping(rest[done..].as_ptr(), p.base, m) };
+                                done += m;
+                                if done == k {
+                                    break;
+                                }
+                            }
+                            // SAFETY: `done` bytes were written from the first piece on.
+                            unsafe { e.eng.advance(&mut e.pr, done) };
+                            rest = &rest[done..];
+                        } else {
+                            res = e.eng.write(cx, &mut e.pr, &rest[..k]);
+                            rest = &rest[k..];
+                        }
+                    }
+                    if res.is_ok() {
+                        res = e.eng.end(cx, &mut e.pr, e.other);
+                    }
+                    if let Err(v) = res {
+                        e.violation = Some(v);
+                    }
+                }
+                Err(v) => e.violation = Some(v),
+            }
+            wire.pop_front();
+            moved = true;
+        }
+        moved
+    }
+}
+
+fn op(iov: &[IoVec], context: u64, tag: u64) -> Op<'_> {
+    Op { iov, addr: FiAddr(0), context, user_context: context, data: 0, tag, ignore: 0 }
+}
+
+fn piece(b: &mut [u8]) -> IoVec {
+    IoVec { base: b.as_mut_ptr(), len: b.len() }
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// Messages of every size class, expected or unexpected, arrive whole, in
+/// order, with their tags and CQ data.
+#[test]
+fn messages_eager_and_rendezvous_expected_and_unexpected() {
+    for seed in 0..24u64 {
+        let mut p = Pair::new(seed);
+        let sizes = [0usize, 1, 100, EAGER, EAGER + 1, 70_000];
+        let srcs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u8)).collect();
+        let mut dsts: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+        let expected = seed % 2 == 0;
+        let post_recvs = |p: &mut Pair, dsts: &mut Vec<Vec<u8>>| {
+            for (i, d) in dsts.iter_mut().enumerate() {
+                let v = [piece(d)];
+                let flags = OpFlags::TAGGED | OpFlags::COMPLETION;
+                p.b.eng.post_recv(&p.b.b, &op(&v, 100 + i as u64, i as u64), flags, FiAddr::UNSPEC).unwrap();
+            }
+        };
+        if expected {
+            post_recvs(&mut p, &mut dsts);
+        }
+        for (i, s) in srcs.iter().enumerate() {
+            let mut s = s.clone();
+            let v = [piece(&mut s)];
+            let mut o = op(&v, i as u64, i as u64);
+            o.data = 0xd0 + i as u64;
+            let flags = OpFlags::TAGGED | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
+            p.a.eng.post_send(&p.a.b, 1, &o, flags, None, false).unwrap();
+            // The pieces stay valid: the source is kept until the end of the test.
+            std::mem::forget(s);
+        }
+        p.run();
+        if !expected {
+            post_recvs(&mut p, &mut dsts);
+            p.run();
+        }
+        assert!(p.b.violation.is_none() && p.a.violation.is_none(), "seed {seed}");
+        let rx = End::comps(&p.b.rx);
+        assert_eq!(rx.len(), sizes.len(), "seed {seed}: {rx:?}");
+        for e in &rx {
+            let i = (e.op_context - 100) as usize;
+            assert_eq!(e.len, sizes[i]);
+            assert_eq!(e.tag, i as u64);
+            assert_eq!(e.data, 0xd0 + i as u64);
+            assert_eq!(dsts[i], srcs[i], "seed {seed} message {i}");
+        }
+        let tx = End::comps(&p.a.tx);
+        assert_eq!(tx.len(), sizes.len(), "seed {seed}");
+        assert_eq!(p.a.eng.in_flight(), 0);
+        assert_eq!(p.b.eng.rndv_in.len(), 0);
+    }
+}
+
+/// A delivery-complete send goes by rendezvous whatever its size and completes
+/// only once the receiver acknowledged the data in its receive.
+#[test]
+fn delivery_complete_waits_for_the_ack() {
+    let mut p = Pair::new(7);
+    let mut s = pattern(10, 1);
+    let v = [piece(&mut s)];
+    let flags = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 0), flags, None, false).unwrap();
+    p.run();
+    // Announced, unmatched: not complete.
+    assert!(End::comps(&p.a.tx).is_empty());
+    let mut d = vec![0u8; 10];
+    let dv = [piece(&mut d)];
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 2, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(d, s);
+    assert_eq!(End::comps(&p.a.tx).len(), 1);
+    assert_eq!(p.a.eng.in_flight(), 0);
+}
+
+/// A rendezvous message the receiver discards (peek with discard) completes the
+/// send without its data moving (`Nack`).
+#[test]
+fn discarded_rendezvous_is_nacked() {
+    let mut p = Pair::new(3);
+    let mut s = pattern(EAGER * 3, 9);
+    let v = [piece(&mut s)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 5), OpFlags::TAGGED | OpFlags::COMPLETION, None, false).unwrap();
+    p.run();
+    let flags = OpFlags::TAGGED | OpFlags::PEEK | OpFlags::DISCARD;
+    p.b.eng.post_recv(&p.b.b, &op(&[], 9, 5), flags, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(End::comps(&p.a.tx).len(), 1);
+    assert_eq!(p.a.eng.in_flight(), 0);
+    assert_eq!(p.b.eng.rx.unexpected_len(), 0);
+}
+
+/// RMA writes (one request, and several: longer than `RMA_CHUNK`) with remote CQ
+/// data, and reads back, land where asked; the target counts operations.
+#[test]
+fn rma_write_read_and_cq_data() {
+    for seed in 0..4 {
+        let mut p = Pair::new(seed);
+        let n = RMA_CHUNK * 2 + 123;
+        let mut region = vec![0u8; n];
+        let _mr = p.b.reg(&mut region, 77);
+        let mut src = pattern(n, 4);
+        let v = [piece(&mut src)];
+        let rma = [RmaIov { addr: 0, len: n, key: 77 }];
+        let o = RmaOp { iov: &v, addr: FiAddr(1), rma: &rma, context: 5, user_context: 5, data: 0xcafe };
+        let flags = OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
+        p.a.eng.post_rma(&p.a.b, 1, &o, flags, false, None).unwrap();
+        // The remote CQ data takes a posted receive (the Rust API's rule).
+        p.b.eng.post_recv(&p.b.b, &op(&[], 40, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+        p.run();
+        assert_eq!(region, src, "seed {seed}");
+        let tx = End::comps(&p.a.tx);
+        assert_eq!(tx.len(), 1);
+        assert_eq!(tx[0].op_context, 5);
+        let rx = End::comps(&p.b.rx);
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx[0].data, 0xcafe);
+        assert_eq!(p.b.wcntr.read(), 1, "one operation of three requests counts once");
+        // Read a slice back.
+        let mut back = vec![0u8; RMA_CHUNK + 10];
+        let bv = [piece(&mut back)];
+        let rma = [RmaIov { addr: 100, len: back.len(), key: 77 }];
+        let o = RmaOp { iov: &bv, addr: FiAddr(1), rma: &rma, context: 6, user_context: 6, data: 0 };
+        p.a.eng.post_rma(&p.a.b, 1, &o, OpFlags::COMPLETION, true, None).unwrap();
+        p.run();
+        assert_eq!(back[..], region[100..100 + back.len()]);
+        assert_eq!(End::comps(&p.a.tx).len(), 1);
+        assert_eq!(p.a.eng.in_flight(), 0);
+    }
+}
+
+/// RMA to a key that does not exist, or past a region's end, fails at the
+/// initiator with `FI_EACCES` and leaves the target's memory untouched; the
+/// peer stays usable.
+#[test]
+fn rma_refused_touches_nothing() {
+    let mut p = Pair::new(11);
+    let mut region = vec![0u8; 64];
+    let _mr = p.b.reg(&mut region, 1);
+    let mut src = pattern(128, 1);
+    let v = [piece(&mut src)];
+    for (key, addr, len, ctx) in [(2u64, 0u64, 16usize, 1u64), (1, 32, 64, 2), (1, 0, 128, 3)] {
+        let rma = [RmaIov { addr, len, key }];
+        let o = RmaOp { iov: &v[..], addr: FiAddr(1), rma: &rma, context: ctx, user_context: ctx, data: 0 };
+        let iov = [IoVec { base: src.as_mut_ptr(), len }];
+        let o = RmaOp { iov: &iov, ..o };
+        p.a.eng.post_rma(&p.a.b, 1, &o, OpFlags::COMPLETION, false, None).unwrap();
+    }
+    p.run();
+    assert!(region.iter().all(|&x| x == 0));
+    assert_eq!(End::errs(&p.a.tx), vec![Error::Access; 3]);
+    assert_eq!(p.b.wcntr.read(), 0);
+    assert!(p.b.violation.is_none());
+    // Still usable.
+    let rma = [RmaIov { addr: 0, len: 8, key: 1 }];
+    let iov = [IoVec { base: src.as_mut_ptr(), len: 8 }];
+    let o = RmaOp { iov: &iov, addr: FiAddr(1), rma: &rma, context: 9, user_context: 9, data: 0 };
+    p.a.eng.post_rma(&p.a.b, 1, &o, OpFlags::COMPLETION, false, None).unwrap();
+    p.run();
+    assert_eq!(region[..8], src[..8]);
+}
+
+/// Atomics are applied at the target and their prior values come back.
+#[test]
+fn atomics_fetch_and_compare() {
+    let mut p = Pair::new(5);
+    let mut target = 40u64.to_ne_bytes().to_vec();
+    let _mr = p.b.reg(&mut target, 3);
+    let mut operand = 2u64.to_ne_bytes();
+    let mut result = [0u8; 8];
+    let a = AtomicDesc {
+        kind: AtomicKind::Fetch,
+        op: AtomicOp::Sum,
+        datatype: Datatype::Uint64,
+        count: 1,
+        operand: IoVec { base: operand.as_mut_ptr(), len: 8 },
+        compare: NULL_IOV,
+        result: IoVec { base: result.as_mut_ptr(), len: 8 },
+        addr: FiAddr(1),
+        rma: RmaIov { addr: 0, len: 8, key: 3 },
+        context: 1,
+        user_context: 1,
+    };
+    p.a.eng.post_atomic(1, &a, false, OpFlags::COMPLETION).unwrap();
+    p.run();
+    assert_eq!(u64::from_ne_bytes(result), 40);
+    assert_eq!(u64::from_ne_bytes(target[..8].try_into().unwrap()), 42);
+    let mut cmp = 42u64.to_ne_bytes();
+    let mut swap = 7u64.to_ne_bytes();
+    let c = AtomicDesc {
+        kind: AtomicKind::Compare,
+        op: AtomicOp::Cswap,
+        operand: IoVec { base: swap.as_mut_ptr(), len: 8 },
+        compare: IoVec { base: cmp.as_mut_ptr(), len: 8 },
+        context: 2,
+        ..a
+    };
+    // Injected: its operands are copied during the call.
+    p.a.eng.post_atomic(1, &c, true, OpFlags::COMPLETION | OpFlags::INJECT).unwrap();
+    swap.fill(0);
+    cmp.fill(0);
+    p.run();
+    assert_eq!(u64::from_ne_bytes(target[..8].try_into().unwrap()), 7);
+    assert_eq!(End::comps(&p.a.tx).len(), 2);
+    assert_eq!(p.b.wcntr.read(), 2);
+}
+
+/// A peer lost mid-operation fails everything in flight with it: an announced
+/// send, an RMA read, and (on the other side) a receive whose data was arriving.
+#[test]
+fn peer_lost_fails_what_is_in_flight() {
+    let mut p = Pair::new(1);
+    let mut big = pattern(EAGER * 4, 2);
+    let v = [piece(&mut big)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false).unwrap();
+    let mut back = vec![0u8; 16];
+    let bv = [piece(&mut back)];
+    let rma = [RmaIov { addr: 0, len: 16, key: 9 }];
+    let o = RmaOp { iov: &bv, addr: FiAddr(1), rma: &rma, context: 2, user_context: 2, data: 0 };
+    p.a.eng.post_rma(&p.a.b, 1, &o, OpFlags::COMPLETION, true, None).unwrap();
+    // Only A's frames go out; B hears nothing back in time.
+    let mut rng = Rng::new(1);
+    Pair::transmit(&mut p.a, &mut p.ab, &mut rng, false);
+    let mut d = vec![0u8; EAGER * 4];
+    let dv = [piece(&mut d)];
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 3, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    Pair::deliver(&mut p.b, &mut p.ab, &mut rng);
+    // B cleared the message (its Cts is queued): then A vanishes.
+    let cx = Ctx { b: &p.b.b, objs: &p.b.objs };
+    p.b.eng.peer_lost(cx, &mut p.b.pr, 0, Error::ConnReset);
+    let cx = Ctx { b: &p.a.b, objs: &p.a.objs };
+    p.a.eng.peer_lost(cx, &mut p.a.pr, 1, Error::ConnReset);
+    assert_eq!(End::errs(&p.a.tx), vec![Error::ConnReset; 2]);
+    assert_eq!(End::errs(&p.b.rx), vec![Error::ConnReset]);
+    assert_eq!(p.a.eng.in_flight(), 0);
+    assert!(!p.a.eng.wants_transmit() && !p.b.eng.wants_transmit());
+    // A frame cut short by the loss: its receive fails too.
+    let mut q = Pair::new(2);
+    let mut s = pattern(100, 3);
+    let sv = [piece(&mut s)];
+    let mut d = vec![0u8; 100];
+    let dv = [piece(&mut d)];
+    q.b.eng.post_recv(&q.b.b, &op(&dv, 4, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    q.a.eng.post_send(&q.a.b, 1, &op(&sv, 5, 0), OpFlags::COMPLETION, None, false).unwrap();
+    let (_, f) = q.a.eng.poll_transmit().unwrap();
+    let bytes = bytes_of(&f);
+    let hdr = Header::decode(bytes[..HDR_LEN].try_into().unwrap(), u64::MAX).unwrap();
+    let cx = Ctx { b: &q.b.b, objs: &q.b.objs };
+    assert_eq!(q.b.eng.begin(cx, &mut q.b.pr, 0, FiAddr(0), hdr), Ok(Begin::Payload));
+    q.b.eng.write(cx, &mut q.b.pr, &bytes[HDR_LEN..HDR_LEN + 10]).unwrap();
+    q.b.eng.peer_lost(cx, &mut q.b.pr, 0, Error::ConnReset);
+    assert_eq!(End::errs(&q.b.rx), vec![Error::ConnReset]);
+    assert!(!q.b.pr.arriving());
+    q.a.eng.frame_failed(&q.a.b, 1, f, Error::ConnReset);
+    assert_eq!(End::errs(&q.a.tx), vec![Error::ConnReset]);
+}
+
+/// A `Cts` that cannot be sent fails the receive waiting for the data.
+#[test]
+fn unsendable_clear_fails_its_receive() {
+    let mut p = Pair::new(4);
+    let mut big = pattern(EAGER * 2, 2);
+    let v = [piece(&mut big)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false).unwrap();
+    let mut rng = Rng::new(4);
+    Pair::transmit(&mut p.a, &mut p.ab, &mut rng, false);
+    Pair::deliver(&mut p.b, &mut p.ab, &mut rng);
+    let mut d = vec![0u8; EAGER * 2];
+    let dv = [piece(&mut d)];
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 3, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    let (peer, cts) = p.b.eng.poll_transmit().unwrap();
+    assert!(matches!(cts.done, Done::Cleared(_)));
+    p.b.eng.frame_failed(&p.b.b, peer, cts, Error::NotConn);
+    assert_eq!(End::errs(&p.b.rx), vec![Error::NotConn]);
+}
+
+/// Hostile frames: ids never issued, answers and data nobody asked for, lengths
+/// past what was announced or asked, a frame inside another. Each is a
+/// violation of that peer, and nothing is written anywhere.
+#[test]
+fn hostile_frames_are_violations() {
+    let mk = |op, len, id| Header { len, id, ..Header::new(op) };
+    let cases = [
+        mk(OpCode::Cts, 0, 12345),
+        mk(OpCode::Nack, 0, 1),
+        mk(OpCode::Ack, 0, 1),
+        mk(OpCode::Data, 10, 99),
+        mk(OpCode::RmaResp, 8, 4242),
+    ];
+    for hdr in cases {
+        let mut e = End::new(0, false);
+        let cx = Ctx { b: &e.b, objs: &e.objs };
+        let r = e.eng.begin(cx, &mut e.pr, 0, FiAddr(0), hdr);
+        assert!(r.is_err(), "{hdr:?} accepted: {r:?}");
+    }
+    // An answer longer than the read asked for.
+    let mut e = End::new(1, false);
+    let mut back = [0u8; 8];
+    let bv = [piece(&mut back)];
+    let rma = [RmaIov { addr: 0, len: 8, key: 1 }];
+    let o = RmaOp { iov: &bv, addr: FiAddr(1), rma: &rma, context: 1, user_context: 1, data: 0 };
+    e.eng.post_rma(&e.b, 1, &o, OpFlags::COMPLETION, true, None).unwrap();
+    let (_, f) = e.eng.poll_transmit().unwrap();
+    let req = Header::decode(f.head[..HDR_LEN].try_into().unwrap(), u64::MAX).unwrap();
+    let cx = Ctx { b: &e.b, objs: &e.objs };
+    let resp = Header { len: 9, id: req.id, ..Header::new(OpCode::RmaResp) };
+    assert!(e.eng.begin(cx, &mut e.pr, 1, FiAddr(1), resp).is_err());
+    // The same id from another peer is unknown there.
+    let resp = Header { len: 8, id: req.id, ..Header::new(OpCode::RmaResp) };
+    assert!(e.eng.begin(cx, &mut e.pr, 2, FiAddr(2), resp).is_err());
+    // A payload longer than its header, and a frame inside another.
+    let mut e = End::new(0, false);
+    let cx = Ctx { b: &e.b, objs: &e.objs };
+    let m = Header { len: 4, ..Header::new(OpCode::Msg) };
+    assert_eq!(e.eng.begin(cx, &mut e.pr, 0, FiAddr(0), m), Ok(Begin::Payload));
+    assert!(e.eng.begin(cx, &mut e.pr, 0, FiAddr(0), m).is_err());
+    assert!(e.eng.write(cx, &mut e.pr, &[0; 5]).is_err());
+    // A payload shorter than its header.
+    e.eng.write(cx, &mut e.pr, &[0; 2]).unwrap();
+    assert!(e.eng.end(cx, &mut e.pr, 0).is_err());
+    assert_eq!(e.eng.rx.unexpected_len(), 0);
+    // An unexpected message past the limit of a stream transport.
+    let big = Header { len: (1 << 20) + 1, ..Header::new(OpCode::Msg) };
+    let v = e.eng.begin(cx, &mut e.pr, 0, FiAddr(0), big).unwrap_err();
+    assert_eq!(v.err, Error::MsgSize);
+}
+
+/// A peer opening more RMA operations than the cap is a violation; one that does
+/// not take its answers has its requests held (and none lost).
+#[test]
+fn rma_caps_and_back_pressure() {
+    let mut e = End::new(0, false);
+    let cx = Ctx { b: &e.b, objs: &e.objs };
+    for id in 0..crate::rma_target::OPS_MAX as u64 {
+        let w = Header { len: 16 + 1, id: id + 1, tag: 100, ..Header::new(OpCode::WriteReq) };
+        assert_eq!(e.eng.begin(cx, &mut e.pr, 0, FiAddr(0), w), Ok(Begin::Payload));
+        e.eng.write(cx, &mut e.pr, &[0; 17]).unwrap();
+        e.eng.end(cx, &mut e.pr, 0).unwrap();
+        // Its answer is taken at once.
+        let (_, f) = e.eng.poll_transmit().unwrap();
+        e.eng.frame_done(cx, 0, Some(&mut e.pr), f);
+    }
+    let w = Header { len: 17, id: 1 << 40, tag: 100, ..Header::new(OpCode::WriteReq) };
+    assert_eq!(e.eng.begin(cx, &mut e.pr, 0, FiAddr(0), w), Ok(Begin::Payload));
+    assert!(e.eng.write(cx, &mut e.pr, &[0; 17]).is_err());
+
+    // Reads: answers not taken pile up to the cap, then requests are held.
+    let mut p = Pair::new(0);
+    let mut region = vec![5u8; 1024];
+    let _mr = p.b.reg(&mut region, 1);
+    let cx = Ctx { b: &p.b.b, objs: &p.b.objs };
+    let mut held = 0;
+    for id in 1..=(crate::rma_target::ANSWERS_MAX as u64 + 5) {
+        let r = Header { len: 8, tag: 0, data: 1, id, flags: HdrFlags(HdrFlags::LAST), ..Header::new(OpCode::ReadReq) };
+        match p.b.eng.begin(cx, &mut p.b.pr, 0, FiAddr(0), r).unwrap() {
+            Begin::Hold => held += 1,
+            b => assert_eq!(b, Begin::Done),
+        }
+    }
+    assert_eq!(held, 5);
+    let mut answers = Vec::new();
+    while let Some((_, f)) = p.b.eng.poll_transmit() {
+        answers.push(f);
+    }
+    assert_eq!(answers.len(), crate::rma_target::ANSWERS_MAX);
+    for f in answers {
+        p.b.eng.frame_done(cx, 0, Some(&mut p.b.pr), f);
+    }
+    assert!(!p.b.pr.answers.full());
+}
+
+/// A channel transport holds unexpected messages past its limits instead of
+/// failing the peer, and takes them once a receive is posted.
+#[test]
+fn holding_transport_waits_for_a_receive() {
+    let mut p = Pair::with(9, true);
+    let n = 70;
+    let mut srcs: Vec<Vec<u8>> = (0..n).map(|i| pattern(10, i as u8)).collect();
+    for (i, s) in srcs.iter_mut().enumerate() {
+        let v = [piece(s)];
+        p.a.eng.post_send(&p.a.b, 1, &op(&v, i as u64, 0), OpFlags::COMPLETION, None, false).unwrap();
+    }
+    p.run();
+    assert_eq!(p.b.eng.rx.unexpected_len(), 64);
+    assert_eq!(p.ab.len(), n - 64);
+    let mut dsts: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; 10]).collect();
+    for (i, d) in dsts.iter_mut().enumerate() {
+        let v = [piece(d)];
+        p.b.eng.post_recv(&p.b.b, &op(&v, i as u64, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+        p.run();
+    }
+    assert_eq!(dsts, srcs);
+    assert_eq!(End::comps(&p.b.rx).len(), n);
+}
+
+/// Injects and copied sends complete at once; their copies are sent later, and
+/// the counters count them.
+#[test]
+fn inject_and_copy_complete_when_posted() {
+    let mut p = Pair::new(6);
+    let cntr = UtilCntr::new().unwrap();
+    p.a.b.tx_cntr = Some(cntr.clone());
+    let mut s = pattern(32, 1);
+    let v = [piece(&mut s)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&[], 1, 0), OpFlags::INJECT, Some(&s[..8]), false).unwrap();
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 2, 0), OpFlags::COMPLETION, None, true).unwrap();
+    assert_eq!(cntr.read(), 2);
+    assert_eq!(p.a.eng.copied(), 32);
+    s.fill(0);
+    let mut d1 = vec![0u8; 8];
+    let mut d2 = vec![0u8; 32];
+    for (i, d) in [&mut d1, &mut d2].into_iter().enumerate() {
+        let dv = [piece(d)];
+        p.b.eng.post_recv(&p.b.b, &op(&dv, i as u64, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    }
+    p.run();
+    assert_eq!(d1, pattern(8, 1));
+    assert_eq!(d2, pattern(32, 1));
+    assert_eq!(p.a.eng.copied(), 0);
+}
+
+/// Random traffic both ways, every kind at once, over seeds: everything
+/// completes, every byte lands, no violation.
+#[test]
+fn random_traffic_settles() {
+    for seed in 100..140u64 {
+        let mut p = Pair::new(seed);
+        let mut rng = Rng::new(seed);
+        let mut keep: Vec<Vec<u8>> = Vec::new();
+        let mut want: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut region = vec![0u8; 1 << 16];
+        let _mr = p.b.reg(&mut region, 8);
+        let n = 20;
+        let mut dsts: Vec<Vec<u8>> = Vec::new();
+        for i in 0..n {
+            let len = [0, 7, EAGER, EAGER + 9, 20_000][rng.index(5)];
+            let mut s = pattern(len, i as u8);
+            want.push((i, s.clone()));
+            let v = [piece(&mut s)];
+            let flags = if rng.chance(0.2) { OpFlags::DELIVERY_COMPLETE } else { OpFlags::empty() };
+            p.a.eng.post_send(&p.a.b, 1, &op(&v, i as u64, 0), flags | OpFlags::COMPLETION, None, false).unwrap();
+            keep.push(s);
+            if rng.chance(0.3) {
+                let w = pattern(100, i as u8);
+                let at = rng.index(1000) as u64;
+                let rma = [RmaIov { addr: at, len: 100, key: 8 }];
+                let o =
+                    RmaOp { iov: &[], addr: FiAddr(1), rma: &rma, context: 1000 + i as u64, user_context: 0, data: 0 };
+                p.a.eng.post_rma(&p.a.b, 1, &o, OpFlags::INJECT, false, Some(&w)).unwrap();
+            }
+            if rng.chance(0.5) {
+                p.run();
+            }
+        }
+        for i in 0..n {
+            dsts.push(vec![0u8; 20_000]);
+            let d = dsts.last_mut().unwrap();
+            let v = [piece(d)];
+            p.b.eng.post_recv(&p.b.b, &op(&v, i as u64, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+            if rng.chance(0.5) {
+                p.run();
+            }
+        }
+        p.run();
+        assert!(p.a.violation.is_none() && p.b.violation.is_none(), "seed {seed}");
+        let rx = End::comps(&p.b.rx);
+        assert_eq!(rx.len(), n, "seed {seed}");
+        // Messages arrive in order: the k-th receive has the k-th message.
+        for e in rx {
+            let (_, w) = &want[e.op_context as usize];
+            assert_eq!(e.len, w.len());
+            assert_eq!(&dsts[e.op_context as usize][..w.len()], &w[..], "seed {seed}");
+        }
+        assert_eq!(End::comps(&p.a.tx).len(), n, "seed {seed}");
+        assert_eq!(p.a.eng.in_flight(), 0, "seed {seed}");
+        assert_eq!(p.b.pr.answers.owed(), 0);
+    }
+}
+
+/// Closing fails every operation and posted receive with the error given.
+#[test]
+fn close_fails_everything() {
+    let mut p = Pair::new(8);
+    let mut big = pattern(EAGER * 2, 1);
+    let v = [piece(&mut big)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false).unwrap();
+    p.a.eng.post_send(&p.a.b, 1, &op(&v[..], 2, 0), OpFlags::COMPLETION, None, false).unwrap();
+    let mut d = vec![0u8; 8];
+    let dv = [piece(&mut d)];
+    p.a.eng.post_recv(&p.a.b, &op(&dv, 3, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    p.a.eng.close(&p.a.b, Error::Canceled);
+    assert_eq!(End::errs(&p.a.tx), vec![Error::Canceled; 2]);
+    assert_eq!(End::errs(&p.a.rx), vec![Error::Canceled]);
+    assert_eq!(p.a.eng.in_flight(), 0);
+}
