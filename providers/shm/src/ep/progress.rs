@@ -24,8 +24,8 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(50);
 /// Copy `len` bytes out of a bounce buffer into `out`.
 ///
 /// # Safety
-/// `p` is a bounce buffer of a mapped slot ([`BOUNCE_SIZE`] bytes) and
-/// `len <= BOUNCE_SIZE`.
+/// `p` is a bounce buffer of a mapped slot ([`BOUNCE_SIZE`](segment::BOUNCE_SIZE)
+/// bytes) and `len <= BOUNCE_SIZE`.
 unsafe fn from_bounce(p: *const u8, len: usize, out: &mut Vec<u8>) {
     out.clear();
     out.reserve(len);
