@@ -1,0 +1,347 @@
+//! The paths to a peer: finding it (by AV handle or by the slot it sends through),
+//! attaching to its segment and claiming our slot there, putting entries on its ring
+//! (or queueing them while the ring is full), waking it, and noticing that it died or
+//! closed.
+
+use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, TxPath};
+use crate::attr::SCHEME;
+use crate::proto::{Entry, Mode};
+use crate::ring::{Producer, ENTRY_PAYLOAD};
+use crate::segment::{self, Segment};
+use crate::NAME;
+use fabric_core::log::Level;
+use fabric_core::prov::IoVec;
+use fabric_core::{fi_log, Address, Error, FiAddr, Result};
+use fabric_util::iov::gather;
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, Ordering};
+
+impl ShmEp {
+    pub(super) fn peer(g: &mut Inner, id: PeerId) -> Option<&mut Peer> {
+        g.peers.get_mut(id.idx as usize)?.as_mut().filter(|p| p.gen == id.gen)
+    }
+
+    pub(super) fn peer_by_name(g: &mut Inner, name: &str, pid: i32, start: u64) -> PeerId {
+        if let Some(&id) = g.by_name.get(name) {
+            return id;
+        }
+        let idx = match g.peers.iter().position(|p| p.is_none()) {
+            Some(i) => i,
+            None => {
+                g.peers.push(None);
+                g.peers.len() - 1
+            }
+        };
+        static GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let gen = GEN.fetch_add(1, Ordering::Relaxed);
+        g.peers[idx] = Some(Peer {
+            name: name.to_string(),
+            uri: Self::uri(name),
+            pid,
+            start,
+            tx: None,
+            rx: None,
+            cma: None,
+            queue: VecDeque::new(),
+            fi_addr: FiAddr::NOTAVAIL,
+            av_version: u64::MAX,
+            gen,
+        });
+        let id = PeerId { idx: idx as u32, gen };
+        g.by_name.insert(name.to_string(), id);
+        id
+    }
+
+    /// The peer behind an AV handle, with a path to send to it.
+    pub(super) fn peer_for(&self, g: &mut Inner, dest: FiAddr) -> Result<PeerId> {
+        let av = g.b.av.clone().ok_or(Error::NoAv)?;
+        let v = av.version();
+        if g.cache_version != v {
+            g.by_addr.clear();
+            g.cache_version = v;
+        }
+        let cached = g.by_addr.get(&dest).copied();
+        let id = match cached {
+            Some(id) if Self::peer(g, id).is_some() => id,
+            _ => {
+                let addr = av.get(dest).ok_or(Error::Inval)?;
+                let Address::Str(s) = &addr else { return Err(Error::Inval) };
+                let name = s.strip_prefix(SCHEME).ok_or(Error::Inval)?;
+                let id = Self::peer_by_name(g, name, 0, 0);
+                g.by_addr.insert(dest, id);
+                id
+            }
+        };
+        self.ensure_tx(g, id)?;
+        Ok(id)
+    }
+
+    /// Attach to a peer's segment and claim our slot there, once.
+    pub(super) fn ensure_tx(&self, g: &mut Inner, id: PeerId) -> Result<()> {
+        let (me, pid, start) = (&self.name, self.pid, self.start);
+        let p = Self::peer(g, id).ok_or(Error::ConnReset)?;
+        if p.tx.is_some() {
+            return Ok(());
+        }
+        let seg = Segment::attach(&p.name).map_err(|e| {
+            fi_log!(Level::Info, NAME, "ep_data", "cannot reach {}: {e}", p.name);
+            Error::ConnRefused
+        })?;
+        let (opid, ostart) = seg.owner();
+        if p.pid == 0 {
+            p.pid = opid;
+            p.start = ostart;
+        }
+        let slot = seg.claim_slot(me, pid, start)?;
+        // SAFETY: the ring lies in the slot we just claimed in a mapping `seg`
+        // keeps alive as long as the producer (both live in this TxPath); we are
+        // its only producer.
+        let prod = unsafe { Producer::new(seg.slot(slot).ring_ptr()) };
+        p.tx = Some(TxPath { seg, slot, prod, next_bounce: 0 });
+        Ok(())
+    }
+
+    /// Whether we may copy to and from the peer's memory.
+    pub(super) fn cma_ok(&self, g: &mut Inner, id: PeerId) -> bool {
+        if !self.cma_allowed {
+            return false;
+        }
+        let Some(p) = Self::peer(g, id) else { return false };
+        if let Some(c) = p.cma {
+            return c;
+        }
+        let ok = match &p.tx {
+            Some(t) => t.seg.probe_cma(),
+            None => false,
+        };
+        if !ok {
+            fi_log!(
+                Level::Info,
+                NAME,
+                "ep_data",
+                "no cross-memory attach to {}: using copies through the segment",
+                p.name
+            );
+        }
+        p.cma = Some(ok);
+        ok
+    }
+
+    /// The AV handle of a peer (resolved lazily, cached per AV version).
+    pub(super) fn src_of(g: &mut Inner, id: PeerId) -> FiAddr {
+        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let v = av.version();
+        let Some(p) = Self::peer(g, id) else { return FiAddr::NOTAVAIL };
+        if p.av_version != v {
+            p.fi_addr = av.find(&p.uri).unwrap_or(FiAddr::NOTAVAIL);
+            p.av_version = v;
+        }
+        p.fi_addr
+    }
+
+    /// Put an entry on a peer's ring, or queue it behind what waits already.
+    pub(super) fn send_entry(&self, g: &mut Inner, id: PeerId, e: &Entry, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) {
+        if let Err(err) = self.ensure_tx(g, id) {
+            fi_log!(Level::Info, NAME, "ep_data", "cannot answer a peer ({err}): it is gone");
+            return;
+        }
+        let Some(p) = Self::peer(g, id) else { return };
+        let mut b = [0u8; ENTRY_PAYLOAD];
+        e.encode(&mut b);
+        fill(&mut b);
+        if p.queue.is_empty() {
+            if let Some(t) = p.tx.as_mut() {
+                if t.prod.try_push(|slot| *slot = b) {
+                    Self::wake(p);
+                    return;
+                }
+            }
+        }
+        p.queue.push_back(Pending::Entry(b));
+        g.backlog.push_back(id);
+    }
+
+    /// Tell a sleeping peer to look at its rings.
+    pub(super) fn wake(p: &Peer) {
+        if let Some(t) = &p.tx {
+            // Pairs with the fence in the receiver's prepare_sleep: either it sees
+            // our entry in its last poll before sleeping, or we see it sleeping.
+            fence(Ordering::SeqCst);
+            if t.seg.sleepers().load(Ordering::Relaxed) != 0 {
+                segment::wake(&p.name);
+            }
+        }
+    }
+
+    /// Send a payload that fits a bounce buffer: now if a buffer and an entry are
+    /// free, else queued with a copy. Either way the caller may complete at once.
+    pub(super) fn send_bounce(&self, g: &mut Inner, id: PeerId, mut e: Entry, src: &[IoVec], len: usize) {
+        if self.ensure_tx(g, id).is_err() {
+            return;
+        }
+        let pool = g.pool.pop();
+        let Some(p) = Self::peer(g, id) else { return };
+        if p.queue.is_empty() {
+            if let Some(t) = p.tx.as_mut() {
+                if t.prod.has_room() {
+                    if let Some(bi) = t.alloc_bounce() {
+                        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and
+                        // is ours until the receiver frees it; the pieces are valid
+                        // for reads under the post contract.
+                        unsafe { gather(src, 0, t.bounce_ptr(bi), len) };
+                        e.mode = Mode::Bounce;
+                        e.aux = bi as u32;
+                        e.len = len as u64;
+                        let pushed = t.prod.try_push(|b| e.encode(b));
+                        debug_assert!(pushed, "room was checked under the lock");
+                        Self::wake(p);
+                        if let Some(v) = pool {
+                            g.pool.push(v);
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        let mut v = pool.unwrap_or_default();
+        v.clear();
+        v.resize(len, 0);
+        // SAFETY: `v` holds `len` bytes; the pieces are valid for reads.
+        unsafe { gather(src, 0, v.as_mut_ptr(), len) };
+        p.queue.push_back(Pending::Bounce(e, v));
+        g.backlog.push_back(id);
+    }
+
+    /// Move queued entries of peers onto their rings, as room allows.
+    pub(super) fn flush_backlog(&self, g: &mut Inner) {
+        let mut n = g.backlog.len();
+        while n > 0 {
+            n -= 1;
+            let Some(id) = g.backlog.pop_front() else { break };
+            let mut freed = Vec::new();
+            let Some(p) = Self::peer(g, id) else { continue };
+            let Some(t) = p.tx.as_mut() else {
+                p.queue.clear();
+                continue;
+            };
+            let mut moved = false;
+            while let Some(item) = p.queue.front_mut() {
+                let ok = match item {
+                    Pending::Entry(b) => t.prod.try_push(|slot| *slot = *b),
+                    Pending::Bounce(e, v) => {
+                        if !t.prod.has_room() {
+                            false
+                        } else if let Some(bi) = t.alloc_bounce() {
+                            // SAFETY: the buffer holds BOUNCE_SIZE >= v.len() bytes
+                            // and is ours until the receiver frees it.
+                            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), t.bounce_ptr(bi), v.len()) };
+                            e.mode = Mode::Bounce;
+                            e.aux = bi as u32;
+                            e.len = v.len() as u64;
+                            let e = *e;
+                            t.prod.try_push(|b| e.encode(b))
+                        } else {
+                            false
+                        }
+                    }
+                };
+                if !ok {
+                    break;
+                }
+                moved = true;
+                if let Some(Pending::Bounce(_, v)) = p.queue.pop_front() {
+                    freed.push(v);
+                }
+            }
+            if moved {
+                Self::wake(p);
+            }
+            let again = !p.queue.is_empty();
+            for v in freed {
+                if g.pool.len() < 16 {
+                    g.pool.push(v);
+                }
+            }
+            if again {
+                g.backlog.push_back(id);
+            }
+        }
+    }
+
+    /// Notice peers that died or closed.
+    pub(super) fn check_peers(&self, g: &mut Inner) {
+        for idx in 0..g.peers.len() {
+            let Some(p) = g.peers[idx].as_ref() else { continue };
+            let id = PeerId { idx: idx as u32, gen: p.gen };
+            let closed = p.tx.as_ref().is_some_and(|t| t.seg.is_closed());
+            let dead = match (&p.tx, &p.rx) {
+                (Some(t), _) => !t.seg.owner_alive(),
+                (None, Some(r)) => !self.seg.slot(r.slot).peer_alive(),
+                (None, None) => false,
+            };
+            if dead {
+                // Deliver what it finished sending, then forget it.
+                if let Some(slot) = p.rx.as_ref().map(|r| r.slot) {
+                    self.poll_slot(g, slot);
+                    if let Some(p) = Self::peer(g, id) {
+                        if p.rx.is_some() {
+                            self.release_rx(g, id, slot);
+                        }
+                    }
+                }
+                self.peer_down(g, id, Error::ConnReset);
+                let removed = segment::cleanup_stale();
+                if removed > 0 {
+                    fi_log!(Level::Info, NAME, "ep_data", "removed {removed} segment(s) of dead processes");
+                }
+            } else if closed {
+                // Deliver what it sent before closing first.
+                if let Some(slot) = p.rx.as_ref().map(|r| r.slot) {
+                    self.poll_slot(g, slot);
+                }
+                self.peer_down(g, id, Error::ConnReset);
+            }
+        }
+    }
+
+    /// A peer went away (or misbehaved): fail what is in flight with it and forget
+    /// our path to it. Messages it already delivered stay.
+    pub(super) fn peer_down(&self, g: &mut Inner, id: PeerId, err: Error) {
+        let Some(p) = Self::peer(g, id) else { return };
+        let name = p.name.clone();
+        fi_log!(Level::Info, NAME, "ep_data", "peer {name} is gone: failing what is in flight with it");
+        let had_tx = p.tx.take();
+        p.queue.clear();
+        p.cma = None;
+        if let Some(t) = had_tx {
+            t.seg.slot(t.slot).set_state(segment::SLOT_CLOSED);
+        }
+        for opid in g.ops.ids(|o| o.peer == id) {
+            self.fail_op(g, opid, err);
+        }
+        let keys: Vec<(PeerId, u64)> = g.in_streams.keys().filter(|k| k.0 == id).copied().collect();
+        for k in keys {
+            if let Some(InStream::Msg { target, hdr, src, .. }) = g.in_streams.remove(&k) {
+                g.rx.fail(&g.b, target, &hdr, src, err);
+            }
+        }
+        g.rd_streams.retain(|r| r.peer != id);
+        let mut i = 0;
+        while i < g.cocopies.len() {
+            if g.cocopies[i].peer == id {
+                let c = g.cocopies.remove(i);
+                self.abandon_cocopy(g, c, err);
+            } else {
+                i += 1;
+            }
+        }
+        if let Some(slot) = Self::peer(g, id).and_then(|p| p.rx.as_ref().map(|r| r.slot)) {
+            self.release_rx(g, id, slot);
+        }
+        // Forget it: a later send attaches afresh (a restarted peer has a new
+        // segment under a new name anyway).
+        g.by_name.remove(&name);
+        g.by_addr.retain(|_, v| *v != id);
+        g.peers[id.idx as usize] = None;
+    }
+}

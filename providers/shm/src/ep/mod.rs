@@ -1,0 +1,533 @@
+//! shm RDM endpoints: the endpoint, its state, and the entry points of its operations.
+//!
+//! Each endpoint owns a segment (its name is its address). To send to a peer, it
+//! attaches to the peer's segment and claims a slot there ([`TxPath`]); what a peer
+//! sends arrives in the slot it claimed in ours ([`RxPath`]). Progress polls the
+//! rings of the claimed slots of our segment, so a poll costs one cache-line read
+//! per active peer and no system call.
+//!
+//! Payloads: up to [`INLINE_MAX`] bytes inline in the entry; up to
+//! [`BOUNCE_SIZE`] in one of the sender's bounce buffers (these sends complete at
+//! once: the data is copied); larger, the sender lists its pieces and the receiver
+//! copies them across address spaces once matched (`process_vm_readv`), then
+//! acknowledges, which completes the send. Without cross-memory attach the
+//! receiver answers `Cts` and the sender streams bounce-buffer chunks. RMA works
+//! the same way with the target doing the copy after checking the key, bounds and
+//! access; atomics carry their operands and results inline or in a bounce buffer.
+//!
+//! Files, by operation class as in libfabric's `prov/shm/src`: this one holds the
+//! endpoint ([`ShmEp`]), its state and what it keeps per peer and per operation,
+//! its construction, the completion of operations, closing, and the
+//! [`EndpointOps`] implementation, which hands each operation to `msg` (sends,
+//! receives and the receive side of messages), `rma` (writes and reads, initiator
+//! and target) or `atomic`. `progress` polls the rings and dispatches what arrives;
+//! `conn` holds the paths to a peer (attaching, queueing entries, wake-ups,
+//! noticing it died); `cocopy` the large copies shared with the sender and `stream`
+//! the transfers as bounce-buffer chunks when cross-memory attach is not allowed.
+
+mod atomic;
+mod cocopy;
+mod conn;
+mod msg;
+mod progress;
+mod rma;
+mod stream;
+
+use crate::attr::{IOV_LIMIT, SCHEME};
+use crate::config;
+use crate::domain::ShmDomain;
+use crate::proto::{Entry, Mode, INLINE_MAX};
+use crate::ring::{Consumer, Producer, ENTRY_PAYLOAD};
+use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, SLOTS};
+use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
+use fabric_core::{Address, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, OpFlags, Result, WaitObj};
+use fabric_util::bind::Bindings;
+use fabric_util::progress::Progress;
+use fabric_util::rx::{RxEngine, Target};
+use fabric_util::slab::Slab;
+use fabric_util::wire::Header;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
+
+/// A reference to a peer, generation-checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct PeerId {
+    idx: u32,
+    gen: u32,
+}
+
+/// Our slot in a peer's segment: how we send to it.
+struct TxPath {
+    seg: Segment,
+    slot: usize,
+    prod: Producer,
+    /// Where the search for a free bounce buffer starts.
+    next_bounce: usize,
+}
+
+impl TxPath {
+    /// A free bounce buffer of our slot, marked busy (published with the entry).
+    fn alloc_bounce(&mut self) -> Option<usize> {
+        let s = self.seg.slot(self.slot);
+        for k in 0..BOUNCE_COUNT {
+            let i = (self.next_bounce + k) % BOUNCE_COUNT;
+            if s.bounce_busy[i].load(Ordering::Acquire) == 0 {
+                s.bounce_busy[i].store(1, Ordering::Relaxed);
+                self.next_bounce = (i + 1) % BOUNCE_COUNT;
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    fn bounce_ptr(&self, i: usize) -> *mut u8 {
+        self.seg.slot(self.slot).bounce_ptr(i)
+    }
+}
+
+/// The slot a peer claimed in our segment: how it sends to us.
+struct RxPath {
+    slot: usize,
+    cons: Consumer,
+    /// Which jobs of the slot a shared copy of ours uses.
+    jobs_busy: [bool; JOBS],
+}
+
+/// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
+enum Pending {
+    /// A complete entry.
+    Entry([u8; ENTRY_PAYLOAD]),
+    /// An entry whose payload goes in a bounce buffer (already copied here: the
+    /// operation completed when it was queued).
+    Bounce(Entry, Vec<u8>),
+}
+
+struct Peer {
+    /// The peer's endpoint (and segment) name.
+    name: String,
+    /// Its address, `fi_shm://<name>`.
+    uri: Address,
+    pid: i32,
+    start: u64,
+    tx: Option<TxPath>,
+    rx: Option<RxPath>,
+    /// Whether we may copy to and from its memory (probed on first use).
+    cma: Option<bool>,
+    queue: VecDeque<Pending>,
+    /// Its handle in our AV, valid for `av_version`.
+    fi_addr: FiAddr,
+    av_version: u64,
+    gen: u32,
+}
+
+/// What a transmit operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+/// A transmit operation waiting for its peer's answer.
+struct TxOp {
+    peer: PeerId,
+    kind: OpKind,
+    context: u64,
+    flags: Caps,
+    len: usize,
+    /// Local memory: the source of a send or write, the destination of a read or
+    /// of an atomic's prior values.
+    iov: [IoVec; IOV_LIMIT],
+    niov: usize,
+    /// No completion (inject write).
+    silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
+    /// Streaming (after `Cts`): bytes sent so far.
+    sent: Option<usize>,
+}
+
+// SAFETY: the pieces point into buffers the application handed over under the
+// post methods' contracts; they are only dereferenced under the endpoint's lock.
+unsafe impl Send for TxOp {}
+
+/// A large message or write waiting at the sender: the pieces to copy from.
+#[derive(Debug, Clone, Copy)]
+struct Rts {
+    peer: PeerId,
+    id: u64,
+    mode: Mode,
+    pieces: [(u64, u64); IOV_LIMIT],
+    n: usize,
+}
+
+/// A transfer arriving as chunks.
+enum InStream {
+    /// A message, into its receive.
+    Msg { target: Target, hdr: Header, src: FiAddr, got: u64 },
+    /// An RMA write, into a region.
+    Write { key: u64, addr: u64, len: u64, got: u64, err: Option<Error>, data: Option<u64> },
+}
+
+/// A read we answer as chunks (no cross-memory attach).
+struct ReadStream {
+    peer: PeerId,
+    id: u64,
+    key: u64,
+    addr: u64,
+    len: u64,
+    off: u64,
+}
+
+/// A large message we copy together with its sender ([`segment::Job`]), waiting for
+/// the chunks the sender claimed.
+struct CoCopy {
+    peer: PeerId,
+    /// The sender's pid and start time: while it lives it may still write chunks.
+    pid: i32,
+    start: u64,
+    /// The slot (of our segment) and job the copy runs under.
+    slot: usize,
+    job: usize,
+    gen: u32,
+    chunks: u32,
+    /// The sender's operation.
+    id: u64,
+    target: Target,
+    hdr: Header,
+    src: FiAddr,
+}
+
+struct Inner {
+    enabled: bool,
+    closed: bool,
+    b: Bindings,
+    peers: Vec<Option<Peer>>,
+    by_name: HashMap<String, PeerId>,
+    /// The peer sending through each slot of our segment.
+    by_slot: Vec<Option<PeerId>>,
+    /// AV handle to peer, valid for `cache_version`.
+    by_addr: HashMap<FiAddr, PeerId>,
+    cache_version: u64,
+    rx: RxEngine<Rts>,
+    ops: Slab<TxOp>,
+    /// Operations streaming their data (ids), in order.
+    streams: VecDeque<u64>,
+    /// Transfers arriving as chunks, by (peer, its operation id).
+    in_streams: HashMap<(PeerId, u64), InStream>,
+    /// Reads we answer as chunks.
+    rd_streams: VecDeque<ReadStream>,
+    /// Shared copies waiting for their sender's chunks.
+    cocopies: Vec<CoCopy>,
+    /// Whether a sleep of ours asked peers to wake us when they free room.
+    waits_marked: bool,
+    /// The generation of the next shared copy (never 0).
+    cocopy_gen: u32,
+    /// Peers with queued entries (indices into `peers`; may repeat).
+    backlog: VecDeque<PeerId>,
+    last_check: Instant,
+    polls: u32,
+    /// Scratch for atomic results.
+    scratch: Vec<u8>,
+    /// Recycled buffers of queued bounce payloads.
+    pool: Vec<Vec<u8>>,
+}
+
+/// An shm endpoint.
+pub(crate) struct ShmEp {
+    fid: u64,
+    domain: Arc<ShmDomain>,
+    /// Our segment: where peers send to us.
+    seg: Segment,
+    name: String,
+    pid: i32,
+    start: u64,
+    /// Readable when a peer woke us.
+    waker: Waker,
+    /// Whether we may use cross-memory attach at all.
+    cma_allowed: bool,
+    inner: Mutex<Inner>,
+    me: Weak<ShmEp>,
+}
+
+/// A protocol violation by a peer: the reason, for the log.
+type Violation = String;
+
+/// `(addr, len)` pieces of local memory, as a peer sees them.
+fn local_pieces(iov: &[IoVec]) -> ([(u64, u64); IOV_LIMIT], usize) {
+    let mut p = [(0u64, 0u64); IOV_LIMIT];
+    let n = iov.len().min(IOV_LIMIT);
+    for (o, v) in p.iter_mut().zip(iov) {
+        *o = (v.base as u64, v.len as u64);
+    }
+    (p, n)
+}
+
+impl ShmEp {
+    pub(crate) fn new(domain: Arc<ShmDomain>, info: &Info) -> Result<Arc<ShmEp>> {
+        if info.ep_attr.ep_type != EpType::Rdm {
+            return Err(Error::Inval);
+        }
+        let name = match &info.src_addr {
+            Some(Address::Str(s)) if s.starts_with(SCHEME) => s[SCHEME.len()..].to_string(),
+            _ => segment::new_name(),
+        };
+        let seg = Segment::create(&name)?;
+        let waker = Waker::bind(&name)?;
+        let pid = std::process::id() as i32;
+        let start = segment::start_time(pid).unwrap_or(0);
+        let inner = Inner {
+            enabled: false,
+            closed: false,
+            b: Bindings::default(),
+            peers: Vec::new(),
+            by_name: HashMap::new(),
+            by_slot: vec![None; SLOTS],
+            by_addr: HashMap::new(),
+            cache_version: u64::MAX,
+            rx: RxEngine::new(BOUNCE_SIZE),
+            ops: Slab::new(),
+            streams: VecDeque::new(),
+            in_streams: HashMap::new(),
+            rd_streams: VecDeque::new(),
+            cocopies: Vec::new(),
+            waits_marked: false,
+            cocopy_gen: 0,
+            backlog: VecDeque::new(),
+            last_check: Instant::now(),
+            polls: 0,
+            scratch: Vec::new(),
+            pool: Vec::new(),
+        };
+        Ok(Arc::new_cyclic(|me| ShmEp {
+            fid: fabric_core::prov::next_fid(),
+            domain,
+            seg,
+            name,
+            pid,
+            start,
+            waker,
+            cma_allowed: !config().disable_cma,
+            inner: Mutex::new(inner),
+            me: me.clone(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn weak_progress(&self) -> Weak<dyn Progress> {
+        let w: Weak<dyn Progress> = self.me.clone();
+        w
+    }
+
+    fn uri(name: &str) -> Address {
+        Address::Str(format!("{SCHEME}{name}"))
+    }
+
+    fn check_ready(&self, g: &Inner, need_cq: bool) -> Result<()> {
+        if g.closed || !g.enabled {
+            return Err(Error::OpBadState);
+        }
+        if need_cq && g.b.tx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        Ok(())
+    }
+
+    fn finish_op(&self, g: &mut Inner, opid: u64, status: u32) {
+        let Some(op) = g.ops.remove(opid) else { return };
+        g.streams.retain(|&s| s != opid);
+        if op.silent {
+            g.b.tx_count(status != 0);
+            return;
+        }
+        let mut c = CqEntry::new(op.context, op.flags);
+        c.len = op.len;
+        if status == 0 {
+            g.b.tx_done(c, op.comp);
+        } else {
+            let err = Error::from_errno(status as i32);
+            g.b.tx_err(c, err);
+        }
+    }
+
+    fn fail_op(&self, g: &mut Inner, opid: u64, err: Error) {
+        let Some(op) = g.ops.remove(opid) else { return };
+        g.streams.retain(|&s| s != opid);
+        if op.silent {
+            g.b.tx_count(true);
+            return;
+        }
+        let mut c = CqEntry::new(op.context, op.flags);
+        c.len = op.len;
+        g.b.tx_err(c, err);
+    }
+
+    fn close_locked(&self, g: &mut Inner) {
+        if g.closed {
+            return;
+        }
+        for opid in g.ops.ids(|_| true) {
+            self.fail_op(g, opid, Error::Canceled);
+        }
+        let keys: Vec<(PeerId, u64)> = g.in_streams.keys().copied().collect();
+        for k in keys {
+            if let Some(InStream::Msg { target, hdr, src, .. }) = g.in_streams.remove(&k) {
+                g.rx.fail(&g.b, target, &hdr, src, Error::Canceled);
+            }
+        }
+        for c in std::mem::take(&mut g.cocopies) {
+            self.abandon_cocopy(g, c, Error::Canceled);
+        }
+        g.rx.fail_all_posted(&g.b, Error::Canceled);
+        g.rx.drain_unexpected().for_each(drop);
+        for p in g.peers.iter_mut().flatten() {
+            if let Some(t) = p.tx.take() {
+                t.seg.slot(t.slot).set_state(segment::SLOT_CLOSED);
+                // Wake it so it notices soon.
+                segment::wake(&p.name);
+            }
+        }
+        g.peers.clear();
+        g.by_name.clear();
+        g.by_addr.clear();
+        self.seg.mark_closed();
+        g.closed = true;
+    }
+}
+
+impl EndpointOps for ShmEp {
+    fn fid(&self) -> u64 {
+        self.fid
+    }
+
+    fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
+        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
+        let mut g = self.lock();
+        g.b.set_cq(&ucq, flags)?;
+        drop(g);
+        if ucq.wait_obj() == WaitObj::Fd {
+            // The application may poll the CQ's descriptor itself, without a
+            // waiter announcing its sleep: have peers wake us always.
+            self.seg.sleepers().fetch_add(1, Ordering::SeqCst);
+        }
+        ucq.bind(self.weak_progress())
+    }
+
+    fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
+        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+        self.lock().b.set_cntr(&c, flags);
+        c.bind(self.weak_progress())
+    }
+
+    fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()> {
+        let e = self.domain.fabric().find_eq(eq.fid()).ok_or(Error::Domain)?;
+        self.lock().b.eq = Some(e.clone());
+        e.bind(self.weak_progress())
+    }
+
+    fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
+        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
+        self.lock().b.av = Some(a);
+        Ok(())
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut g = self.lock();
+        if g.enabled {
+            return Ok(());
+        }
+        g.b.check_enable(true)?;
+        g.enabled = true;
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Address> {
+        Ok(Self::uri(&self.name))
+    }
+
+    fn setname(&self, _addr: &Address) -> Result<()> {
+        // The name is the segment's: fixed when the endpoint opens (give it in
+        // the info's src_addr).
+        Err(Error::OpNotSupp)
+    }
+
+    unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        self.send_common(op, flags, None)
+    }
+
+    unsafe fn post_recv(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        self.recv_common(op, flags)
+    }
+
+    fn inject(&self, data: &[u8], op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        if data.len() > BOUNCE_SIZE.max(INLINE_MAX) {
+            return Err(Error::MsgSize);
+        }
+        self.send_common(op, flags, Some(data))
+    }
+
+    unsafe fn post_write(&self, op: &RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        self.rma_common(op, flags, None, OpKind::Write)
+    }
+
+    unsafe fn post_read(&self, op: &RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        self.rma_common(op, flags, None, OpKind::Read)
+    }
+
+    fn inject_write(&self, data: &[u8], op: &RmaOp<'_>, flags: OpFlags) -> Result<()> {
+        if data.len() > BOUNCE_SIZE.max(INLINE_MAX) {
+            return Err(Error::MsgSize);
+        }
+        self.rma_common(op, flags, Some(data), OpKind::Write)
+    }
+
+    unsafe fn post_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, flags)
+    }
+
+    /// The operands are copied by every atomic here (`atomic_common`).
+    unsafe fn inject_atomic(&self, op: &AtomicDesc, flags: OpFlags) -> Result<()> {
+        self.atomic_common(op, flags)
+    }
+
+    fn cancel(&self, user_context: u64) -> Result<()> {
+        let mut g = self.lock();
+        let g = &mut *g;
+        if g.rx.cancel(&g.b, user_context) {
+            Ok(())
+        } else {
+            Err(Error::NoEnt)
+        }
+    }
+
+    fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
+        self.lock().rx.set_min_multi_recv(bytes);
+        Ok(())
+    }
+
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        self.lock().rx.set_rma_data_takes_recv(takes_recv);
+        Ok(())
+    }
+
+    fn close(&self) -> Result<()> {
+        let mut g = self.lock();
+        self.close_locked(&mut g);
+        Ok(())
+    }
+}
+
+impl Drop for ShmEp {
+    fn drop(&mut self) {
+        let mut g = self.lock();
+        self.close_locked(&mut g);
+    }
+}

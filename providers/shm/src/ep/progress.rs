@@ -1,0 +1,311 @@
+//! Progress: polling the rings of the claimed slots of our segment, handling the
+//! entries found there, pushing what waits for room, and the [`Progress`]
+//! implementation (sleeping and waking).
+
+use super::{Inner, OpKind, PeerId, Rts, RxPath, ShmEp, Violation, NULL_IOV};
+use crate::attr::IOV_LIMIT;
+use crate::proto::{flags, Entry, Kind, Mode};
+use crate::ring::{Consumer, ENTRY_PAYLOAD};
+use crate::segment::{self, JOBS, SLOTS};
+use crate::NAME;
+use fabric_core::log::Level;
+use fabric_core::{fi_log, Error};
+use fabric_util::matcher::MsgSpec;
+use fabric_util::progress::Progress;
+use fabric_util::rx::{Unexp, UnexpBody};
+use fabric_util::wire::{HdrFlags, Header, OpCode};
+use std::os::fd::RawFd;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often progress checks that its peers are alive.
+const LIVENESS_EVERY: Duration = Duration::from_millis(50);
+
+/// Copy `len` bytes out of a bounce buffer into `out`.
+///
+/// # Safety
+/// `p` is a bounce buffer of a mapped slot ([`BOUNCE_SIZE`](segment::BOUNCE_SIZE)
+/// bytes) and `len <= BOUNCE_SIZE`.
+unsafe fn from_bounce(p: *const u8, len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(len);
+    // SAFETY: per the contract, `p..p+len` is mapped; `out` has room for `len`
+    // bytes and is our own memory. A misbehaving peer may write the bounce buffer
+    // meanwhile: the bytes are then garbage, never out of bounds.
+    unsafe {
+        std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), len);
+        out.set_len(len);
+    }
+}
+
+impl ShmEp {
+    fn progress_locked(&self, g: &mut Inner) {
+        if g.closed || !g.enabled {
+            return;
+        }
+        let mut bits = [0u64; SLOTS / 64];
+        self.seg.claimed_slots(&mut bits);
+        for (w, word) in bits.iter().enumerate() {
+            let mut word = *word;
+            while word != 0 {
+                let i = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                self.poll_slot(g, i);
+            }
+        }
+        if !g.backlog.is_empty() {
+            self.flush_backlog(g);
+        }
+        if !g.streams.is_empty() {
+            self.push_streams(g);
+        }
+        if !g.rd_streams.is_empty() {
+            self.push_read_streams(g);
+        }
+        if !g.cocopies.is_empty() {
+            self.check_cocopies(g);
+        }
+        g.polls = g.polls.wrapping_add(1);
+        if g.polls % 64 == 0 {
+            let now = Instant::now();
+            if now.duration_since(g.last_check) >= LIVENESS_EVERY {
+                g.last_check = now;
+                self.check_peers(g);
+            }
+        }
+    }
+
+    /// Drain the ring of slot `i` of our segment.
+    pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
+        let cached = g.by_slot[i];
+        let pid = match cached {
+            Some(id) if Self::peer(g, id).is_some_and(|p| p.rx.as_ref().is_some_and(|r| r.slot == i)) => id,
+            _ => {
+                // A new sender: who is it?
+                let s = self.seg.slot(i);
+                if s.state() != segment::SLOT_ACTIVE {
+                    return;
+                }
+                let Some(name) = s.peer_name() else { return };
+                let (ppid, pstart) = s.peer_id();
+                let id = Self::peer_by_name(g, &name, ppid, pstart);
+                let p = Self::peer(g, id).expect("just found");
+                if p.pid == 0 || p.pid != ppid || p.start != pstart {
+                    p.pid = ppid;
+                    p.start = pstart;
+                }
+                // SAFETY: the ring lies in slot `i` of our own segment, mapped
+                // while the endpoint lives; the slot's sender is its only producer
+                // and we its only consumer.
+                let cons = unsafe { Consumer::new(s.ring_ptr()) };
+                p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
+                g.by_slot[i] = Some(id);
+                id
+            }
+        };
+        let mut consumed = false;
+        loop {
+            let mut raw = [0u8; ENTRY_PAYLOAD];
+            let got = {
+                let Some(p) = Self::peer(g, pid) else { return };
+                let Some(rx) = p.rx.as_mut() else { return };
+                rx.cons.peek(|b| raw = *b).is_some()
+            };
+            if !got {
+                break;
+            }
+            if let Some(p) = Self::peer(g, pid) {
+                if let Some(rx) = p.rx.as_mut() {
+                    rx.cons.advance();
+                }
+            }
+            consumed = true;
+            if let Err(why) = self.on_entry(g, pid, i, &raw) {
+                fi_log!(Level::Warn, NAME, "ep_data", "peer sent a bad entry ({why}): dropping it");
+                self.peer_down(g, pid, Error::Io);
+                return;
+            }
+        }
+        // Ring entries (and bounce buffers) were freed: wake the sender if it sleeps
+        // waiting for them.
+        if consumed && self.seg.slot(i).take_sender_waits() {
+            if let Some(p) = Self::peer(g, pid) {
+                segment::wake(&p.name);
+            }
+        }
+        // A sender that closed: its ring is drained, the slot can go.
+        if self.seg.slot(i).state() == segment::SLOT_CLOSED {
+            self.release_rx(g, pid, i);
+        }
+    }
+
+    pub(super) fn release_rx(&self, g: &mut Inner, pid: PeerId, i: usize) {
+        if let Some(p) = Self::peer(g, pid) {
+            if p.rx.as_ref().is_some_and(|r| r.slot == i) {
+                p.rx = None;
+            }
+        }
+        g.by_slot[i] = None;
+        self.seg.release_slot(i);
+    }
+
+    /// Copy a payload out of an entry (inline or bounce) into `out`, freeing the
+    /// bounce buffer.
+    pub(super) fn take_payload(&self, slot: usize, e: &Entry, raw: &[u8; ENTRY_PAYLOAD], out: &mut Vec<u8>) {
+        match e.mode {
+            Mode::Inline => {
+                out.clear();
+                out.extend_from_slice(e.inline(raw));
+            }
+            Mode::Bounce => {
+                let s = self.seg.slot(slot);
+                // SAFETY: `decode` checked the index and that len <= BOUNCE_SIZE.
+                unsafe { from_bounce(s.bounce_ptr(e.aux as usize), e.len as usize, out) };
+                s.bounce_busy[e.aux as usize].store(0, Ordering::Release);
+            }
+            _ => out.clear(),
+        }
+    }
+
+    fn on_entry(
+        &self,
+        g: &mut Inner,
+        peer: PeerId,
+        slot: usize,
+        raw: &[u8; ENTRY_PAYLOAD],
+    ) -> std::result::Result<(), Violation> {
+        let e = Entry::decode(raw).map_err(|d| d.to_string())?;
+        match e.kind {
+            Kind::Msg => {
+                let src = Self::src_of(g, peer);
+                let m = MsgSpec { tagged: e.flags & flags::TAGGED != 0, src, tag: e.tag };
+                let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+                match e.mode {
+                    Mode::Inline | Mode::Bounce => match g.rx.match_arrival(&m, e.len) {
+                        Some(target) => {
+                            // Straight into the receive.
+                            if e.mode == Mode::Inline {
+                                g.rx.write(&target, 0, e.inline(raw));
+                            } else {
+                                let s = self.seg.slot(slot);
+                                let bp = s.bounce_ptr(e.aux as usize);
+                                let mut local = [NULL_IOV; IOV_LIMIT];
+                                let n = g.rx.pieces(&target, 0, e.len, &mut local);
+                                let mut done = 0;
+                                for v in &local[..n] {
+                                    // SAFETY: the piece lies in the receive (valid for
+                                    // writes); `decode` checked len <= BOUNCE_SIZE.
+                                    unsafe { std::ptr::copy_nonoverlapping(bp.add(done), v.base, v.len) };
+                                    done += v.len;
+                                }
+                                s.bounce_busy[e.aux as usize].store(0, Ordering::Release);
+                            }
+                            let mut hf = if m.tagged { HdrFlags::TAGGED } else { 0 };
+                            if data.is_some() {
+                                hf |= HdrFlags::CQ_DATA;
+                            }
+                            let hdr = Header {
+                                flags: HdrFlags(hf),
+                                len: e.len,
+                                tag: e.tag,
+                                data: e.data,
+                                id: 0,
+                                op: OpCode::Msg,
+                            };
+                            g.rx.complete(&g.b, target, &hdr, src, false);
+                        }
+                        None => {
+                            let mut buf = g.rx.unexp_buf(0).map_err(|_| "no memory".to_string())?;
+                            self.take_payload(slot, &e, raw, &mut buf);
+                            let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
+                            g.rx.arrive(&g.b, m, u);
+                        }
+                    },
+                    Mode::Iov | Mode::Stream => {
+                        let mut pieces = [(0u64, 0u64); IOV_LIMIT];
+                        let n = if e.mode == Mode::Iov { e.pieces(raw, &mut pieces) } else { 0 };
+                        let r = Rts { peer, id: e.id, mode: e.mode, pieces, n };
+                        let u = Unexp { body: UnexpBody::Rts(r), len: e.len, data, tag: e.tag, rma: false };
+                        g.rx.arrive(&g.b, m, u);
+                    }
+                    Mode::None => return Err("message without a payload mode".into()),
+                }
+                self.run_rx_actions(g);
+            }
+            Kind::Cts => {
+                let op = g.ops.get_mut(e.id).filter(|o| o.peer == peer).ok_or("clear to send for no operation")?;
+                if op.sent.is_none() {
+                    op.sent = Some(0);
+                    g.streams.push_back(e.id);
+                }
+            }
+            Kind::Ack => {
+                if g.ops.get_mut(e.id).is_some_and(|o| o.peer == peer) {
+                    self.finish_op(g, e.id, e.aux);
+                }
+            }
+            Kind::Data => self.on_data(g, peer, slot, &e)?,
+            Kind::Help => self.on_help(g, peer, &e, raw)?,
+            Kind::Write => self.on_write(g, peer, slot, &e, raw)?,
+            Kind::Read => self.on_read(g, peer, &e, raw)?,
+            Kind::Atomic => self.on_atomic(g, peer, slot, &e, raw)?,
+            Kind::AtomicResp => {
+                let mut buf = std::mem::take(&mut g.scratch);
+                self.take_payload(slot, &e, raw, &mut buf);
+                // The status is in `data`: `aux` is the bounce index of a large answer.
+                let err = u32::try_from(e.data).map_err(|_| "atomic answer with an unknown status")?;
+                if let Some(op) = g.ops.get_mut(e.id).filter(|o| o.peer == peer && o.kind == OpKind::Atomic) {
+                    if err == 0 && op.niov > 0 {
+                        let n = buf.len().min(op.iov[0].len);
+                        // SAFETY: the result buffer is valid for writes under
+                        // post_atomic's contract; n is within it.
+                        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), op.iov[0].base, n) };
+                    }
+                    self.finish_op(g, e.id, err);
+                }
+                g.scratch = buf;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Progress for ShmEp {
+    fn progress(&self) {
+        let mut g = self.lock();
+        self.progress_locked(&mut g);
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.waker.fd())
+    }
+
+    fn prepare_sleep(&self) {
+        // Waiting for room at peers (queued entries, streams to push): ask them to
+        // wake us when they free some. The Waiter polls once more after this.
+        let mut g = self.lock();
+        if !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty()) {
+            for t in g.peers.iter().flatten().filter_map(|p| p.tx.as_ref()) {
+                t.seg.slot(t.slot).set_sender_waits(true);
+            }
+            g.waits_marked = true;
+        }
+        drop(g);
+        self.seg.sleepers().fetch_add(1, Ordering::SeqCst);
+        // Pairs with the sender's fence: our next poll sees its entry, or it sees
+        // us sleeping and wakes us.
+        fence(Ordering::SeqCst);
+    }
+
+    fn end_sleep(&self) {
+        let mut g = self.lock();
+        if std::mem::take(&mut g.waits_marked) {
+            for t in g.peers.iter().flatten().filter_map(|p| p.tx.as_ref()) {
+                t.seg.slot(t.slot).set_sender_waits(false);
+            }
+        }
+        drop(g);
+        self.seg.sleepers().fetch_sub(1, Ordering::SeqCst);
+        self.waker.drain();
+    }
+}
