@@ -3,24 +3,10 @@
 //! `recv`. What a frame means is decided by the endpoint (`ep.rs`); this file only
 //! moves bytes.
 
-use crate::attr::IOV_LIMIT;
-use fabric_core::prov::IoVec;
-use fabric_core::{Caps, Error, FiAddr, Result};
-use fabric_util::rma_target::{Answers, RmaTarget};
-use fabric_util::wire::HDR_LEN;
+use fabric_core::{Error, FiAddr, Result};
+use fabric_util::rdm::{Done, Frame, PeerRx};
+use fabric_util::wire::{Header, HDR_LEN};
 
-/// Most bytes of inline prefix after a header (RMA target and atomic header).
-pub(crate) const PREFIX_MAX: usize = 24;
-/// Room for a header and its prefix.
-pub(crate) const HEAD_MAX: usize = HDR_LEN + PREFIX_MAX;
-
-fn head_of(hdr: [u8; HDR_LEN], prefix: &[u8]) -> ([u8; HEAD_MAX], usize) {
-    let mut h = [0u8; HEAD_MAX];
-    h[..HDR_LEN].copy_from_slice(&hdr);
-    let n = prefix.len().min(PREFIX_MAX);
-    h[HDR_LEN..HDR_LEN + n].copy_from_slice(&prefix[..n]);
-    (h, HDR_LEN + n)
-}
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -49,89 +35,34 @@ pub(crate) enum ConnState {
     Closed,
 }
 
-/// What a queued frame is, and what to do once it is written.
-#[derive(Debug)]
-pub(crate) enum TxKind {
-    /// An eager user send: complete on the transmit queue once written.
-    /// `comp`: posted with `FI_COMPLETION` ([`fabric_util::bind::Bindings::tx_done`]).
-    Send { context: u64, flags: Caps, len: usize, comp: bool },
-    /// A request whose outcome arrives later (a rendezvous request, an RMA or
-    /// atomic request): nothing to do once written; the operation waits in the
-    /// endpoint (`RndvSend`, the RMA table) for the peer's answer.
-    Request,
-    /// Rendezvous data: complete once written.
-    Data { context: u64, flags: Caps, len: usize, comp: bool },
-    /// An inject: its own copy of the data, recycled once written.
-    Inject(Vec<u8>),
-    /// A control frame; the `Vec` owns the payload bytes the frame's iov points at.
-    Control(#[allow(dead_code)] Vec<u8>),
-    /// An answer to the peer's RMA or atomic request, counted in the
-    /// connection's [`Answers`] until written; the `Vec` owns its payload.
-    Answer(Vec<u8>),
-}
-
-/// A frame in the transmit queue: header plus payload pieces.
+/// A frame in the transmit queue: the engine's frame (or a connection-control
+/// frame of our own) and how much of it is written.
 #[derive(Debug)]
 pub(crate) struct TxOp {
-    /// Encoded header, followed by up to `PREFIX_MAX` bytes of inline prefix (an
-    /// RMA request's target); `head` of them are sent.
-    pub hdr: [u8; HEAD_MAX],
-    /// Bytes of `hdr` in the frame: `HDR_LEN` plus the prefix.
-    pub head: usize,
-    /// Payload pieces (user memory, or the `Vec` of `Inject`/`Control`).
-    pub iov: [IoVec; IOV_LIMIT],
-    /// Pieces in use.
-    pub niov: usize,
-    /// Header plus payload bytes of this frame.
-    pub total: usize,
+    /// The frame.
+    pub f: Frame,
     /// Bytes written so far.
     pub sent: usize,
-    /// What the frame is.
-    pub kind: TxKind,
+    /// Connection control (hello, accept, reject, shutdown): written even before
+    /// the connection is `Ready`, and never moved to another connection.
+    pub control: bool,
 }
 
-const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
-
 impl TxOp {
-    /// A frame whose payload is user memory.
-    pub fn user(hdr: [u8; HDR_LEN], iov: &[IoVec], with_payload: bool, kind: TxKind) -> TxOp {
-        TxOp::user_prefixed(hdr, &[], iov, with_payload, kind)
+    /// A frame of the engine's.
+    pub fn data(f: Frame) -> TxOp {
+        TxOp { f, sent: 0, control: false }
     }
 
-    /// A frame whose payload is an inline prefix then user memory.
-    pub fn user_prefixed(hdr: [u8; HDR_LEN], prefix: &[u8], iov: &[IoVec], with_payload: bool, kind: TxKind) -> TxOp {
-        let mut a = [NULL_IOV; IOV_LIMIT];
-        let n = iov.len().min(IOV_LIMIT);
-        a[..n].copy_from_slice(&iov[..n]);
-        let payload = if with_payload { IoVec::total(&a[..n]) } else { 0 };
-        let (hdr, head) = head_of(hdr, prefix);
-        TxOp { hdr, head, iov: a, niov: if with_payload { n } else { 0 }, total: head + payload, sent: 0, kind }
+    /// A connection-control frame: `hdr` and its payload.
+    pub fn control(hdr: &Header, payload: Vec<u8>) -> TxOp {
+        TxOp { f: Frame::owned(hdr, &[], payload, Done::Nothing), sent: 0, control: true }
     }
 
-    /// A frame whose payload is owned bytes (inject or control).
-    pub fn owned(hdr: [u8; HDR_LEN], data: Vec<u8>, inject: bool) -> TxOp {
-        TxOp::owned_prefixed(hdr, &[], data, inject)
-    }
-
-    /// An answer to a peer's request, its payload owned.
-    pub fn answer(hdr: [u8; HDR_LEN], data: Vec<u8>) -> TxOp {
-        let mut op = TxOp::owned(hdr, data, false);
-        if let TxKind::Control(v) = std::mem::replace(&mut op.kind, TxKind::Request) {
-            // Moving the Vec does not move its heap buffer: the iov stays valid.
-            op.kind = TxKind::Answer(v);
-        }
-        op
-    }
-
-    /// A frame whose payload is an inline prefix then owned bytes.
-    pub fn owned_prefixed(hdr: [u8; HDR_LEN], prefix: &[u8], mut data: Vec<u8>, inject: bool) -> TxOp {
-        let mut a = [NULL_IOV; IOV_LIMIT];
-        a[0] = IoVec { base: data.as_mut_ptr(), len: data.len() };
-        let (hdr, head) = head_of(hdr, prefix);
-        let total = head + data.len();
-        // Moving the Vec into the op does not move its heap buffer, so a[0] stays valid.
-        let kind = if inject { TxKind::Inject(data) } else { TxKind::Control(data) };
-        TxOp { hdr, head, iov: a, niov: 1, total, sent: 0, kind }
+    /// Whether it moves with the user's operations to a connection that replaces
+    /// this one (an engine frame that is not an answer to the peer).
+    pub fn movable(&self) -> bool {
+        !self.control && !matches!(self.f.done, Done::Answer)
     }
 }
 
@@ -170,13 +101,9 @@ pub(crate) struct Conn {
     pub gen: u32,
     /// The last receive found the socket drained (returned less than asked).
     pub drained: bool,
-    /// The peer's RMA operations arriving in several requests, in progress here
-    /// (at most [`fabric_util::rma_target::OPS_MAX`]; a peer opening more is
-    /// disconnected).
-    pub rma: RmaTarget,
-    /// The answers the peer is owed: queued and not yet written, or read
-    /// requests waiting for room (`fabric_util::rma_target::Answers`).
-    pub answers: Answers,
+    /// What the RDM engine keeps about the peer: the frame arriving, its RMA
+    /// operations in progress here, the answers it is owed.
+    pub pr: PeerRx,
     /// The peer is owed `ANSWERS_MAX` answers: its next request waits (the
     /// socket is not read, nor watched for reading) until it takes some.
     pub paused: bool,
@@ -202,8 +129,7 @@ impl Conn {
             hdr_got: 0,
             gen,
             drained: false,
-            rma: RmaTarget::new(),
-            answers: Answers::new(),
+            pr: PeerRx::new(),
             paused: false,
         }
     }
@@ -250,7 +176,7 @@ impl Conn {
         loop {
             let ready = self.state == ConnState::Ready;
             let Some(op) = self.txq.front_mut() else { return Ok(()) };
-            if !ready && !matches!(op.kind, TxKind::Control(_)) {
+            if !ready && !op.control {
                 return Ok(());
             }
             // Build the iovec list of what is left of this frame, plus following
@@ -259,24 +185,27 @@ impl Conn {
             let mut n = 0;
             let mut frames = 0;
             for op in self.txq.iter() {
-                if !ready && !matches!(op.kind, TxKind::Control(_)) {
+                if !ready && !op.control {
                     break;
                 }
-                if n + 1 + op.niov > iov.len() {
+                let f = &op.f;
+                if n + 1 + f.niov > iov.len() {
                     break;
                 }
                 let mut skip = op.sent;
                 // The header bytes still to send.
-                if skip < op.head {
-                    iov[n] =
-                        libc::iovec { iov_base: op.hdr[skip..].as_ptr() as *mut libc::c_void, iov_len: op.head - skip };
+                if skip < f.head_len {
+                    iov[n] = libc::iovec {
+                        iov_base: f.head[skip..].as_ptr() as *mut libc::c_void,
+                        iov_len: f.head_len - skip,
+                    };
                     n += 1;
                     skip = 0;
                 } else {
-                    skip -= op.head;
+                    skip -= f.head_len;
                 }
                 // The payload bytes still to send, from `skip` on.
-                fabric_util::iov::walk(&op.iov[..op.niov], skip as u64, u64::MAX, |v| {
+                fabric_util::iov::walk(f.payload(), skip as u64, u64::MAX, |v| {
                     iov[n] = libc::iovec { iov_base: v.base as *mut libc::c_void, iov_len: v.len };
                     n += 1;
                     true
@@ -295,10 +224,10 @@ impl Conn {
             let mut left = wrote;
             while left > 0 {
                 let op = self.txq.front_mut().expect("bytes were written for a queued frame");
-                let rest = op.total - op.sent;
+                let rest = op.f.total - op.sent;
                 if left >= rest {
                     left -= rest;
-                    op.sent = op.total;
+                    op.sent = op.f.total;
                     let op = self.txq.pop_front().expect("front exists");
                     done(self, op);
                 } else {

@@ -15,7 +15,7 @@
 
 use crate::accept::{out_of_descriptors, Acceptor};
 use crate::attr::IOV_LIMIT;
-use crate::conn::{recvv, Conn, ConnState, TxKind, TxOp, STAGE};
+use crate::conn::{recvv, Conn, ConnState, TxOp, STAGE};
 use crate::domain::TcpDomain;
 use crate::{config, NAME};
 use fabric_core::log::Level;
@@ -24,12 +24,10 @@ use fabric_core::{
     fi_log, Address, BindFlags, Caps, CqEntry, EpType, EqErrEntry, EqEvent, Error, FiAddr, Info, OpFlags, Result,
 };
 use fabric_util::bind::Bindings;
-use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::{Progress, Waiter};
-use fabric_util::rndv::{RndvRecv, RndvSend};
+use fabric_util::rdm::{Begin, Ctx, Engine, PeerRx};
 use fabric_util::rx::msg_flags;
-use fabric_util::rx::{PostedRecv, RxAction, RxEngine, Target, Unexp, UnexpBody};
-use fabric_util::wire::{HdrFlags, Header, OpCode};
+use fabric_util::wire::{Header, OpCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -37,7 +35,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 mod rma;
-use rma::RmaPending;
 
 /// The largest eager message buffered while unexpected, whatever the local eager
 /// limit (a peer may be configured with a larger one).
@@ -67,61 +64,17 @@ pub(crate) struct ConnId {
     gen: u32,
 }
 
-/// Where a rendezvous message waits: its connection and the sender's request id.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Rts {
-    conn: ConnId,
-    id: u64,
-    /// Announced with `HdrFlags::DC`: acknowledge once its data is in.
-    dc: bool,
-}
-
-/// The receive side of a connection. (One per connection and long-lived, so the
-/// size of the payload variant does not matter.)
-#[allow(clippy::large_enum_variant)]
+/// The receive side of a connection.
 enum RxState {
     /// Gathering a header.
     Header,
-    /// Reading a payload.
-    Payload { hdr: Header, dest: RxDest, off: u64 },
-    /// A request whose header is in, waiting until the peer is owed fewer than
-    /// `rma_target::ANSWERS_MAX` answers (`Conn::paused`).
+    /// Reading a payload into where the RDM engine put it (`Conn::pr`).
+    Engine,
+    /// Reading a connection-control frame's payload.
+    Control { hdr: Header, buf: Vec<u8> },
+    /// A request whose header is in, held by the engine until the peer is owed
+    /// fewer answers (`Conn::paused`).
     Parked(Header),
-}
-
-enum RxDest {
-    /// Into a receive, then complete it.
-    Recv { target: Target, src: FiAddr },
-    /// Into a new unexpected buffer.
-    Unexpected { buf: Vec<u8>, src: FiAddr },
-    /// Connection control payload.
-    Control { buf: Vec<u8> },
-    /// A write or atomic request's payload, staged before it reaches the region.
-    RmaReq { buf: Vec<u8> },
-    /// An answer's payload, into the local memory of the read (or fetch) `id`.
-    RmaData { id: u64, rec: PostedRecv },
-}
-
-/// A large message announced to a peer, waiting for its answer (in `RndvSend`).
-struct RndvMsg {
-    context: u64,
-    flags: Caps,
-    len: usize,
-    /// Posted with `FI_COMPLETION`.
-    comp: bool,
-    /// Sent with `FI_DELIVERY_COMPLETE`: complete on the receiver's `Ack`.
-    dc: bool,
-    /// The header of the request, reused for the data frame.
-    hdr: Header,
-    iov: [IoVec; IOV_LIMIT],
-    niov: usize,
-}
-
-/// A large message cleared to send, waiting for its data (in `RndvRecv`).
-struct RxWait {
-    hdr: Header,
-    target: Target,
-    src: FiAddr,
 }
 
 struct Slot {
@@ -149,21 +102,12 @@ struct Inner {
     /// RDM: accepted connections waiting for their hello, oldest first, with the
     /// time each is dropped (entries of connections that moved on are skipped).
     handshakes: VecDeque<(ConnId, Instant)>,
-    /// Posted receives, multi-receive buffers and unexpected messages.
-    rx: RxEngine<Rts>,
-    /// Large messages we announced, waiting for the receiver's answer.
-    rndv_tx: RndvSend<ConnId, RndvMsg>,
-    /// Large messages we cleared, waiting for their data.
-    rndv_rx: RndvRecv<ConnId, RxWait>,
+    /// The protocol: operations in flight, receives, unexpected messages, the
+    /// RMA target; each connection carries its peer's part (`Conn::pr`).
+    eng: Engine<ConnId>,
     /// RDM: operations of connections that lost a simultaneous connect before
     /// the winner (the peer's connection to us) arrived, waiting for it.
     parked: Vec<Parked>,
-    /// One-sided operations we started, waiting for their answers.
-    rma_pending: Vec<RmaPending>,
-    /// Next request id of a one-sided operation.
-    next_rma: u64,
-    /// Recycled inject buffers.
-    inject_pool: Vec<Vec<u8>>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
 }
@@ -198,13 +142,14 @@ impl TcpEp {
             name: info.src_addr.as_ref().and_then(|a| a.sockaddr()),
             acceptor: Acceptor::default(),
             handshakes: VecDeque::new(),
-            rx: RxEngine::new(config().eager_max),
-            rndv_tx: RndvSend::new(),
-            rndv_rx: RndvRecv::new(),
+            eng: Engine::new(fabric_util::rdm::Config {
+                name: NAME,
+                eager_max: config().eager_max,
+                unexp_max_one: config().eager_max.max(UNEXP_EAGER_LIMIT) as u64,
+                unexp_max_count: usize::MAX,
+                hold_unexpected: false,
+            }),
             parked: Vec::new(),
-            rma_pending: Vec::new(),
-            next_rma: 1,
-            inject_pool: Vec::new(),
             connect_param: Vec::new(),
         };
         // A passive side's endpoint adopts the pending connection from its handle.
@@ -262,47 +207,27 @@ impl TcpEp {
         s.conn.as_mut()
     }
 
-    // ----- completions -----
+    // ----- frames -----
 
-    /// A frame was fully written.
-    fn frame_written(g: &mut Inner, op: TxOp) {
-        match op.kind {
-            TxKind::Send { context, flags, len, comp } | TxKind::Data { context, flags, len, comp } => {
-                let mut e = CqEntry::new(context, flags);
-                e.len = len;
-                g.b.tx_done(e, comp);
-            }
-            TxKind::Request => {}
-            TxKind::Inject(mut v) => {
-                g.b.tx_count(false);
-                if g.inject_pool.len() < 64 {
-                    v.clear();
-                    g.inject_pool.push(v);
-                }
-            }
-            TxKind::Control(_) => {}
-            TxKind::Answer(v) => g.rx.recycle(v),
+    /// The engine's frames that will not be written (their connection is gone)
+    /// fail; control frames are dropped.
+    fn fail_frames(g: &mut Inner, ops: impl IntoIterator<Item = TxOp>, conn: ConnId, err: Error) {
+        for op in ops.into_iter().filter(|op| !op.control) {
+            g.eng.frame_failed(&g.b, conn, op.f, err);
         }
     }
 
-    /// Fail user frames that will never be sent, and the large messages announced
-    /// on connection `conn` (their request frames are among `ops` or were sent).
-    fn fail_sends(g: &mut Inner, ops: impl IntoIterator<Item = TxOp>, conn: ConnId, err: Error) {
-        for op in ops {
-            match op.kind {
-                TxKind::Send { context, flags, len, .. } | TxKind::Data { context, flags, len, .. } => {
-                    let mut e = CqEntry::new(context, flags);
-                    e.len = len;
-                    g.b.tx_err(e, err);
+    /// Put the engine's frames on their connections, and write.
+    fn pump(&self, g: &mut Inner) {
+        while let Some((id, f)) = g.eng.poll_transmit() {
+            match Self::conn_mut(g, id) {
+                Some(c) => c.txq.push_back(TxOp::data(f)),
+                None => {
+                    g.eng.frame_failed(&g.b, id, f, Error::ConnReset);
+                    continue;
                 }
-                TxKind::Inject(_) => g.b.tx_count(true),
-                _ => {}
             }
-        }
-        for m in g.rndv_tx.drain_peer(conn) {
-            let mut e = CqEntry::new(m.context, m.flags);
-            e.len = m.len;
-            g.b.tx_err(e, err);
+            self.flush_conn(g, id);
         }
     }
 
@@ -322,16 +247,12 @@ impl TcpEp {
         if let Some(l) = g.listener.as_ref().filter(|_| g.acceptor.paused()) {
             g.acceptor.resume(l, &self.poll);
         }
-        Self::fail_sends(g, conn.txq.drain(..), id, err);
-        // A payload being read into a receive: that receive fails.
-        if let RxState::Payload { dest: RxDest::Recv { target, src }, hdr, .. } = rx {
-            g.rx.fail(&g.b, target, &hdr, src, err);
-        }
-        self.fail_rma(g, id, err);
-        // Rendezvous receives waiting on this connection fail.
-        for w in g.rndv_rx.drain_peer(id) {
-            g.rx.fail(&g.b, w.target, &w.hdr, w.src, err);
-        }
+        let _ = rx;
+        Self::fail_frames(g, conn.txq.drain(..), id, err);
+        // What the engine had in flight with this peer fails (a receive being
+        // read into, operations waiting for answers, cleared messages).
+        let cx = Ctx { b: &g.b, objs: &self.domain.objs };
+        g.eng.peer_lost(cx, &mut conn.pr, id, err);
         if let Some(peer) = conn.peer {
             if g.by_name.get(&peer) == Some(&id) {
                 g.by_name.remove(&peer);
@@ -341,7 +262,7 @@ impl TcpEp {
         if self.ep_type == EpType::Msg {
             // A MSG endpoint has only this connection: its receives fail too, and
             // the application hears of it on the EQ.
-            g.rx.fail_all_posted(&g.b, err);
+            g.eng.rx.fail_all_posted(&g.b, err);
             if let Some(eq) = &g.b.eq {
                 // A connection that was up ends with FI_SHUTDOWN; one that never came
                 // up (refused, reset during set-up) with an error event.
@@ -441,7 +362,7 @@ impl TcpEp {
             id: self.epoch,
             ..Header::new(OpCode::Hello)
         };
-        conn.txq.push_back(TxOp::owned(hdr.encode(), payload, false));
+        conn.txq.push_back(TxOp::control(&hdr, payload));
         let fd = conn.fd();
         let id = self.add_conn(g, conn)?;
         self.poll.set_write_interest(fd, true)?;
@@ -449,13 +370,6 @@ impl TcpEp {
             g.by_name.insert(peer, id);
         }
         Ok(id)
-    }
-
-    fn queue(&self, g: &mut Inner, id: ConnId, op: TxOp) -> Result<()> {
-        let conn = Self::conn_mut(g, id).ok_or(Error::NotConn)?;
-        conn.txq.push_back(op);
-        self.flush_conn(g, id);
-        Ok(())
     }
 
     /// Write what a connection can; a failure fails the connection.
@@ -470,14 +384,14 @@ impl TcpEp {
             return;
         }
         // The connection is out of its slot, so completions can go straight to `g`.
+        let cx = Ctx { b: &g.b, objs: &self.domain.objs };
+        let eng = &mut g.eng;
         let r = conn.flush(|c, op| {
-            if matches!(op.kind, TxKind::Answer(_)) {
-                c.answers.taken(op.total);
+            if !op.control {
+                eng.frame_done(cx, id, Some(&mut c.pr), op.f);
             }
-            Self::frame_written(g, op)
         });
-        let pending =
-            conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || matches!(op.kind, TxKind::Control(_)));
+        let pending = conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || op.control);
         if pending != conn.want_write {
             conn.want_write = pending;
             let _ = self.poll.set_interest(conn.fd(), !conn.paused, pending);
@@ -491,55 +405,18 @@ impl TcpEp {
 
     fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
-        if g.closed {
-            return Err(Error::OpBadState);
-        }
-        if !g.enabled {
+        if g.closed || !g.enabled {
             return Err(Error::OpBadState);
         }
         if inject.is_none() && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
         Self::check_iov(op.iov)?;
-        let tagged = flags.contains(OpFlags::TAGGED);
-        let len = match inject {
-            Some(d) => d.len(),
-            None => IoVec::total(op.iov),
-        };
         let id = self.conn_for(&mut g, op.addr)?;
-        let mut hflags = 0;
-        if tagged {
-            hflags |= HdrFlags::TAGGED;
-        }
-        if flags.contains(OpFlags::REMOTE_CQ_DATA) {
-            hflags |= HdrFlags::CQ_DATA;
-        }
-        let cq_flags = Caps::SEND | msg_flags(tagged);
-        let comp = flags.contains(OpFlags::COMPLETION);
-        // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, and complete on
-        // the receiver's acknowledgement that the data is in the receive.
-        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
-        if dc {
-            hflags |= HdrFlags::DC;
-        }
-        let mut hdr =
-            Header { flags: HdrFlags(hflags), len: len as u64, tag: op.tag, data: op.data, id: 0, op: OpCode::Msg };
-        let txop = if let Some(d) = inject {
-            let mut v = g.inject_pool.pop().unwrap_or_default();
-            v.extend_from_slice(d);
-            TxOp::owned(hdr.encode(), v, true)
-        } else if len <= config().eager_max && !dc {
-            TxOp::user(hdr.encode(), op.iov, true, TxKind::Send { context: op.context, flags: cq_flags, len, comp })
-        } else {
-            // Rendezvous: announce it; the data goes once the receiver clears it.
-            let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
-            iov[..op.iov.len()].copy_from_slice(op.iov);
-            hdr.op = OpCode::Rts;
-            let m = RndvMsg { context: op.context, flags: cq_flags, len, comp, dc, hdr, iov, niov: op.iov.len() };
-            hdr.id = g.rndv_tx.announce(id, m);
-            TxOp::user(hdr.encode(), &[], false, TxKind::Request)
-        };
-        self.queue(&mut g, id, txop)
+        let g = &mut *g;
+        g.eng.post_send(&g.b, id, op, flags, inject, false)?;
+        self.pump(g);
+        Ok(())
     }
 
     fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
@@ -560,39 +437,9 @@ impl TcpEp {
             FiAddr::UNSPEC
         };
         let g = &mut *g;
-        g.rx.post(&g.b, op, flags, src)?;
-        self.run_rx_actions(g);
+        g.eng.post_recv(&g.b, op, flags, src)?;
+        self.pump(g);
         Ok(())
-    }
-
-    /// Put on the wire what the receive engine asks for: clear a matched
-    /// rendezvous message to send, or tell its sender it was discarded.
-    fn run_rx_actions(&self, g: &mut Inner) {
-        while let Some(a) = g.rx.take_action() {
-            match a {
-                RxAction::Start(m) => {
-                    let Rts { conn, id, dc } = m.rts;
-                    if Self::conn_mut(g, conn).is_none() {
-                        g.rx.fail(&g.b, m.target, &m.hdr, m.src, Error::ConnReset);
-                        continue;
-                    }
-                    let cts = Header { id, ..Header::new(OpCode::Cts) };
-                    // The data's completion acknowledges it (the flag and the id
-                    // stay in our copy of the header, never on the wire again).
-                    let mut hdr = m.hdr;
-                    if dc {
-                        hdr.flags.0 |= HdrFlags::DC;
-                        hdr.id = id;
-                    }
-                    g.rndv_rx.clear(conn, id, m.hdr.len, RxWait { hdr, target: m.target, src: m.src });
-                    let _ = self.queue(g, conn, TxOp::owned(cts.encode(), Vec::new(), false));
-                }
-                RxAction::Discard(Rts { conn, id, .. }) => {
-                    let nack = Header { id, ..Header::new(OpCode::Nack) };
-                    let _ = self.queue(g, conn, TxOp::owned(nack.encode(), Vec::new(), false));
-                }
-            }
-        }
     }
 
     // ----- progress -----
@@ -619,11 +466,14 @@ impl TcpEp {
             // A connection needs work when its socket is ready (readable, writable
             // while blocked, connected, or in error), bytes wait in its stage, or
             // requests wait for its answers to be taken.
-            if !(all || c.staged() > 0 || c.paused || c.answers.waiting() > 0 || ready.contains(&c.fd())) {
+            if !(all || c.staged() > 0 || c.paused || c.pr.answers.waiting() > 0 || ready.contains(&c.fd())) {
                 continue;
             }
             let id = ConnId { idx: i as u32, gen: g.slots[i].gen };
             self.progress_conn(g, id);
+        }
+        if g.eng.wants_transmit() {
+            self.pump(g);
         }
     }
 
@@ -746,13 +596,6 @@ impl TcpEp {
             return;
         }
         self.flush_conn(g, id);
-        // Read requests that waited for the peer to take its answers.
-        while let Some(h) = Self::conn_mut(g, id).and_then(|c| c.answers.next_read()) {
-            if let Err((e, why)) = self.answer_read(g, id, h) {
-                self.fail_conn(g, id, e, &why);
-                return;
-            }
-        }
         // Read frames, with a budget so one busy peer cannot starve the others.
         for _ in 0..64 {
             match self.read_step(g, id) {
@@ -800,9 +643,9 @@ impl TcpEp {
                 self.on_header(g, id, hdr)?;
                 Ok(true)
             }
-            RxState::Payload { .. } => self.payload_step(g, id),
+            RxState::Engine | RxState::Control { .. } => self.payload_step(g, id),
             &mut RxState::Parked(hdr) => {
-                if conn.answers.full() {
+                if conn.pr.answers.full() {
                     return Ok(false);
                 }
                 conn.paused = false;
@@ -824,125 +667,28 @@ impl TcpEp {
         if state == ConnState::Ready && matches!(hdr.op, OpCode::Hello | OpCode::HelloAck) {
             return Err((Error::Io, "protocol error: second hello".into()));
         }
-        if matches!(hdr.op, OpCode::ReadReq | OpCode::WriteReq | OpCode::AtomicReq) {
-            if let Some(c) = Self::conn_mut(g, id).filter(|c| c.answers.full()) {
+        let src = self.src_of(g, id);
+        let Inner { eng, b, slots, .. } = g;
+        let slot = &mut slots[id.idx as usize];
+        let Some(conn) = slot.conn.as_mut() else { return Ok(()) };
+        let cx = Ctx { b, objs: &self.domain.objs };
+        match eng.begin(cx, &mut conn.pr, id, src, hdr) {
+            Ok(Begin::Payload) => slot.rx = RxState::Engine,
+            Ok(Begin::Done) => {}
+            Ok(Begin::Hold) => {
                 // Back-pressure: the peer does not take its answers. Its requests
                 // wait, unread, until it does.
-                c.paused = true;
-                let _ = self.poll.set_interest(c.fd(), false, c.want_write);
-                g.slots[id.idx as usize].rx = RxState::Parked(hdr);
-                return Ok(());
+                conn.paused = true;
+                let _ = self.poll.set_interest(conn.fd(), false, conn.want_write);
+                slot.rx = RxState::Parked(hdr);
             }
-        }
-        let src = self.src_of(g, id);
-        let dest = match hdr.op {
-            OpCode::Hello | OpCode::HelloAck | OpCode::Reject => {
-                RxDest::Control { buf: Vec::with_capacity(hdr.len as usize) }
-            }
-            OpCode::Msg => {
-                let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-                match g.rx.match_arrival(&m, hdr.len) {
-                    Some(target) => RxDest::Recv { target, src },
-                    None => {
-                        // Buffered until a receive matches. A well-behaved peer sends
-                        // larger messages by rendezvous; one that does not is refused
-                        // before it can make us buffer without bound.
-                        let limit = config().eager_max.max(UNEXP_EAGER_LIMIT);
-                        if hdr.len > limit as u64 {
-                            return Err((
-                                Error::MsgSize,
-                                format!(
-                                    "protocol error: unexpected eager message of {} bytes (limit {limit})",
-                                    hdr.len
-                                ),
-                            ));
-                        }
-                        let n = hdr.len as usize;
-                        let buf =
-                            g.rx.unexp_buf(n)
-                                .map_err(|_| (Error::NoMem, "no memory for an unexpected message".to_string()))?;
-                        RxDest::Unexpected { buf, src }
-                    }
-                }
-            }
-            OpCode::Rts => {
-                let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-                let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-                let u = Unexp {
-                    body: UnexpBody::Rts(Rts { conn: id, id: hdr.id, dc: hdr.flags.has(HdrFlags::DC) }),
-                    len: hdr.len,
-                    data,
-                    tag: hdr.tag,
-                    rma: false,
-                };
-                g.rx.arrive(&g.b, m, u);
-                self.run_rx_actions(g);
-                return Ok(());
-            }
-            OpCode::Cts => {
-                let m = g.rndv_tx.handle_cts(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
-                let mut h = Header { op: OpCode::Data, id: hdr.id, ..m.hdr };
-                h.flags.0 &= !HdrFlags::DC;
-                let kind = match m.dc {
-                    // Completes on the receiver's `Ack`, not once written.
-                    true => TxKind::Request,
-                    false => TxKind::Data { context: m.context, flags: m.flags, len: m.len, comp: m.comp },
-                };
-                let data = TxOp::user(h.encode(), &m.iov[..m.niov], true, kind);
-                Self::conn_mut(g, id).expect("connection exists").txq.push_back(data);
-                if m.dc {
-                    g.rndv_tx.await_ack(id, hdr.id, m);
-                }
-                return Ok(());
-            }
-            OpCode::Nack => {
-                // The receiver discarded the message: the send is complete.
-                let m = g.rndv_tx.handle_nack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
-                let mut e = CqEntry::new(m.context, m.flags);
-                e.len = m.len;
-                g.b.tx_done(e, m.comp);
-                return Ok(());
-            }
-            OpCode::Ack => {
-                // The receiver has the data of a FI_DELIVERY_COMPLETE send.
-                let m = g.rndv_tx.handle_ack(id, hdr.id).map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
-                let mut e = CqEntry::new(m.context, m.flags);
-                e.len = m.len;
-                match hdr.data {
-                    0 => g.b.tx_done(e, m.comp),
-                    errno => g.b.tx_err(e, Error::from_errno(errno.min(i32::MAX as u64) as i32)),
-                }
-                return Ok(());
-            }
-            OpCode::Data => {
-                let (w, len) = g
-                    .rndv_rx
-                    .handle_data(id, hdr.id, hdr.len)
-                    .map_err(|e| (Error::Io, format!("protocol error: {e}")))?;
-                let h = Header { len, ..w.hdr };
-                g.slots[id.idx as usize].rx =
-                    RxState::Payload { hdr: h, dest: RxDest::Recv { target: w.target, src: w.src }, off: 0 };
-                return Ok(());
-            }
-            OpCode::WriteReq | OpCode::AtomicReq => {
-                let buf =
-                    g.rx.unexp_buf(hdr.len as usize)
-                        .map_err(|_| (Error::NoMem, "no memory for an RMA request".to_string()))?;
-                RxDest::RmaReq { buf }
-            }
-            OpCode::ReadReq => {
-                self.on_read_req(g, id, hdr)?;
-                return Ok(());
-            }
-            OpCode::RmaResp => match self.on_rma_resp(g, id, hdr)? {
-                Some(dest) => dest,
-                None => return Ok(()),
-            },
-            OpCode::Shutdown => {
+            Ok(Begin::Control) if hdr.op == OpCode::Shutdown => {
                 return Err((Error::Shutdown, "peer shut the connection down".into()));
             }
-        };
-        g.slots[id.idx as usize].rx = RxState::Payload { hdr, dest, off: 0 };
+            Ok(Begin::Control) => slot.rx = RxState::Control { hdr, buf: Vec::with_capacity(hdr.len as usize) },
+            Err(v) => return Err((v.err, v.why)),
+        }
+        self.pump(g);
         Ok(())
     }
 
@@ -964,75 +710,76 @@ impl TcpEp {
     /// Move payload bytes; `Ok(false)` when it would block.
     fn payload_step(&self, g: &mut Inner, id: ConnId) -> std::result::Result<bool, (Error, String)> {
         let idx = id.idx as usize;
+        let closed = |e: Error| (e, "peer closed the connection".to_string());
+        let Inner { eng, b, slots, .. } = g;
+        let cx = Ctx { b, objs: &self.domain.objs };
+        let slot = &mut slots[idx];
+        let conn = slot.conn.as_mut().expect("payload on a live connection");
+        if let RxState::Control { hdr, buf } = &mut slot.rx {
+            while (buf.len() as u64) < hdr.len {
+                if conn.staged() == 0 {
+                    match conn.fill() {
+                        Ok(_) => continue,
+                        Err(Error::Again) => return Ok(false),
+                        Err(e) => return Err(closed(e)),
+                    }
+                }
+                let n = (conn.staged() as u64).min(hdr.len - buf.len() as u64) as usize;
+                buf.extend_from_slice(&conn.stage[conn.stage_lo..conn.stage_lo + n]);
+                conn.stage_lo += n;
+            }
+            let RxState::Control { hdr, buf } = std::mem::replace(&mut slot.rx, RxState::Header) else {
+                unreachable!("matched above")
+            };
+            self.on_control(g, id, hdr, buf)?;
+            return Ok(true);
+        }
         loop {
-            let slot = &mut g.slots[idx];
-            let conn = slot.conn.as_mut().expect("payload on a live connection");
-            let RxState::Payload { hdr, dest, off } = &mut slot.rx else { return Ok(true) };
-            let remaining = hdr.len - *off;
+            let remaining = conn.pr.remaining();
             if remaining == 0 {
                 break;
             }
             if conn.staged() > 0 {
                 let n = (conn.staged() as u64).min(remaining) as usize;
                 let lo = conn.stage_lo;
-                let bytes = &conn.stage[lo..lo + n];
-                write_dest(dest, &g.rx, *off, bytes);
+                eng.write(cx, &mut conn.pr, &conn.stage[lo..lo + n]).map_err(|v| (v.err, v.why))?;
                 conn.stage_lo += n;
-                *off += n as u64;
                 continue;
             }
-            // Large remainder into a receive: read straight into the user's memory.
+            // Large remainder into memory: read straight into it.
             if remaining as usize >= STAGE / 2 {
-                if let Some(pieces) = direct_pieces(dest, &g.rx, *off, remaining) {
-                    // SAFETY: the pieces lie inside a posted receive's buffer (valid for
-                    // writes under post_recv's contract) or an unexpected Vec's spare
-                    // capacity that `direct_pieces` bounds by its reserved length.
-                    let r = unsafe { recvv(conn.fd(), &pieces.0[..pieces.1]) };
-                    match r {
+                let mut pieces = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+                let k = eng.pieces(&mut conn.pr, &mut pieces);
+                if k > 0 {
+                    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT];
+                    for (o, p) in iov.iter_mut().zip(&pieces[..k]) {
+                        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+                    }
+                    // SAFETY: the engine's pieces lie inside a posted receive's or a
+                    // read's buffer (valid for writes under the post contract) or a
+                    // buffer's reserved spare capacity, and cover at most the
+                    // payload's remaining bytes.
+                    match unsafe { recvv(conn.fd(), &iov[..k]) } {
                         Ok(n) => {
-                            if let RxDest::Unexpected { buf, .. } | RxDest::RmaReq { buf } = dest {
-                                // SAFETY: recvv initialised these n bytes, which lie
-                                // within the reserved capacity.
-                                unsafe { buf.set_len(buf.len() + n) };
-                            }
-                            *off += n as u64;
+                            // SAFETY: recvv wrote these n bytes from the first piece on.
+                            unsafe { eng.advance(&mut conn.pr, n) };
                             continue;
                         }
                         Err(Error::Again) => return Ok(false),
-                        Err(e) => return Err((e, "peer closed the connection".into())),
+                        Err(e) => return Err(closed(e)),
                     }
                 }
             }
             match conn.fill() {
                 Ok(_) => continue,
                 Err(Error::Again) => return Ok(false),
-                Err(e) => return Err((e, "peer closed the connection".into())),
+                Err(e) => return Err(closed(e)),
             }
         }
         // The payload is complete.
-        let rx = std::mem::replace(&mut g.slots[idx].rx, RxState::Header);
-        let RxState::Payload { hdr, dest, .. } = rx else { return Ok(true) };
-        match dest {
-            RxDest::Recv { target, src } => {
-                g.rx.complete(&g.b, target, &hdr, src, false);
-                if hdr.flags.has(HdrFlags::DC) {
-                    // The data of a FI_DELIVERY_COMPLETE rendezvous is in: say so.
-                    let ack = Header { id: hdr.id, ..Header::new(OpCode::Ack) };
-                    let _ = self.queue(g, id, TxOp::owned(ack.encode(), Vec::new(), false));
-                }
-            }
-            RxDest::Unexpected { buf, src } => {
-                let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-                let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-                let u = Unexp { body: UnexpBody::Eager(buf), len: hdr.len, data, tag: hdr.tag, rma: false };
-                // A receive may have been posted while the payload arrived.
-                g.rx.arrive(&g.b, m, u);
-                self.run_rx_actions(g);
-            }
-            RxDest::Control { buf } => self.on_control(g, id, hdr, buf)?,
-            RxDest::RmaReq { buf } => self.on_rma_req(g, id, hdr, buf)?,
-            RxDest::RmaData { id: rid, .. } => self.on_rma_data(g, id, rid, hdr.len as usize),
-        }
+        slot.rx = RxState::Header;
+        eng.end(cx, &mut conn.pr, id).map_err(|v| (v.err, v.why))?;
+        self.pump(g);
         Ok(true)
     }
 
@@ -1074,8 +821,10 @@ impl TcpEp {
                     c.state = ConnState::Closed;
                     let ops: Vec<TxOp> = c.txq.drain(..).collect();
                     self.poll.del_fd(c.fd());
-                    g.slots[id.idx as usize].conn = None;
-                    Self::fail_sends(g, ops, id, Error::ConnRefused);
+                    let mut conn = g.slots[id.idx as usize].conn.take().expect("exists");
+                    Self::fail_frames(g, ops, id, Error::ConnRefused);
+                    let cx = Ctx { b: &g.b, objs: &self.domain.objs };
+                    g.eng.peer_lost(cx, &mut conn.pr, id, Error::ConnRefused);
                     return Ok(());
                 }
                 // RDM: we lost a simultaneous connect. Our queued operations move to
@@ -1120,7 +869,7 @@ impl TcpEp {
             c.state = ConnState::Ready;
             c.av_version = u64::MAX;
             let ack = Header { id: self.epoch, ..Header::new(OpCode::HelloAck) };
-            c.txq.push_front(TxOp::owned(ack.encode(), Vec::new(), false));
+            c.txq.push_front(TxOp::control(&ack, Vec::new()));
             self.flush_conn(g, id);
             return Ok(());
         }
@@ -1156,7 +905,7 @@ impl TcpEp {
             let rej = Header::new(OpCode::Reject);
             let c = Self::conn_mut(g, id).expect("exists");
             c.state = ConnState::Ready; // only to let the reject out; closed below
-            c.txq.push_back(TxOp::owned(rej.encode(), Vec::new(), false));
+            c.txq.push_back(TxOp::control(&rej, Vec::new()));
             self.flush_conn(g, id);
             // The peer closes it on the reject; we drop it now.
             if let Some(c) = Self::conn_mut(g, id) {
@@ -1172,7 +921,7 @@ impl TcpEp {
             c.state = ConnState::Ready;
             c.av_version = u64::MAX;
             let ack = Header { id: self.epoch, ..Header::new(OpCode::HelloAck) };
-            c.txq.push_front(TxOp::owned(ack.encode(), Vec::new(), false));
+            c.txq.push_front(TxOp::control(&ack, Vec::new()));
         }
         g.by_name.insert(name, id);
         g.by_addr.retain(|_, c| Some(*c) != existing);
@@ -1191,7 +940,7 @@ impl TcpEp {
         let ops: Vec<TxOp> = c
             .txq
             .drain(..)
-            .filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_)))
+            .filter(|op| op.movable())
             .map(|mut op| {
                 // The loser never got past its hello: nothing of these was sent.
                 op.sent = 0;
@@ -1219,13 +968,10 @@ impl TcpEp {
                 continue;
             }
             let p = g.parked.remove(i);
-            g.rndv_tx.rekey(p.from, to);
-            for r in g.rma_pending.iter_mut().filter(|r| r.conn == p.from) {
-                r.conn = to;
-            }
+            g.eng.rekey(p.from, to);
             match Self::conn_mut(g, to) {
                 Some(w) => w.txq.extend(p.ops),
-                None => Self::fail_sends(g, p.ops, p.from, Error::ConnReset),
+                None => Self::fail_frames(g, p.ops, to, Error::ConnReset),
             }
         }
     }
@@ -1248,8 +994,10 @@ impl TcpEp {
                 p.ops.len(),
                 p.peer
             );
-            Self::fail_sends(g, p.ops, p.from, err);
-            self.fail_rma(g, p.from, err);
+            Self::fail_frames(g, p.ops, p.from, err);
+            // Its operations waiting for answers on the closed connection fail.
+            let cx = Ctx { b: &g.b, objs: &self.domain.objs };
+            g.eng.peer_lost(cx, &mut PeerRx::new(), p.from, err);
         }
     }
 
@@ -1265,16 +1013,12 @@ impl TcpEp {
             c.state,
             c.peer
         );
-        let ops: Vec<TxOp> =
-            c.txq.drain(..).filter(|op| !matches!(op.kind, TxKind::Control(_) | TxKind::Answer(_))).collect();
+        let ops: Vec<TxOp> = c.txq.drain(..).filter(|op| op.movable()).collect();
         let fd = c.fd();
         self.poll.del_fd(fd);
         g.slots[from.idx as usize].conn = None;
         g.slots[from.idx as usize].rx = RxState::Header;
-        g.rndv_tx.rekey(from, to);
-        for r in g.rma_pending.iter_mut().filter(|r| r.conn == from) {
-            r.conn = to;
-        }
+        g.eng.rekey(from, to);
         match Self::conn_mut(g, to) {
             Some(w) => {
                 for mut op in ops {
@@ -1283,7 +1027,7 @@ impl TcpEp {
                     w.txq.push_back(op);
                 }
             }
-            None => Self::fail_sends(g, ops, to, Error::ConnReset),
+            None => Self::fail_frames(g, ops, to, Error::ConnReset),
         }
     }
 
@@ -1325,7 +1069,7 @@ impl TcpEp {
             if let Some(c) = Self::conn_mut(g, id) {
                 if self.ep_type == EpType::Msg && c.state == ConnState::Ready {
                     let sh = Header::new(OpCode::Shutdown);
-                    c.txq.push_back(TxOp::owned(sh.encode(), Vec::new(), false));
+                    c.txq.push_back(TxOp::control(&sh, Vec::new()));
                     let _ = c.flush(|_, _| {});
                 }
             }
@@ -1337,59 +1081,12 @@ impl TcpEp {
         }
         g.b.eq = eq;
         self.expire_parked(g, None, Error::Canceled);
-        g.rx.fail_all_posted(&g.b, Error::Canceled);
-        let waits: Vec<RxWait> = g.rndv_rx.drain().collect();
-        for w in waits {
-            g.rx.fail(&g.b, w.target, &w.hdr, w.src, Error::Canceled);
-        }
-        g.rx.drain_unexpected().for_each(drop);
+        g.eng.close(&g.b, Error::Canceled);
         g.acceptor.drops.report(Instant::now(), "rdm listener", true);
         g.handshakes.clear();
         g.listener = None;
         g.closed = true;
     }
-}
-
-fn write_dest(dest: &mut RxDest, rx: &RxEngine<Rts>, off: u64, bytes: &[u8]) {
-    match dest {
-        RxDest::Recv { target, .. } => rx.write(target, off, bytes),
-        RxDest::Unexpected { buf, .. } | RxDest::Control { buf } | RxDest::RmaReq { buf } => {
-            buf.extend_from_slice(bytes)
-        }
-        RxDest::RmaData { rec, .. } => rec.write(off, bytes),
-    }
-}
-
-/// The pieces of memory where the next `remaining` bytes at `off` go, for a direct
-/// read; `None` when the destination is not plain memory or is truncated there.
-fn direct_pieces(
-    dest: &mut RxDest,
-    rx: &RxEngine<Rts>,
-    off: u64,
-    remaining: u64,
-) -> Option<([libc::iovec; IOV_LIMIT], usize)> {
-    let mut out = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT];
-    let mut pieces = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
-    let n = match dest {
-        RxDest::Recv { target, .. } => rx.pieces(target, off, remaining, &mut pieces),
-        RxDest::RmaData { rec, .. } => rec.pieces(off, remaining, &mut pieces),
-        RxDest::Unexpected { buf, .. } | RxDest::RmaReq { buf } => {
-            let spare = buf.capacity() - buf.len();
-            let k = (remaining as usize).min(spare);
-            if k == 0 {
-                return None;
-            }
-            // SAFETY: the spare capacity is allocated and `k` bytes of it fit.
-            let p = unsafe { buf.as_mut_ptr().add(buf.len()) };
-            out[0] = libc::iovec { iov_base: p as *mut libc::c_void, iov_len: k };
-            return Some((out, 1));
-        }
-        RxDest::Control { .. } => 0,
-    };
-    for (o, p) in out.iter_mut().zip(&pieces[..n]) {
-        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
-    }
-    (n > 0).then_some((out, n))
 }
 
 impl Progress for TcpEp {
@@ -1531,7 +1228,7 @@ impl EndpointOps for TcpEp {
             let c = Self::conn_mut(&mut g, id).expect("found");
             c.state = ConnState::Ready;
             let ack = Header { len: param.len() as u64, id: self.epoch, ..Header::new(OpCode::HelloAck) };
-            c.txq.push_front(TxOp::owned(ack.encode(), param.to_vec(), false));
+            c.txq.push_front(TxOp::control(&ack, param.to_vec()));
         }
         self.flush_conn(&mut g, id);
         if let Some(eq) = &g.b.eq {
@@ -1546,7 +1243,7 @@ impl EndpointOps for TcpEp {
         let id = ConnId { idx: i as u32, gen: g.slots[i].gen };
         if let Some(c) = Self::conn_mut(&mut g, id) {
             let sh = Header::new(OpCode::Shutdown);
-            c.txq.push_back(TxOp::owned(sh.encode(), Vec::new(), false));
+            c.txq.push_back(TxOp::control(&sh, Vec::new()));
         }
         self.flush_conn(&mut g, id);
         self.fail_conn(&mut g, id, Error::Shutdown, "local shutdown");
@@ -1598,7 +1295,7 @@ impl EndpointOps for TcpEp {
     fn cancel(&self, user_context: u64) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        if g.rx.cancel(&g.b, user_context) {
+        if g.eng.cancel(&g.b, user_context) {
             Ok(())
         } else {
             Err(Error::NoEnt)
@@ -1606,12 +1303,12 @@ impl EndpointOps for TcpEp {
     }
 
     fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
-        self.lock().rx.set_min_multi_recv(bytes);
+        self.lock().eng.rx.set_min_multi_recv(bytes);
         Ok(())
     }
 
     fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
-        self.lock().rx.set_rma_data_takes_recv(takes_recv);
+        self.lock().eng.rx.set_rma_data_takes_recv(takes_recv);
         Ok(())
     }
 

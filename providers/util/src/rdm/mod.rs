@@ -67,6 +67,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 pub use rx::Begin;
+pub use tx::check_atomic;
 
 /// Room for a header and its inline prefix (an RMA target and an atomic header).
 pub const HEAD_MAX: usize = HDR_LEN + RmaDesc::LEN + AtomicHdr::LEN;

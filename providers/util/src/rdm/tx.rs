@@ -21,6 +21,23 @@ use std::fmt;
 /// Recycled inject buffers kept.
 const POOL_MAX: usize = 64;
 
+/// Check an atomic as posted (operation, type, count, buffer lengths, operand
+/// sizes the wire carries): its lengths, or `FI_EINVAL`/`FI_EOPNOTSUPP`.
+pub fn check_atomic(a: &AtomicDesc) -> Result<AtomicLens> {
+    let max = crate::atomic::valid(a.op, a.datatype, a.kind)?;
+    let l = crate::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
+    if a.count == 0 || a.count > max || a.rma.len != l.target {
+        return Err(Error::Inval);
+    }
+    if a.operand.len < l.operand || a.compare.len < l.compare || a.result.len < l.result {
+        return Err(Error::Inval);
+    }
+    if l.operand > ATOMIC_MAX || l.compare > ATOMIC_MAX {
+        return Err(Error::Inval);
+    }
+    Ok(l)
+}
+
 impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// Post a send of `op` to `peer` (`flags` as `fi_sendmsg`'s). `inject`: the
     /// data, copied now (no completion; the transmit counter counts it now).
@@ -211,17 +228,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// `flags` [`OpFlags::silent`] its completion is not reported (counters count
     /// it), else it is when `flags` has `COMPLETION` or the queue is not selective.
     pub fn post_atomic(&mut self, peer: P, a: &AtomicDesc, inject: bool, flags: OpFlags) -> Result<()> {
-        let max = crate::atomic::valid(a.op, a.datatype, a.kind)?;
-        let l = crate::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
-        if a.count == 0 || a.count > max || a.rma.len != l.target {
-            return Err(Error::Inval);
-        }
-        if a.operand.len < l.operand || a.compare.len < l.compare || a.result.len < l.result {
-            return Err(Error::Inval);
-        }
-        if l.operand > ATOMIC_MAX || l.compare > ATOMIC_MAX {
-            return Err(Error::Inval);
-        }
+        let l = check_atomic(a)?;
         let mut dst = [NULL_IOV; IOV_LIMIT];
         dst[0] = IoVec { base: a.result.base, len: l.result };
         let id = self.ops.insert(TxOp {
@@ -259,9 +266,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             ..Header::new(OpCode::AtomicReq)
         };
         let frame = if inject {
-            let lens = AtomicLens { target: l.target, operand: l.operand, compare: l.compare, result: l.result };
             // SAFETY: the operands are valid for reads during the call (inject contract).
-            Frame::owned(&h, &prefix, unsafe { copy_operands(a, &lens) }, Done::Op(id))
+            Frame::owned(&h, &prefix, unsafe { copy_operands(a, &l) }, Done::Op(id))
         } else {
             let pieces =
                 [IoVec { base: a.operand.base, len: l.operand }, IoVec { base: a.compare.base, len: l.compare }];
