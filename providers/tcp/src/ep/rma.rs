@@ -1,11 +1,10 @@
-//! One-sided operations of the tcp provider: RMA writes and reads, and atomics
-//! emulated at the target. The protocol is the RDM engine's
+//! RMA writes and reads of the tcp provider. The protocol is the RDM engine's
 //! (`fabric_util::rdm`: requests of at most `RMA_CHUNK` bytes under one id,
 //! answered in order; the target side checked against the domain's regions);
 //! here they are posted on the peer's connection.
 
 use super::*;
-use fabric_core::prov::{AtomicDesc, RmaOp};
+use fabric_core::prov::RmaOp;
 
 impl TcpEp {
     /// Post a write or read.
@@ -26,26 +25,6 @@ impl TcpEp {
         let conn = self.conn_for(&mut g, op.addr)?;
         let g = &mut *g;
         g.eng.post_rma(&g.b, conn, op, flags, read, inject)?;
-        self.pump(g);
-        Ok(())
-    }
-
-    /// Post an atomic; with `inject` its operands are copied now; with `flags`
-    /// [`OpFlags::silent`] its completion is not reported, else it is when
-    /// `flags` has `COMPLETION` or the queue is not selective.
-    pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, flags: OpFlags) -> Result<()> {
-        // Checked before a connection is made for it.
-        fabric_util::rdm::check_atomic(a)?;
-        let mut g = self.lock();
-        if !flags.silent() && g.b.tx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        if g.closed || !g.enabled {
-            return Err(Error::OpBadState);
-        }
-        let conn = self.conn_for(&mut g, a.addr)?;
-        let g = &mut *g;
-        g.eng.post_atomic(conn, a, inject, flags)?;
         self.pump(g);
         Ok(())
     }

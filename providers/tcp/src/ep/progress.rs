@@ -1,0 +1,326 @@
+//! Progress of a tcp endpoint: which connections have work, reading frames
+//! (header, then payload straight into its destination where it is large),
+//! handing them to the RDM engine, and writing the frames it queues.
+
+use super::*;
+
+impl TcpEp {
+    /// The engine's frames that will not be written (their connection is gone)
+    /// fail; control frames are dropped.
+    pub(super) fn fail_frames(g: &mut Inner, ops: impl IntoIterator<Item = TxOp>, conn: ConnId, err: Error) {
+        for op in ops.into_iter().filter(|op| !op.control) {
+            g.eng.frame_failed(&g.b, conn, op.f, err);
+        }
+    }
+
+    /// Put the engine's frames on their connections, and write.
+    pub(super) fn pump(&self, g: &mut Inner) {
+        while let Some((id, f)) = g.eng.poll_transmit() {
+            match Self::conn_mut(g, id) {
+                Some(c) => c.txq.push_back(TxOp::data(f)),
+                None => {
+                    g.eng.frame_failed(&g.b, id, f, Error::ConnReset);
+                    continue;
+                }
+            }
+            self.flush_conn(g, id);
+        }
+    }
+
+    /// Write what a connection can; a failure fails the connection.
+    pub(super) fn flush_conn(&self, g: &mut Inner, id: ConnId) {
+        let Some(slot) = g.slots.get_mut(id.idx as usize) else { return };
+        if slot.gen != id.gen {
+            return;
+        }
+        let Some(mut conn) = slot.conn.take() else { return };
+        if conn.state == ConnState::Connecting {
+            slot.conn = Some(conn);
+            return;
+        }
+        // The connection is out of its slot, so completions can go straight to `g`.
+        let cx = Ctx { b: &g.b, objs: &self.domain.objs };
+        let eng = &mut g.eng;
+        let r = conn.flush(|c, op| {
+            if !op.control {
+                eng.frame_done(cx, id, Some(&mut c.pr), op.f);
+            }
+        });
+        let pending = conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || op.control);
+        if pending != conn.want_write {
+            conn.want_write = pending;
+            let _ = self.poll.set_interest(conn.fd(), !conn.paused, pending);
+        }
+        let slot = &mut g.slots[id.idx as usize];
+        slot.conn = Some(conn);
+        if let Err(e) = r {
+            self.fail_conn(g, id, e, "write failed");
+        }
+    }
+
+    pub(super) fn progress_locked(&self, g: &mut Inner) {
+        if g.closed {
+            return;
+        }
+        // Which sockets have something (one epoll_wait for all of them); a full
+        // answer may hide more, so then every connection is looked at.
+        let mut ready = [0 as RawFd; 32];
+        let n = self.poll.ready_now(&mut ready);
+        let all = n == ready.len();
+        let ready = &ready[..n];
+        let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.contains(&l.as_raw_fd()));
+        if listener_ready || g.acceptor.paused() || !g.handshakes.is_empty() {
+            self.accept_and_reap(g, listener_ready, Instant::now());
+        }
+        if !g.parked.is_empty() {
+            self.expire_parked(g, Some(Instant::now()), Error::ConnReset);
+        }
+        for i in 0..g.slots.len() {
+            let Some(c) = g.slots[i].conn.as_ref() else { continue };
+            // A connection needs work when its socket is ready (readable, writable
+            // while blocked, connected, or in error), bytes wait in its stage, or
+            // requests wait for its answers to be taken.
+            if !(all || c.staged() > 0 || c.paused || c.pr.answers.waiting() > 0 || ready.contains(&c.fd())) {
+                continue;
+            }
+            let id = ConnId { idx: i as u32, gen: g.slots[i].gen };
+            self.progress_conn(g, id);
+        }
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
+    }
+
+    pub(super) fn progress_conn(&self, g: &mut Inner, id: ConnId) {
+        // Connect completion.
+        if let Some(c) = Self::conn_mut(g, id) {
+            if c.state == ConnState::Connecting {
+                match c.sock.take_error() {
+                    Ok(Some(e)) => {
+                        self.fail_conn(g, id, e.into(), "connect failed");
+                        return;
+                    }
+                    Err(e) => {
+                        self.fail_conn(g, id, e.into(), "connect failed");
+                        return;
+                    }
+                    Ok(None) => {}
+                }
+                match c.sock.peer_addr() {
+                    Ok(_) => c.state = ConnState::HelloSent,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotConnected => return,
+                    Err(e) => {
+                        self.fail_conn(g, id, e.into(), "connect failed");
+                        return;
+                    }
+                }
+            }
+        } else {
+            return;
+        }
+        self.flush_conn(g, id);
+        // Read frames, with a budget so one busy peer cannot starve the others.
+        for _ in 0..64 {
+            match self.read_step(g, id) {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err((e, why)) => {
+                    self.fail_conn(g, id, e, &why);
+                    return;
+                }
+            }
+        }
+        self.flush_conn(g, id);
+    }
+
+    /// One step of the receive state machine; `Ok(false)` when it would block.
+    pub(super) fn read_step(&self, g: &mut Inner, id: ConnId) -> std::result::Result<bool, (Error, String)> {
+        let idx = id.idx as usize;
+        let slot = &mut g.slots[idx];
+        let Some(conn) = slot.conn.as_mut() else { return Ok(false) };
+        if conn.state == ConnState::AwaitAccept || conn.state == ConnState::Connecting {
+            return Ok(false);
+        }
+        match &mut slot.rx {
+            RxState::Header => {
+                if conn.staged() == 0 {
+                    if conn.drained {
+                        // The last read drained the socket: it is read again when
+                        // epoll says it is ready (see `progress_locked`), not now.
+                        conn.drained = false;
+                        return Ok(false);
+                    }
+                    match conn.fill() {
+                        Ok(_) => {}
+                        Err(Error::Again) => return Ok(false),
+                        Err(e) => return Err((e, "peer closed the connection".into())),
+                    }
+                }
+                if !conn.gather_header() {
+                    return Ok(true);
+                }
+                conn.hdr_got = 0;
+                let hb = conn.hdr_buf;
+                let hdr = Header::decode(&hb, i64::MAX as u64)
+                    .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
+                self.on_header(g, id, hdr)?;
+                Ok(true)
+            }
+            RxState::Engine | RxState::Control { .. } => self.payload_step(g, id),
+            &mut RxState::Parked(hdr) => {
+                if conn.pr.answers.full() {
+                    return Ok(false);
+                }
+                conn.paused = false;
+                let _ = self.poll.set_interest(conn.fd(), true, conn.want_write);
+                slot.rx = RxState::Header;
+                self.on_header(g, id, hdr)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Decide where a frame goes once its header is in.
+    pub(super) fn on_header(&self, g: &mut Inner, id: ConnId, hdr: Header) -> std::result::Result<(), (Error, String)> {
+        let state = Self::conn_mut(g, id).map(|c| c.state).unwrap_or(ConnState::Closed);
+        let control = matches!(hdr.op, OpCode::Hello | OpCode::HelloAck | OpCode::Reject);
+        if !control && state != ConnState::Ready {
+            return Err((Error::Io, format!("protocol error: {:?} before the connection was accepted", hdr.op)));
+        }
+        if state == ConnState::Ready && matches!(hdr.op, OpCode::Hello | OpCode::HelloAck) {
+            return Err((Error::Io, "protocol error: second hello".into()));
+        }
+        let src = self.src_of(g, id);
+        let Inner { eng, b, slots, .. } = g;
+        let slot = &mut slots[id.idx as usize];
+        let Some(conn) = slot.conn.as_mut() else { return Ok(()) };
+        let cx = Ctx { b, objs: &self.domain.objs };
+        match eng.begin(cx, &mut conn.pr, id, src, hdr) {
+            Ok(Begin::Payload) => slot.rx = RxState::Engine,
+            Ok(Begin::Done) => {}
+            Ok(Begin::Hold) => {
+                // Back-pressure: the peer does not take its answers. Its requests
+                // wait, unread, until it does.
+                conn.paused = true;
+                let _ = self.poll.set_interest(conn.fd(), false, conn.want_write);
+                slot.rx = RxState::Parked(hdr);
+            }
+            Ok(Begin::Control) if hdr.op == OpCode::Shutdown => {
+                return Err((Error::Shutdown, "peer shut the connection down".into()));
+            }
+            Ok(Begin::Control) => slot.rx = RxState::Control { hdr, buf: Vec::with_capacity(hdr.len as usize) },
+            Err(v) => return Err((v.err, v.why)),
+        }
+        self.pump(g);
+        Ok(())
+    }
+
+    /// The AV handle of a connection's peer (resolved lazily, cached per AV version).
+    pub(super) fn src_of(&self, g: &mut Inner, id: ConnId) -> FiAddr {
+        if self.ep_type != EpType::Rdm {
+            return FiAddr::NOTAVAIL;
+        }
+        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let v = av.version();
+        let Some(c) = Self::conn_mut(g, id) else { return FiAddr::NOTAVAIL };
+        if c.av_version != v {
+            c.fi_addr = c.peer.and_then(|p| av.find(&Address::Sockaddr(p))).unwrap_or(FiAddr::NOTAVAIL);
+            c.av_version = v;
+        }
+        c.fi_addr
+    }
+
+    /// Move payload bytes; `Ok(false)` when it would block.
+    pub(super) fn payload_step(&self, g: &mut Inner, id: ConnId) -> std::result::Result<bool, (Error, String)> {
+        let idx = id.idx as usize;
+        let closed = |e: Error| (e, "peer closed the connection".to_string());
+        let Inner { eng, b, slots, .. } = g;
+        let cx = Ctx { b, objs: &self.domain.objs };
+        let slot = &mut slots[idx];
+        let conn = slot.conn.as_mut().expect("payload on a live connection");
+        if let RxState::Control { hdr, buf } = &mut slot.rx {
+            while (buf.len() as u64) < hdr.len {
+                if conn.staged() == 0 {
+                    match conn.fill() {
+                        Ok(_) => continue,
+                        Err(Error::Again) => return Ok(false),
+                        Err(e) => return Err(closed(e)),
+                    }
+                }
+                let n = (conn.staged() as u64).min(hdr.len - buf.len() as u64) as usize;
+                buf.extend_from_slice(&conn.stage[conn.stage_lo..conn.stage_lo + n]);
+                conn.stage_lo += n;
+            }
+            let RxState::Control { hdr, buf } = std::mem::replace(&mut slot.rx, RxState::Header) else {
+                unreachable!("matched above")
+            };
+            self.on_control(g, id, hdr, buf)?;
+            return Ok(true);
+        }
+        loop {
+            let remaining = conn.pr.remaining();
+            if remaining == 0 {
+                break;
+            }
+            if conn.staged() > 0 {
+                let n = (conn.staged() as u64).min(remaining) as usize;
+                let lo = conn.stage_lo;
+                eng.write(cx, &mut conn.pr, &conn.stage[lo..lo + n]).map_err(|v| (v.err, v.why))?;
+                conn.stage_lo += n;
+                continue;
+            }
+            // Large remainder into memory: read straight into it.
+            if remaining as usize >= STAGE / 2 {
+                let mut pieces = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+                let k = eng.pieces(&mut conn.pr, &mut pieces);
+                if k > 0 {
+                    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT];
+                    for (o, p) in iov.iter_mut().zip(&pieces[..k]) {
+                        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+                    }
+                    // SAFETY: the engine's pieces lie inside a posted receive's or a
+                    // read's buffer (valid for writes under the post contract) or a
+                    // buffer's reserved spare capacity, and cover at most the
+                    // payload's remaining bytes.
+                    match unsafe { recvv(conn.fd(), &iov[..k]) } {
+                        Ok(n) => {
+                            // SAFETY: recvv wrote these n bytes from the first piece on.
+                            unsafe { eng.advance(&mut conn.pr, n) };
+                            continue;
+                        }
+                        Err(Error::Again) => return Ok(false),
+                        Err(e) => return Err(closed(e)),
+                    }
+                }
+            }
+            match conn.fill() {
+                Ok(_) => continue,
+                Err(Error::Again) => return Ok(false),
+                Err(e) => return Err(closed(e)),
+            }
+        }
+        // The payload is complete.
+        slot.rx = RxState::Header;
+        eng.end(cx, &mut conn.pr, id).map_err(|v| (v.err, v.why))?;
+        self.pump(g);
+        Ok(true)
+    }
+}
+
+impl Progress for TcpEp {
+    fn progress(&self) {
+        let mut g = self.lock();
+        self.progress_locked(&mut g);
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.poll.fd())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let g = self.lock();
+        let hello = g.handshakes.front().map(|&(_, t)| t);
+        let parked = g.parked.iter().map(|p| p.deadline).min();
+        [hello, g.acceptor.deadline(), parked].into_iter().flatten().min()
+    }
+}
