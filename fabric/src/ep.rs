@@ -24,11 +24,13 @@ const SMALL_IOV: usize = 8;
 pub type PostResult = std::result::Result<(), PostError>;
 
 /// A post that failed: the error, and the operation's buffers given back.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
 pub struct PostError {
     /// Why the operation was not posted (`Again` for back-pressure: read
     /// completions and retry; `NoCq` when no completion queue is bound for that
     /// direction).
+    #[source]
     pub error: Error,
     /// The buffers of the operation, untouched.
     pub buffers: OpBuffers,
@@ -37,18 +39,6 @@ pub struct PostError {
 impl PostError {
     pub(crate) fn new(error: Error, buffers: OpBuffers) -> PostError {
         PostError { error, buffers }
-    }
-}
-
-impl fmt::Display for PostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
-    }
-}
-
-impl std::error::Error for PostError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
     }
 }
 

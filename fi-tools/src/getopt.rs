@@ -10,8 +10,6 @@
 //!
 //! Errors carry glibc's wording (`fi_info: unrecognized option '--bogus'`).
 
-use std::fmt;
-
 /// One option a tool accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opt {
@@ -52,16 +50,9 @@ pub enum Item {
 }
 
 /// A command-line error, worded as glibc's `getopt_long` words it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct GetoptError(pub String);
-
-impl fmt::Display for GetoptError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for GetoptError {}
 
 /// Parse `args` (without the program name) against `opts`. `prog` names the tool in
 /// error messages.

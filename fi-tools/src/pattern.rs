@@ -10,7 +10,11 @@ pub const ALPHABET: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ
 const SEED: u64 = 7;
 
 /// Where a received message differs from the expected pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "data check failed on received message {message}: byte {offset} is 0x{found:02x}, expected 0x{expected:02x} ('{}')",
+    char::from(*.expected)
+)]
 pub struct Mismatch {
     /// The message's number (0 = the first checked).
     pub message: u64,
@@ -20,16 +24,6 @@ pub struct Mismatch {
     pub found: u8,
     /// The byte expected.
     pub expected: u8,
-}
-
-impl std::fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "data check failed on received message {}: byte {} is 0x{:02x}, expected 0x{:02x} ('{}')",
-            self.message, self.offset, self.found, self.expected, self.expected as char
-        )
-    }
 }
 
 /// A counter of messages filled, or of messages checked.
@@ -127,6 +121,8 @@ mod tests {
         assert_eq!((e.message, e.offset), (5, 777));
         assert_eq!(e.found ^ 1, e.expected);
         assert!(e.to_string().contains("byte 777"));
+        let m = Mismatch { message: 5, offset: 777, found: 0x0a, expected: b'Z' };
+        assert_eq!(m.to_string(), "data check failed on received message 5: byte 777 is 0x0a, expected 0x5a ('Z')");
         // Empty messages count too.
         tx.fill(&mut []);
         rx.check(&[]).unwrap();

@@ -1,16 +1,17 @@
 //! The one error type of fabric, numbered as libfabric numbers its errors.
 
-use std::fmt;
+use std::borrow::Cow;
 
 macro_rules! errors {
     ($( $(#[$doc:meta])* $variant:ident = $num:expr, $name:literal, $text:literal; )*) => {
         /// A fabric error. [`Error::errno`] gives the libfabric number
         /// (`FI_E*`, positive), and `Display` gives `fi_strerror`'s text.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
         #[non_exhaustive]
         pub enum Error {
-            $( $(#[$doc])* $variant, )*
+            $( $(#[$doc])* #[error($text)] $variant, )*
             /// An error number that has no variant of its own.
+            #[error("{}", other_text(*.0))]
             Other(i32),
         }
 
@@ -36,13 +37,6 @@ macro_rules! errors {
                 match self {
                     $( Error::$variant => $name, )*
                     Error::Other(_) => "FI_EOTHER",
-                }
-            }
-
-            fn text(&self) -> Option<&'static str> {
-                match self {
-                    $( Error::$variant => Some($text), )*
-                    Error::Other(_) => None,
                 }
             }
         }
@@ -164,26 +158,19 @@ errors! {
     NoRx = 269, "FI_ENORX", "Receiver not ready, no receive buffers available";
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.text() {
-            Some(t) => f.write_str(t),
-            None => {
-                let n = self.errno();
-                if n >= 256 {
-                    f.write_str("Unspecified error")
-                } else {
-                    // The system's text, as fi_strerror gives for numbers below 256.
-                    let s = std::io::Error::from_raw_os_error(n).to_string();
-                    let s = s.split(" (os error").next().unwrap_or(&s);
-                    f.write_str(s)
-                }
-            }
+/// The text of an error number without a variant of its own, as `fi_strerror`
+/// gives it: the system's text below 256, "Unspecified error" from there on.
+fn other_text(n: i32) -> Cow<'static, str> {
+    if n >= 256 {
+        Cow::Borrowed("Unspecified error")
+    } else {
+        let mut s = std::io::Error::from_raw_os_error(n).to_string();
+        if let Some(end) = s.find(" (os error") {
+            s.truncate(end);
         }
+        Cow::Owned(s)
     }
 }
-
-impl std::error::Error for Error {}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
@@ -233,6 +220,9 @@ mod tests {
         assert_eq!(Error::from_errno(-125), Error::Canceled);
         assert_eq!(Error::from_errno(269).to_string(), "Receiver not ready, no receive buffers available");
         assert_eq!(strerror(270), "Unspecified error");
+        // Numbers without a variant: the system's text below 256, as fi_strerror.
+        assert_eq!(Error::from_errno(3), Error::Other(3));
+        assert_eq!(strerror(3), "No such process");
         assert_eq!(Error::from_errno(2).name(), "FI_ENOENT");
     }
 

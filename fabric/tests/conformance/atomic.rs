@@ -6,8 +6,8 @@
 //! accesses a region does not grant, refused with `FI_EACCES`, the target
 //! untouched and the connection usable.
 
+use super::PROV;
 use crate::common::*;
-use crate::rma::{beside, unknown_key, Region, RW};
 use fabric::*;
 use std::fmt::Debug;
 
@@ -39,39 +39,49 @@ fn allowed(op: AtomicOp, dt: Datatype, kind: AtomicKind) -> bool {
 /// `atomic_valid` answers a count of at least one for what the provider
 /// supports, and `FI_EOPNOTSUPP` for everything else, including every
 /// combination fi_atomic(3) does not allow.
-pub fn atomic_valid_rules(prov: &'static str) {
-    for t in [EpType::Rdm, EpType::Msg] {
-        let Some(info) = find_info(prov, t, Caps::ATOMIC) else { continue };
-        let f = Fabric::open(&info).expect("open fabric");
-        let d = f.domain(&info).expect("open domain");
-        let (mut supported, mut unsupported) = (0, Vec::new());
-        for &dt in Datatype::ALL {
-            for &op in AtomicOp::ALL {
-                for kind in KINDS {
-                    let what = format!("{t} atomic_valid({op}, {dt}, {kind:?})");
-                    let answer = d.atomic_valid(op, dt, kind);
-                    assert_eq!(d.atomic_valid(op, dt, kind), answer, "{what}: asked twice");
-                    match answer {
-                        Ok(n) => {
-                            assert!(allowed(op, dt, kind), "{what}: Ok({n}) for a combination fi_atomic(3) forbids");
-                            assert!(n >= 1, "{what}: Ok({n}): a supported operation carries at least one element");
-                            supported += 1;
-                        }
-                        Err(Error::OpNotSupp) => {
-                            if allowed(op, dt, kind) {
-                                unsupported.push(format!("{op}/{dt}/{kind:?}"));
+#[test]
+fn atomic_valid_rules() {
+    run(PROV, |prov| {
+        for t in [EpType::Rdm, EpType::Msg] {
+            let Some(info) = find_info(prov, t, Caps::ATOMIC) else { continue };
+            let f = Fabric::open(&info).expect("open fabric");
+            let d = f.domain(&info).expect("open domain");
+            let (mut supported, mut unsupported) = (0, Vec::new());
+            for &dt in Datatype::ALL {
+                for &op in AtomicOp::ALL {
+                    for kind in KINDS {
+                        let what = format!("{t} atomic_valid({op}, {dt}, {kind:?})");
+                        let answer = d.atomic_valid(op, dt, kind);
+                        assert_eq!(d.atomic_valid(op, dt, kind), answer, "{what}: asked twice");
+                        match answer {
+                            Ok(n) => {
+                                assert!(
+                                    allowed(op, dt, kind),
+                                    "{what}: Ok({n}) for a combination fi_atomic(3) forbids"
+                                );
+                                assert!(n >= 1, "{what}: Ok({n}): a supported operation carries at least one element");
+                                supported += 1;
                             }
+                            Err(Error::OpNotSupp) => {
+                                if allowed(op, dt, kind) {
+                                    unsupported.push(format!("{op}/{dt}/{kind:?}"));
+                                }
+                            }
+                            Err(e) => panic!("{what}: {e}: expected a count or FI_EOPNOTSUPP"),
                         }
-                        Err(e) => panic!("{what}: {e}: expected a count or FI_EOPNOTSUPP"),
                     }
                 }
             }
+            assert!(supported > 0, "{t}: the entry has FI_ATOMIC but atomic_valid accepts nothing");
+            if !unsupported.is_empty() {
+                skip(format!(
+                    "{t}: {} allowed combinations not supported: {}",
+                    unsupported.len(),
+                    unsupported.join(" ")
+                ));
+            }
         }
-        assert!(supported > 0, "{t}: the entry has FI_ATOMIC but atomic_valid accepts nothing");
-        if !unsupported.is_empty() {
-            skip(format!("{t}: {} allowed combinations not supported: {}", unsupported.len(), unsupported.join(" ")));
-        }
-    }
+    });
 }
 
 // ------------------------------------------------------------------ model
@@ -422,13 +432,7 @@ fn every_operation(prov: &'static str, t: EpType) {
     println!("{t}: {} atomic operations checked", cases.len());
 }
 
-pub fn rdm_every_operation(prov: &'static str) {
-    every_operation(prov, EpType::Rdm)
-}
-
-pub fn msg_every_operation(prov: &'static str) {
-    every_operation(prov, EpType::Msg)
-}
+rdm_and_msg!(every_operation: rdm_every_operation, msg_every_operation);
 
 // ------------------------------------------------------------------ access errors
 
@@ -524,13 +528,7 @@ fn access_errors(prov: &'static str, t: EpType) {
     assert_bytes(&ro.close(), &ro_init, "the read-only region after refused atomics");
 }
 
-pub fn rdm_access_errors(prov: &'static str) {
-    access_errors(prov, EpType::Rdm)
-}
-
-pub fn msg_access_errors(prov: &'static str) {
-    access_errors(prov, EpType::Msg)
-}
+rdm_and_msg!(access_errors: rdm_access_errors, msg_access_errors);
 
 // ------------------------------------------------------------------ large operands
 
@@ -592,10 +590,4 @@ fn large_operands(prov: &'static str, t: EpType) {
     assert_bytes(&r.close(), &u64s(&t2), "the target after SUM and CSWAP x64");
 }
 
-pub fn rdm_large_operands(prov: &'static str) {
-    large_operands(prov, EpType::Rdm)
-}
-
-pub fn msg_large_operands(prov: &'static str) {
-    large_operands(prov, EpType::Msg)
-}
+rdm_and_msg!(large_operands: rdm_large_operands, msg_large_operands);

@@ -1,6 +1,7 @@
 //! Address vectors: insert, lookup, straddr, remove, for table and map types;
 //! sending to an address that was removed or never inserted.
 
+use super::PROV;
 use crate::common::*;
 use fabric::*;
 
@@ -44,53 +45,68 @@ fn common_checks(av: &AddressVector, names: &[Address], h: &[FiAddr]) {
     assert!(av.lookup(FiAddr::UNSPEC).is_err(), "FI_ADDR_UNSPEC must not resolve");
 }
 
-pub fn table(prov: &'static str) {
-    let Some((_g, names, av)) = names_and_av(prov, AvType::Table) else { return };
-    let h = av.insert(&names).expect("insert");
-    // FI_AV_TABLE: consecutive indices from 0, in insertion order.
-    assert_eq!(h, [FiAddr(0), FiAddr(1), FiAddr(2)], "table handles are consecutive indices from 0");
-    let h3 = av.insert_one(&names[0]).expect("insert one more");
-    assert_eq!(h3, FiAddr(3), "the next table index");
-    av.remove(&[h3]).expect("remove");
-    common_checks(&av, &names, &h);
+#[test]
+fn table() {
+    run(PROV, |prov| {
+        let Some((_g, names, av)) = names_and_av(prov, AvType::Table) else { return };
+        let h = av.insert(&names).expect("insert");
+        // FI_AV_TABLE: consecutive indices from 0, in insertion order.
+        assert_eq!(h, [FiAddr(0), FiAddr(1), FiAddr(2)], "table handles are consecutive indices from 0");
+        let h3 = av.insert_one(&names[0]).expect("insert one more");
+        assert_eq!(h3, FiAddr(3), "the next table index");
+        av.remove(&[h3]).expect("remove");
+        common_checks(&av, &names, &h);
+    });
 }
 
-pub fn map(prov: &'static str) {
-    let Some((_g, names, av)) = names_and_av(prov, AvType::Map) else { return };
-    let h = av.insert(&names).expect("insert");
-    common_checks(&av, &names, &h);
+#[test]
+fn map() {
+    run(PROV, |prov| {
+        let Some((_g, names, av)) = names_and_av(prov, AvType::Map) else { return };
+        let h = av.insert(&names).expect("insert");
+        common_checks(&av, &names, &h);
+    });
 }
 
 /// An address of the wrong format fails the insert with `FI_EINVAL` and inserts
 /// nothing.
-pub fn bad_address_format(prov: &'static str) {
-    let Some((_g, names, av)) = names_and_av(prov, AvType::Table) else { return };
-    let bad = match &names[0] {
-        Address::Sockaddr(_) => Address::Str("fi_bogus://nowhere/0".into()),
-        _ => Address::Sockaddr("127.0.0.1:1".parse().expect("literal")),
-    };
-    assert_eq!(av.insert(&[names[0].clone(), bad.clone()]), Err(Error::Inval), "insert of a wrong format");
-    assert_eq!(av.insert_one(&bad), Err(Error::Inval));
-    // Nothing was inserted: the first handle is still index 0.
-    assert_eq!(av.insert_one(&names[1]), Ok(FiAddr(0)), "a failed insert inserts nothing");
-    assert!(av.lookup(FiAddr(1)).is_err());
+#[test]
+fn bad_address_format() {
+    run(PROV, |prov| {
+        let Some((_g, names, av)) = names_and_av(prov, AvType::Table) else { return };
+        let bad = match &names[0] {
+            Address::Sockaddr(_) => Address::Str("fi_bogus://nowhere/0".into()),
+            _ => Address::Sockaddr("127.0.0.1:1".parse().expect("literal")),
+        };
+        assert_eq!(av.insert(&[names[0].clone(), bad.clone()]), Err(Error::Inval), "insert of a wrong format");
+        assert_eq!(av.insert_one(&bad), Err(Error::Inval));
+        // Nothing was inserted: the first handle is still index 0.
+        assert_eq!(av.insert_one(&names[1]), Ok(FiAddr(0)), "a failed insert inserts nothing");
+        assert!(av.lookup(FiAddr(1)).is_err());
+    });
 }
 
 /// Sending to a removed address fails (at once, or as an error completion) and
 /// gives the buffer back; nothing arrives.
-pub fn send_to_removed_address(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-    p.warm_up();
-    p.a.av.as_ref().expect("rdm side has an av").remove(&[p.a_to_b]).expect("remove the peer");
-    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
-    check_send_fails(&p, p.a_to_b, "a removed address");
-    assert_quiet(&p.b.cq, &p.drivers(), "a message to a removed address arrived");
+#[test]
+fn send_to_removed_address() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        p.warm_up();
+        p.a.av.as_ref().expect("rdm side has an av").remove(&[p.a_to_b]).expect("remove the peer");
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+        check_send_fails(&p, p.a_to_b, "a removed address");
+        assert_quiet(&p.b.cq, &p.drivers(), "a message to a removed address arrived");
+    });
 }
 
 /// Sending to a handle that was never issued fails and gives the buffer back.
-pub fn send_to_unknown_address(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-    check_send_fails(&p, FiAddr(0x00ff_0000_0123), "a handle never issued");
+#[test]
+fn send_to_unknown_address() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        check_send_fails(&p, FiAddr(0x00ff_0000_0123), "a handle never issued");
+    });
 }
 
 fn check_send_fails(p: &Pair, dest: FiAddr, what: &str) {
@@ -112,20 +128,23 @@ fn check_send_fails(p: &Pair, dest: FiAddr, what: &str) {
 
 /// A message from a peer not in the receiver's AV reports `FI_ADDR_NOTAVAIL` as
 /// its source; once inserted, the peer's new handle.
-pub fn rdm_source_not_in_av(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::SOURCE) else { return };
-    let bav = p.b.av.as_ref().expect("rdm side has an av");
-    bav.remove(&[p.b_to_a]).expect("b forgets a");
-    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
-    p.a.ep.send(Buf::from(b"who am i"), p.a_to_b, 2).expect("post send");
-    let r = p.ok_b();
-    assert_eq!(r.bytes(), b"who am i");
-    assert_eq!(r.src, FiAddr::NOTAVAIL, "source of a peer not in the AV");
-    p.ok_a();
-    let again = bav.insert_one(&p.a.ep.name().expect("name")).expect("insert a again");
-    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 3).expect("post recv");
-    p.a.ep.send(Buf::from(b"me again"), p.a_to_b, 4).expect("post send");
-    let r = p.ok_b();
-    assert_eq!(r.src, again, "source once the peer is in the AV again");
-    p.ok_a();
+#[test]
+fn rdm_source_not_in_av() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::SOURCE) else { return };
+        let bav = p.b.av.as_ref().expect("rdm side has an av");
+        bav.remove(&[p.b_to_a]).expect("b forgets a");
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 1).expect("post recv");
+        p.a.ep.send(Buf::from(b"who am i"), p.a_to_b, 2).expect("post send");
+        let r = p.ok_b();
+        assert_eq!(r.bytes(), b"who am i");
+        assert_eq!(r.src, FiAddr::NOTAVAIL, "source of a peer not in the AV");
+        p.ok_a();
+        let again = bav.insert_one(&p.a.ep.name().expect("name")).expect("insert a again");
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 3).expect("post recv");
+        p.a.ep.send(Buf::from(b"me again"), p.a_to_b, 4).expect("post send");
+        let r = p.ok_b();
+        assert_eq!(r.src, again, "source once the peer is in the AV again");
+        p.ok_a();
+    });
 }

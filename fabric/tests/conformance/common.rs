@@ -6,6 +6,7 @@
 use fabric::*;
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,11 +20,18 @@ pub const QUIET: Duration = Duration::from_millis(300);
 /// Filler of receive buffers, to see bytes written past a message.
 pub const FILL: u8 = 0xEE;
 
-/// Run one test on its own thread under the test watchdog: a hang fails the test.
-pub fn run(name: &'static str, prov: &'static str, f: fn(&'static str)) {
+/// Run one test of provider `prov` on its own thread under the test watchdog: a
+/// hang fails the test. The thread takes the test's name as cargo shows it,
+/// `<provider>::<area>::<test>` (libtest's name for the thread that calls this),
+/// which [`skip`] reads.
+pub fn run(prov: &'static str, f: fn(&'static str)) {
+    let name = match std::thread::current().name() {
+        Some(n) if n.strip_prefix(prov).is_some_and(|rest| rest.starts_with("::")) => n.to_owned(),
+        other => format!("{prov}::{}", other.unwrap_or("?")),
+    };
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let h = std::thread::Builder::new()
-        .name(name.to_string())
+        .name(name.clone())
         .spawn(move || {
             f(prov);
             let _ = tx.send(());
@@ -40,6 +48,26 @@ pub fn run(name: &'static str, prov: &'static str, f: fn(&'static str)) {
         }
     }
 }
+
+/// Two tests of one body for RDM and MSG endpoints:
+/// `rdm_and_msg!(sizes: rdm_sizes, msg_sizes)` makes the tests `rdm_sizes` and
+/// `msg_sizes`, which [`run`] `sizes(prov, EpType::Rdm)` and
+/// `sizes(prov, EpType::Msg)` against the provider of the enclosing suite. (To
+/// mark one of them `#[ignore]`, write the two tests out.)
+macro_rules! rdm_and_msg {
+    ($body:ident: $rdm:ident, $msg:ident) => {
+        #[test]
+        fn $rdm() {
+            $crate::common::run(super::PROV, |prov| $body(prov, fabric::EpType::Rdm));
+        }
+
+        #[test]
+        fn $msg() {
+            $crate::common::run(super::PROV, |prov| $body(prov, fabric::EpType::Msg));
+        }
+    };
+}
+pub(crate) use rdm_and_msg;
 
 /// Say why a test (or part of one) does not run: the provider's `Info` says what
 /// it needs is absent. Reported (and counted) by `fabric_testkit`, never a
@@ -696,4 +724,74 @@ impl Pair {
             t => panic!("no pair of type {t}"),
         }
     }
+}
+
+// Memory regions, for the RMA and atomic areas.
+
+pub const MIB: usize = 1 << 20;
+
+/// Remote read and write.
+pub const RW: MrAccess = MrAccess::REMOTE_READ.union(MrAccess::REMOTE_WRITE);
+
+/// A region registered at a target, and how a peer reaches its bytes.
+pub struct Region {
+    pub mr: MemoryRegion,
+    /// The remote address of byte 0: the registered address with
+    /// `FI_MR_VIRT_ADDR`, else 0 (peers give offsets).
+    pub base: u64,
+}
+
+/// Keys asked for on domains without `FI_MR_PROV_KEY`.
+static NEXT_KEY: AtomicU64 = AtomicU64::new(0x5EED_0001);
+
+impl Region {
+    /// Register `init` on `side`'s domain with `access`.
+    pub fn new(side: &Side, init: Vec<u8>, access: MrAccess) -> Region {
+        let mode = side.domain.info().domain_attr.mr_mode;
+        let buf = Buf::from(init);
+        let mr = if mode.contains(MrMode::PROV_KEY) {
+            side.domain.register(buf, access)
+        } else {
+            side.domain.register_with_key(buf, access, NEXT_KEY.fetch_add(1, Ordering::Relaxed))
+        }
+        .expect("register a memory region");
+        let base = mr.remote().addr;
+        Region { mr, base }
+    }
+
+    pub fn key(&self) -> u64 {
+        self.mr.key()
+    }
+
+    pub fn len(&self) -> usize {
+        self.mr.len()
+    }
+
+    /// Where byte `off` of the region is, for a peer (`off` may lie outside).
+    pub fn at(&self, off: u64) -> Remote {
+        Remote { addr: self.base.wrapping_add(off), key: self.key() }
+    }
+
+    /// Deregister: the region's bytes.
+    pub fn close(self) -> Vec<u8> {
+        let len = self.len();
+        let mut b = self.mr.close().expect("close the memory region");
+        assert_eq!(b.capacity(), len, "the registered buffer comes back");
+        b.set_len(len).expect("within capacity");
+        b.into_vec()
+    }
+}
+
+/// A key none of `regions` has (nor 0 or `FI_KEY_NOTAVAIL`).
+pub fn unknown_key(regions: &[&Region]) -> u64 {
+    let mut k = regions.first().map_or(1, |r| r.key()) ^ 0x9E37_79B9_7F4A_7C15;
+    while k == 0 || k == u64::MAX || regions.iter().any(|r| r.key() == k) {
+        k = k.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    }
+    k
+}
+
+/// The remote address `delta` bytes from the region's byte 0 (may wrap).
+pub fn beside(r: &Region, delta: i64) -> Remote {
+    Remote { addr: r.base.wrapping_add_signed(delta), key: r.key() }
 }

@@ -3,6 +3,7 @@
 //! unexpected messages, truncation, cancel, multi-receive buffers, directed
 //! receives.
 
+use super::PROV;
 use crate::common::*;
 use fabric::*;
 
@@ -44,13 +45,7 @@ fn sizes(prov: &'static str, t: EpType) {
     assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0, "every operation completed once");
 }
 
-pub fn rdm_sizes(prov: &'static str) {
-    sizes(prov, EpType::Rdm)
-}
-
-pub fn msg_sizes(prov: &'static str) {
-    sizes(prov, EpType::Msg)
-}
+rdm_and_msg!(sizes: rdm_sizes, msg_sizes);
 
 /// Cut `data` into pieces of the given sizes (cycled), at most `n` pieces, the
 /// last taking the rest.
@@ -112,13 +107,7 @@ fn vectored(prov: &'static str, t: EpType) {
     p.ok_a();
 }
 
-pub fn rdm_vectored(prov: &'static str) {
-    vectored(prov, EpType::Rdm)
-}
-
-pub fn msg_vectored(prov: &'static str) {
-    vectored(prov, EpType::Msg)
-}
+rdm_and_msg!(vectored: rdm_vectored, msg_vectored);
 
 fn iov_limit(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
@@ -154,13 +143,7 @@ fn iov_limit(prov: &'static str, t: EpType) {
     assert_quiet(&p.b.cq, &p.drivers(), "refused operations must leave no trace");
 }
 
-pub fn rdm_iov_limit(prov: &'static str) {
-    iov_limit(prov, EpType::Rdm)
-}
-
-pub fn msg_iov_limit(prov: &'static str) {
-    iov_limit(prov, EpType::Msg)
-}
+rdm_and_msg!(iov_limit: rdm_iov_limit, msg_iov_limit);
 
 fn remote_cq_data(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG | Caps::REMOTE_CQ_DATA) else { return };
@@ -221,13 +204,7 @@ fn remote_cq_data(prov: &'static str, t: EpType) {
     p.ok_a();
 }
 
-pub fn rdm_remote_cq_data(prov: &'static str) {
-    remote_cq_data(prov, EpType::Rdm)
-}
-
-pub fn msg_remote_cq_data(prov: &'static str) {
-    remote_cq_data(prov, EpType::Msg)
-}
+rdm_and_msg!(remote_cq_data: rdm_remote_cq_data, msg_remote_cq_data);
 
 fn inject(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
@@ -267,13 +244,7 @@ fn inject(prov: &'static str, t: EpType) {
     assert_eq!(p.err_b().err, Error::Canceled);
 }
 
-pub fn rdm_inject(prov: &'static str) {
-    inject(prov, EpType::Rdm)
-}
-
-pub fn msg_inject(prov: &'static str) {
-    inject(prov, EpType::Msg)
-}
+rdm_and_msg!(inject: rdm_inject, msg_inject);
 
 /// 100 messages of mixed sizes (every 25th a rendezvous) match receives in order:
 /// with receives posted first, and with all of them unexpected.
@@ -336,13 +307,7 @@ fn send_after_send(prov: &'static str, t: EpType) {
     }
 }
 
-pub fn rdm_send_after_send_order(prov: &'static str) {
-    send_after_send(prov, EpType::Rdm)
-}
-
-pub fn msg_send_after_send_order(prov: &'static str) {
-    send_after_send(prov, EpType::Msg)
-}
+rdm_and_msg!(send_after_send: rdm_send_after_send_order, msg_send_after_send_order);
 
 /// Messages sent before their receive is posted: eager, and large (rendezvous).
 fn unexpected(prov: &'static str, t: EpType) {
@@ -364,13 +329,7 @@ fn unexpected(prov: &'static str, t: EpType) {
     assert_eq!(sent, [10, 11, 12]);
 }
 
-pub fn rdm_unexpected(prov: &'static str) {
-    unexpected(prov, EpType::Rdm)
-}
-
-pub fn msg_unexpected(prov: &'static str) {
-    unexpected(prov, EpType::Msg)
-}
+rdm_and_msg!(unexpected: rdm_unexpected, msg_unexpected);
 
 /// A receive buffer too small: `FI_ETRUNC` with the bytes placed and the rest;
 /// the send itself succeeds and the connection stays usable.
@@ -405,13 +364,7 @@ fn truncation(prov: &'static str, t: EpType) {
     }
 }
 
-pub fn rdm_truncation(prov: &'static str) {
-    truncation(prov, EpType::Rdm)
-}
-
-pub fn msg_truncation(prov: &'static str) {
-    truncation(prov, EpType::Msg)
-}
+rdm_and_msg!(truncation: rdm_truncation, msg_truncation);
 
 fn cancel_recv(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };
@@ -431,13 +384,7 @@ fn cancel_recv(prov: &'static str, t: EpType) {
     assert_quiet(&p.b.cq, &p.drivers(), "one completion per receive");
 }
 
-pub fn rdm_cancel_recv(prov: &'static str) {
-    cancel_recv(prov, EpType::Rdm)
-}
-
-pub fn msg_cancel_recv(prov: &'static str) {
-    cancel_recv(prov, EpType::Msg)
-}
+rdm_and_msg!(cancel_recv: rdm_cancel_recv, msg_cancel_recv);
 
 /// Read a multi-receive buffer's completions until the one that gives it back:
 /// `(offset, bytes)` of each message, and the buffer.
@@ -493,431 +440,465 @@ fn multi_recv(prov: &'static str, t: EpType) {
     assert_eq!(sent, (100..107).collect::<Vec<_>>());
 }
 
-pub fn rdm_multi_recv(prov: &'static str) {
-    multi_recv(prov, EpType::Rdm)
-}
-
-pub fn msg_multi_recv(prov: &'static str) {
-    multi_recv(prov, EpType::Msg)
-}
+rdm_and_msg!(multi_recv: rdm_multi_recv, msg_multi_recv);
 
 /// Messages that arrived before the multi-receive buffer land in it, in order;
 /// canceling the buffer gives it back.
-pub fn rdm_multi_recv_unexpected(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
-    let data = p.info.caps.contains(Caps::REMOTE_CQ_DATA);
-    for i in 0..3 {
-        let b = Buf::from(pattern(100 + i, i as u64));
-        if data && i == 1 {
-            p.a.ep.senddata(b, 0xDA7A, p.a_to_b, i as u64).expect("post senddata");
-        } else {
-            p.a.ep.send(b, p.a_to_b, i as u64).expect("post send");
+#[test]
+fn rdm_multi_recv_unexpected() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+        let data = p.info.caps.contains(Caps::REMOTE_CQ_DATA);
+        for i in 0..3 {
+            let b = Buf::from(pattern(100 + i, i as u64));
+            if data && i == 1 {
+                p.a.ep.senddata(b, 0xDA7A, p.a_to_b, i as u64).expect("post senddata");
+            } else {
+                p.a.ep.send(b, p.a_to_b, i as u64).expect("post send");
+            }
         }
-    }
-    p.settle(QUIET);
-    p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
-    p.b.ep.recvmsg(RecvMsg::new(Buf::new(64 << 10), 9), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
-    for i in 0..3 {
-        let c = p.ok_b();
-        assert_eq!(c.context, 9);
-        if data && i == 1 {
-            assert!(c.flags.contains(Caps::REMOTE_CQ_DATA) && c.data == 0xDA7A, "data: {c:?}");
+        p.settle(QUIET);
+        p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
+        p.b.ep.recvmsg(RecvMsg::new(Buf::new(64 << 10), 9), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+        for i in 0..3 {
+            let c = p.ok_b();
+            assert_eq!(c.context, 9);
+            if data && i == 1 {
+                assert!(c.flags.contains(Caps::REMOTE_CQ_DATA) && c.data == 0xDA7A, "data: {c:?}");
+            }
+            let v = c.recv.expect("message view");
+            assert_bytes(&v, &pattern(100 + i, i as u64), &format!("unexpected message {i} in a multi-receive buffer"));
         }
-        let v = c.recv.expect("message view");
-        assert_bytes(&v, &pattern(100 + i, i as u64), &format!("unexpected message {i} in a multi-receive buffer"));
-    }
-    for _ in 0..3 {
-        p.ok_a();
-    }
-    p.b.ep.cancel(9).expect("cancel the multi-receive buffer");
-    let e = p.err_b();
-    assert_eq!((e.err, e.context), (Error::Canceled, 9));
-    let b = e.buffers.into_buf().expect("canceled multi-receive buffer comes back");
-    assert_eq!(b.capacity(), 64 << 10);
-    assert_eq!(p.b.cq.cq.in_flight(), 0);
+        for _ in 0..3 {
+            p.ok_a();
+        }
+        p.b.ep.cancel(9).expect("cancel the multi-receive buffer");
+        let e = p.err_b();
+        assert_eq!((e.err, e.context), (Error::Canceled, 9));
+        let b = e.buffers.into_buf().expect("canceled multi-receive buffer comes back");
+        assert_eq!(b.capacity(), 64 << 10);
+        assert_eq!(p.b.cq.cq.in_flight(), 0);
+    });
 }
 
 /// A receive directed at B does not take A's message; an undirected one does.
-pub fn rdm_directed_recv(prov: &'static str) {
-    let Some(g) = Group::new(prov, Caps::MSG | Caps::DIRECTED_RECV, &[Opts::default(); 3]) else { return };
-    let (a, b, c) = (&g.sides[0], &g.sides[1], &g.sides[2]);
-    let d = g.drivers();
-    c.ep.recv(Buf::new(64), g.addr[2][1], 1).expect("post receive directed at b");
-    a.ep.send(Buf::from(b"from a"), g.addr[0][2], 10).expect("a sends");
-    settle(&d, QUIET);
-    assert!(!c.cq.has_entry(), "a receive directed at b took a's message");
-    b.ep.send(Buf::from(b"from b"), g.addr[1][2], 20).expect("b sends");
-    let r = ok(wait_for(&c.cq, &d, WAIT), "directed receive");
-    assert_eq!((r.context, r.bytes()), (1, &b"from b"[..]));
-    assert_eq!(r.src, g.addr[2][1], "source is b");
-    c.ep.recv(Buf::new(64), FiAddr::UNSPEC, 2).expect("post an undirected receive");
-    let r = ok(wait_for(&c.cq, &d, WAIT), "undirected receive");
-    assert_eq!((r.context, r.bytes()), (2, &b"from a"[..]));
-    if g.info.caps.contains(Caps::SOURCE) {
-        assert_eq!(r.src, g.addr[2][0], "source is a");
-    }
-    ok(wait_for(&a.cq, &d, WAIT), "a's send");
-    ok(wait_for(&b.cq, &d, WAIT), "b's send");
+#[test]
+fn rdm_directed_recv() {
+    run(PROV, |prov| {
+        let Some(g) = Group::new(prov, Caps::MSG | Caps::DIRECTED_RECV, &[Opts::default(); 3]) else { return };
+        let (a, b, c) = (&g.sides[0], &g.sides[1], &g.sides[2]);
+        let d = g.drivers();
+        c.ep.recv(Buf::new(64), g.addr[2][1], 1).expect("post receive directed at b");
+        a.ep.send(Buf::from(b"from a"), g.addr[0][2], 10).expect("a sends");
+        settle(&d, QUIET);
+        assert!(!c.cq.has_entry(), "a receive directed at b took a's message");
+        b.ep.send(Buf::from(b"from b"), g.addr[1][2], 20).expect("b sends");
+        let r = ok(wait_for(&c.cq, &d, WAIT), "directed receive");
+        assert_eq!((r.context, r.bytes()), (1, &b"from b"[..]));
+        assert_eq!(r.src, g.addr[2][1], "source is b");
+        c.ep.recv(Buf::new(64), FiAddr::UNSPEC, 2).expect("post an undirected receive");
+        let r = ok(wait_for(&c.cq, &d, WAIT), "undirected receive");
+        assert_eq!((r.context, r.bytes()), (2, &b"from a"[..]));
+        if g.info.caps.contains(Caps::SOURCE) {
+            assert_eq!(r.src, g.addr[2][0], "source is a");
+        }
+        ok(wait_for(&a.cq, &d, WAIT), "a's send");
+        ok(wait_for(&b.cq, &d, WAIT), "b's send");
+    });
 }
 
 /// An RDM endpoint sends to its own address.
-pub fn rdm_send_to_self(prov: &'static str) {
-    let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default()]) else { return };
-    let a = &g.sides[0];
-    let me = g.addr[0][0];
-    let d = g.drivers();
-    for (i, n) in [9usize, 1 << 20].into_iter().enumerate() {
-        a.ep.recv(Buf::new(n), FiAddr::UNSPEC, 1).expect("post recv");
-        a.ep.send(Buf::from(pattern(n, i as u64)), me, 2).expect("send to self");
-        let mut got = [ok(wait_for(&a.cq, &d, WAIT), "self"), ok(wait_for(&a.cq, &d, WAIT), "self")];
-        got.sort_by_key(|c| c.context);
-        assert_bytes(got[0].bytes(), &pattern(n, i as u64), "message to self");
-        if g.info.caps.contains(Caps::SOURCE) {
-            assert_eq!(got[0].src, me);
+#[test]
+fn rdm_send_to_self() {
+    run(PROV, |prov| {
+        let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default()]) else { return };
+        let a = &g.sides[0];
+        let me = g.addr[0][0];
+        let d = g.drivers();
+        for (i, n) in [9usize, 1 << 20].into_iter().enumerate() {
+            a.ep.recv(Buf::new(n), FiAddr::UNSPEC, 1).expect("post recv");
+            a.ep.send(Buf::from(pattern(n, i as u64)), me, 2).expect("send to self");
+            let mut got = [ok(wait_for(&a.cq, &d, WAIT), "self"), ok(wait_for(&a.cq, &d, WAIT), "self")];
+            got.sort_by_key(|c| c.context);
+            assert_bytes(got[0].bytes(), &pattern(n, i as u64), "message to self");
+            if g.info.caps.contains(Caps::SOURCE) {
+                assert_eq!(got[0].src, me);
+            }
         }
-    }
+    });
 }
 
 /// A send transmits the contents (`..len`) of its buffer; a receive offers the
 /// whole capacity and comes back with its length set to the bytes received.
-pub fn rdm_buf_len_and_capacity(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-    let mut s = Buf::from(pattern(100, 1));
-    s.set_len(10).expect("shorter length");
-    p.b.ep.recv(Buf::from(Vec::with_capacity(64)), FiAddr::UNSPEC, 1).expect("post an empty buffer with capacity");
-    p.a.ep.send(s, p.a_to_b, 2).expect("post send");
-    let r = p.ok_b();
-    assert_eq!(r.len, 10, "only the contents are sent");
-    let b = r.buffers.into_buf().expect("buffer back");
-    assert!(b.capacity() >= 64);
-    assert_bytes(&b, &pattern(10, 1), "received contents");
-    let s = p.ok_a().buffers.into_buf().expect("send buffer back");
-    assert_eq!((s.len(), s.capacity()), (10, 100), "the send buffer comes back as posted");
+#[test]
+fn rdm_buf_len_and_capacity() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        let mut s = Buf::from(pattern(100, 1));
+        s.set_len(10).expect("shorter length");
+        p.b.ep.recv(Buf::from(Vec::with_capacity(64)), FiAddr::UNSPEC, 1).expect("post an empty buffer with capacity");
+        p.a.ep.send(s, p.a_to_b, 2).expect("post send");
+        let r = p.ok_b();
+        assert_eq!(r.len, 10, "only the contents are sent");
+        let b = r.buffers.into_buf().expect("buffer back");
+        assert!(b.capacity() >= 64);
+        assert_bytes(&b, &pattern(10, 1), "received contents");
+        let s = p.ok_a().buffers.into_buf().expect("send buffer back");
+        assert_eq!((s.len(), s.capacity()), (10, 100), "the send buffer comes back as posted");
+    });
 }
 
 /// Both sides of a new RDM pair send first, at once (simultaneous connects), with
 /// a mix of eager and rendezvous messages: all arrive, in order, once.
-pub fn rdm_simultaneous_first_sends(prov: &'static str) {
-    const N: usize = 10;
-    let size = |i: usize| if i % 4 == 3 { 200_000 } else { 8 + i * 100 };
-    let msg = |i: usize, seed: u64| {
-        let mut m = pattern(size(i), seed + i as u64);
-        m[..4].copy_from_slice(&(i as u32).to_le_bytes());
-        m
-    };
-    for round in 0..5 {
-        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-        let ordered = p.info.tx_attr.msg_order.contains(MsgOrder::SAS);
-        for side in [&p.a, &p.b] {
+#[test]
+fn rdm_simultaneous_first_sends() {
+    run(PROV, |prov| {
+        const N: usize = 10;
+        let size = |i: usize| if i % 4 == 3 { 200_000 } else { 8 + i * 100 };
+        let msg = |i: usize, seed: u64| {
+            let mut m = pattern(size(i), seed + i as u64);
+            m[..4].copy_from_slice(&(i as u32).to_le_bytes());
+            m
+        };
+        for round in 0..5 {
+            let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+            let ordered = p.info.tx_attr.msg_order.contains(MsgOrder::SAS);
+            for side in [&p.a, &p.b] {
+                for i in 0..N {
+                    side.ep.recv(Buf::new(256 << 10), FiAddr::UNSPEC, i as u64).expect("post recv");
+                }
+            }
             for i in 0..N {
-                side.ep.recv(Buf::new(256 << 10), FiAddr::UNSPEC, i as u64).expect("post recv");
+                p.a.ep.send(Buf::from(msg(i, 100)), p.a_to_b, 100 + i as u64).expect("a sends");
+                p.b.ep.send(Buf::from(msg(i, 200)), p.b_to_a, 200 + i as u64).expect("b sends");
+            }
+            let d = p.drivers();
+            // Each side's CQ carries its receives (contexts < N) and its sends.
+            for (side, seed, name) in [(&p.b, 100, "a to b"), (&p.a, 200, "b to a")] {
+                let (mut seen, mut recvs, mut sends) = ([false; N], 0, 0);
+                while recvs < N || sends < N {
+                    let c = ok(wait_for(&side.cq, &d, WAIT), name);
+                    if c.context >= 100 {
+                        sends += 1;
+                        continue;
+                    }
+                    recvs += 1;
+                    let seq = u32::from_le_bytes(c.bytes()[..4].try_into().expect("4 bytes")) as usize;
+                    assert!(seq < N && !seen[seq], "round {round}, {name}: message {seq} twice or unknown");
+                    seen[seq] = true;
+                    if ordered {
+                        assert_eq!(seq, c.context as usize, "round {round}, {name}: out of order");
+                    }
+                    assert_bytes(c.bytes(), &msg(seq, seed), &format!("round {round}, {name}, message {seq}"));
+                }
             }
         }
-        for i in 0..N {
-            p.a.ep.send(Buf::from(msg(i, 100)), p.a_to_b, 100 + i as u64).expect("a sends");
-            p.b.ep.send(Buf::from(msg(i, 200)), p.b_to_a, 200 + i as u64).expect("b sends");
-        }
-        let d = p.drivers();
-        // Each side's CQ carries its receives (contexts < N) and its sends.
-        for (side, seed, name) in [(&p.b, 100, "a to b"), (&p.a, 200, "b to a")] {
-            let (mut seen, mut recvs, mut sends) = ([false; N], 0, 0);
-            while recvs < N || sends < N {
-                let c = ok(wait_for(&side.cq, &d, WAIT), name);
-                if c.context >= 100 {
-                    sends += 1;
-                    continue;
-                }
-                recvs += 1;
-                let seq = u32::from_le_bytes(c.bytes()[..4].try_into().expect("4 bytes")) as usize;
-                assert!(seq < N && !seen[seq], "round {round}, {name}: message {seq} twice or unknown");
-                seen[seq] = true;
-                if ordered {
-                    assert_eq!(seq, c.context as usize, "round {round}, {name}: out of order");
-                }
-                assert_bytes(c.bytes(), &msg(seq, seed), &format!("round {round}, {name}, message {seq}"));
-            }
-        }
-    }
+    });
 }
 
 /// Three senders to one receiver at once: every message arrives once, in order
 /// per sender, with its sender as the source.
-pub fn rdm_many_to_one(prov: &'static str) {
-    const N: usize = 30;
-    let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default(); 4]) else { return };
-    let d = g.drivers();
-    let rx = &g.sides[3];
-    for i in 0..3 * N {
-        rx.ep.recv(Buf::new(200_000), FiAddr::UNSPEC, i as u64).expect("post recv");
-    }
-    let msg = |s: usize, i: usize| {
-        let mut m = pattern(if i % 10 == 9 { 150_000 } else { 16 + i }, (s * 1000 + i) as u64);
-        m[..2].copy_from_slice(&[s as u8, i as u8]);
-        m
-    };
-    for i in 0..N {
+#[test]
+fn rdm_many_to_one() {
+    run(PROV, |prov| {
+        const N: usize = 30;
+        let Some(g) = Group::new(prov, Caps::MSG, &[Opts::default(); 4]) else { return };
+        let d = g.drivers();
+        let rx = &g.sides[3];
+        for i in 0..3 * N {
+            rx.ep.recv(Buf::new(200_000), FiAddr::UNSPEC, i as u64).expect("post recv");
+        }
+        let msg = |s: usize, i: usize| {
+            let mut m = pattern(if i % 10 == 9 { 150_000 } else { 16 + i }, (s * 1000 + i) as u64);
+            m[..2].copy_from_slice(&[s as u8, i as u8]);
+            m
+        };
+        for i in 0..N {
+            for s in 0..3 {
+                g.sides[s].ep.send(Buf::from(msg(s, i)), g.addr[s][3], i as u64).expect("send");
+            }
+        }
+        // matched[s][i]: the receive (in posting order) that message i of sender s
+        // matched. Completions may come in any order; matching follows send order.
+        let mut matched = vec![vec![None; N]; 3];
+        for _ in 0..3 * N {
+            let c = ok(wait_for(&rx.cq, &d, WAIT), "many to one");
+            let (s, i) = (c.bytes()[0] as usize, c.bytes()[1] as usize);
+            assert!(s < 3 && i < N, "unknown message {s}/{i}");
+            if g.info.caps.contains(Caps::SOURCE) {
+                assert_eq!(c.src, g.addr[3][s], "source of a message from sender {s}");
+            }
+            assert!(matched[s][i].replace(c.context).is_none(), "message {i} of sender {s} twice");
+            assert_bytes(c.bytes(), &msg(s, i), &format!("message {i} of sender {s}"));
+        }
+        if g.info.tx_attr.msg_order.contains(MsgOrder::SAS) {
+            for (s, m) in matched.iter().enumerate() {
+                let ctx: Vec<u64> = m.iter().map(|c| c.expect("every message arrived")).collect();
+                assert!(ctx.windows(2).all(|w| w[0] < w[1]), "sender {s}: matched out of order: {ctx:?}");
+            }
+        }
         for s in 0..3 {
-            g.sides[s].ep.send(Buf::from(msg(s, i)), g.addr[s][3], i as u64).expect("send");
+            for _ in 0..N {
+                ok(wait_for(&g.sides[s].cq, &d, WAIT), "send");
+            }
         }
-    }
-    // matched[s][i]: the receive (in posting order) that message i of sender s
-    // matched. Completions may come in any order; matching follows send order.
-    let mut matched = vec![vec![None; N]; 3];
-    for _ in 0..3 * N {
-        let c = ok(wait_for(&rx.cq, &d, WAIT), "many to one");
-        let (s, i) = (c.bytes()[0] as usize, c.bytes()[1] as usize);
-        assert!(s < 3 && i < N, "unknown message {s}/{i}");
-        if g.info.caps.contains(Caps::SOURCE) {
-            assert_eq!(c.src, g.addr[3][s], "source of a message from sender {s}");
-        }
-        assert!(matched[s][i].replace(c.context).is_none(), "message {i} of sender {s} twice");
-        assert_bytes(c.bytes(), &msg(s, i), &format!("message {i} of sender {s}"));
-    }
-    if g.info.tx_attr.msg_order.contains(MsgOrder::SAS) {
-        for (s, m) in matched.iter().enumerate() {
-            let ctx: Vec<u64> = m.iter().map(|c| c.expect("every message arrived")).collect();
-            assert!(ctx.windows(2).all(|w| w[0] < w[1]), "sender {s}: matched out of order: {ctx:?}");
-        }
-    }
-    for s in 0..3 {
-        for _ in 0..N {
-            ok(wait_for(&g.sides[s].cq, &d, WAIT), "send");
-        }
-    }
+    });
 }
 
 /// Large (rendezvous) and small messages interleaved into one multi-receive
 /// buffer.
-pub fn rdm_multi_recv_rendezvous(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
-    const CAP: usize = 1 << 20;
-    p.b.ep.set_min_multi_recv(300_000).expect("set_min_multi_recv");
-    p.b.ep.recvmsg(RecvMsg::new(Buf::new(CAP), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
-    let sizes = [200_000usize, 10, 200_000, 7, 200_000];
-    for (i, &n) in sizes.iter().enumerate() {
-        p.a.ep.send(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64).expect("post send");
-    }
-    // 448_559 bytes are left after the five, above the minimum: the buffer stays
-    // posted, and canceling it gives it back.
-    let mut got = Vec::new();
-    for _ in 0..sizes.len() {
-        let c = p.ok_b();
-        assert_eq!(c.context, 7);
-        let v = c.recv.expect("view");
-        got.push((v.offset(), v.to_vec()));
-    }
-    got.sort_by_key(|(_, b)| (b.len(), b.first().copied()));
-    let mut want: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u64)).collect();
-    want.sort_by_key(|b| (b.len(), b.first().copied()));
-    for ((_, g), w) in got.iter().zip(&want) {
-        assert_bytes(g, w, "message in a multi-receive buffer");
-    }
-    let mut ranges: Vec<(usize, usize)> = got.iter().map(|(o, b)| (*o, o + b.len())).collect();
-    ranges.sort_unstable();
-    assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "messages overlap: {ranges:?}");
-    assert!(ranges.last().is_some_and(|r| r.1 <= CAP));
-    for _ in 0..sizes.len() {
-        p.ok_a();
-    }
-    p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
-    let e = p.err_b();
-    assert_eq!(e.err, Error::Canceled);
-    let buf = e.buffers.into_buf().expect("buffer back");
-    assert_eq!(buf.capacity(), CAP);
-    for (off, bytes) in &got {
-        assert_bytes(&buf[*off..off + bytes.len()], bytes, "the returned buffer holds the message where the view was");
-    }
+#[test]
+fn rdm_multi_recv_rendezvous() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+        const CAP: usize = 1 << 20;
+        p.b.ep.set_min_multi_recv(300_000).expect("set_min_multi_recv");
+        p.b.ep.recvmsg(RecvMsg::new(Buf::new(CAP), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+        let sizes = [200_000usize, 10, 200_000, 7, 200_000];
+        for (i, &n) in sizes.iter().enumerate() {
+            p.a.ep.send(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64).expect("post send");
+        }
+        // 448_559 bytes are left after the five, above the minimum: the buffer stays
+        // posted, and canceling it gives it back.
+        let mut got = Vec::new();
+        for _ in 0..sizes.len() {
+            let c = p.ok_b();
+            assert_eq!(c.context, 7);
+            let v = c.recv.expect("view");
+            got.push((v.offset(), v.to_vec()));
+        }
+        got.sort_by_key(|(_, b)| (b.len(), b.first().copied()));
+        let mut want: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u64)).collect();
+        want.sort_by_key(|b| (b.len(), b.first().copied()));
+        for ((_, g), w) in got.iter().zip(&want) {
+            assert_bytes(g, w, "message in a multi-receive buffer");
+        }
+        let mut ranges: Vec<(usize, usize)> = got.iter().map(|(o, b)| (*o, o + b.len())).collect();
+        ranges.sort_unstable();
+        assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "messages overlap: {ranges:?}");
+        assert!(ranges.last().is_some_and(|r| r.1 <= CAP));
+        for _ in 0..sizes.len() {
+            p.ok_a();
+        }
+        p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
+        let e = p.err_b();
+        assert_eq!(e.err, Error::Canceled);
+        let buf = e.buffers.into_buf().expect("buffer back");
+        assert_eq!(buf.capacity(), CAP);
+        for (off, bytes) in &got {
+            assert_bytes(
+                &buf[*off..off + bytes.len()],
+                bytes,
+                "the returned buffer holds the message where the view was",
+            );
+        }
+    });
 }
 
 /// A vectored receive too small: `FI_ETRUNC`, pieces given back holding what fit.
-pub fn rdm_truncation_vectored(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-    if p.info.rx_attr.iov_limit < 2 {
-        skip("rx iov_limit below 2");
-        return;
-    }
-    let want = pattern(100, 3);
-    p.b.ep.recvv(vec![Buf::new(10), Buf::new(20)], FiAddr::UNSPEC, 1).expect("post recvv");
-    p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 2).expect("post send");
-    let e = p.err_b();
-    assert_eq!((e.err, e.len, e.olen), (Error::Trunc, 30, 70), "{e}");
-    let got: Vec<u8> = e.buffers.into_vec().iter().flat_map(|b| b.as_slice().iter().copied()).collect();
-    assert_bytes(&got, &want[..30], "the part that fit in the pieces");
-    p.ok_a();
+#[test]
+fn rdm_truncation_vectored() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        if p.info.rx_attr.iov_limit < 2 {
+            skip("rx iov_limit below 2");
+            return;
+        }
+        let want = pattern(100, 3);
+        p.b.ep.recvv(vec![Buf::new(10), Buf::new(20)], FiAddr::UNSPEC, 1).expect("post recvv");
+        p.a.ep.send(Buf::from(want.clone()), p.a_to_b, 2).expect("post send");
+        let e = p.err_b();
+        assert_eq!((e.err, e.len, e.olen), (Error::Trunc, 30, 70), "{e}");
+        let got: Vec<u8> = e.buffers.into_vec().iter().flat_map(|b| b.as_slice().iter().copied()).collect();
+        assert_bytes(&got, &want[..30], "the part that fit in the pieces");
+        p.ok_a();
+    });
 }
 
 /// Several threads post sends on one endpoint at once (FI_THREAD_SAFE) while
 /// this thread drives progress: every message arrives intact, once.
-pub fn rdm_concurrent_senders(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-    if p.info.domain_attr.threading != Threading::Safe {
-        skip(format!("threading {}", p.info.domain_attr.threading));
-        return;
-    }
-    const T: usize = 4;
-    const N: usize = 50;
-    for i in 0..T * N {
-        p.b.ep.recv(Buf::new(200_000), FiAddr::UNSPEC, i as u64).expect("post recv");
-    }
-    let msg = |t: usize, i: usize| {
-        let mut m = pattern(if i % 10 == 9 { 150_000 } else { 2 + i * 13 }, (t * 100 + i) as u64);
-        m[..2].copy_from_slice(&[t as u8, i as u8]);
-        m
-    };
-    let mut seen = vec![vec![false; N]; T];
-    std::thread::scope(|s| {
-        for t in 0..T {
-            let p = &p;
-            s.spawn(move || {
-                for i in 0..N {
-                    p.a.ep.send(Buf::from(msg(t, i)), p.a_to_b, (t * N + i) as u64).expect("send from a thread");
-                }
-            });
+#[test]
+fn rdm_concurrent_senders() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        if p.info.domain_attr.threading != Threading::Safe {
+            skip(format!("threading {}", p.info.domain_attr.threading));
+            return;
         }
+        const T: usize = 4;
+        const N: usize = 50;
+        for i in 0..T * N {
+            p.b.ep.recv(Buf::new(200_000), FiAddr::UNSPEC, i as u64).expect("post recv");
+        }
+        let msg = |t: usize, i: usize| {
+            let mut m = pattern(if i % 10 == 9 { 150_000 } else { 2 + i * 13 }, (t * 100 + i) as u64);
+            m[..2].copy_from_slice(&[t as u8, i as u8]);
+            m
+        };
+        let mut seen = vec![vec![false; N]; T];
+        std::thread::scope(|s| {
+            for t in 0..T {
+                let p = &p;
+                s.spawn(move || {
+                    for i in 0..N {
+                        p.a.ep.send(Buf::from(msg(t, i)), p.a_to_b, (t * N + i) as u64).expect("send from a thread");
+                    }
+                });
+            }
+            for _ in 0..T * N {
+                let c = p.ok_b();
+                let (t, i) = (c.bytes()[0] as usize, c.bytes()[1] as usize);
+                assert!(t < T && i < N && !seen[t][i], "message {t}/{i} unknown or twice");
+                seen[t][i] = true;
+                assert_bytes(c.bytes(), &msg(t, i), &format!("message {i} of thread {t}"));
+            }
+        });
         for _ in 0..T * N {
-            let c = p.ok_b();
-            let (t, i) = (c.bytes()[0] as usize, c.bytes()[1] as usize);
-            assert!(t < T && i < N && !seen[t][i], "message {t}/{i} unknown or twice");
-            seen[t][i] = true;
-            assert_bytes(c.bytes(), &msg(t, i), &format!("message {i} of thread {t}"));
+            p.ok_a();
         }
+        assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0);
     });
-    for _ in 0..T * N {
-        p.ok_a();
-    }
-    assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0);
 }
 
 /// Canceling a receive that already matched a large message either fails (the
 /// receive completes normally) or cancels it (its buffer comes back and is
 /// never written again); the sender always gets its completion.
-pub fn rdm_cancel_after_match(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
-    const N: usize = 8 << 20;
-    p.a.ep.send(Buf::from(pattern(N, 4)), p.a_to_b, 1).expect("post send");
-    p.settle(QUIET);
-    p.b.ep.recv(Buf::new(N), FiAddr::UNSPEC, 2).expect("post recv: matches the waiting message");
-    match p.b.ep.cancel(2) {
-        Err(e) => {
-            println!("cancel of a matched receive: {e}");
-            let r = p.ok_b();
-            assert_eq!(r.context, 2);
-            assert_bytes(r.bytes(), &pattern(N, 4), "matched receive");
+#[test]
+fn rdm_cancel_after_match() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG) else { return };
+        const N: usize = 8 << 20;
+        p.a.ep.send(Buf::from(pattern(N, 4)), p.a_to_b, 1).expect("post send");
+        p.settle(QUIET);
+        p.b.ep.recv(Buf::new(N), FiAddr::UNSPEC, 2).expect("post recv: matches the waiting message");
+        match p.b.ep.cancel(2) {
+            Err(e) => {
+                println!("cancel of a matched receive: {e}");
+                let r = p.ok_b();
+                assert_eq!(r.context, 2);
+                assert_bytes(r.bytes(), &pattern(N, 4), "matched receive");
+            }
+            Ok(()) => {
+                let e = p.err_b();
+                assert_eq!((e.err, e.context), (Error::Canceled, 2));
+                let b = e.buffers.into_buf().expect("buffer back");
+                assert_eq!(b.capacity(), N);
+            }
         }
-        Ok(()) => {
-            let e = p.err_b();
-            assert_eq!((e.err, e.context), (Error::Canceled, 2));
-            let b = e.buffers.into_buf().expect("buffer back");
-            assert_eq!(b.capacity(), N);
-        }
-    }
-    let s = p.next_a();
-    assert_eq!(s.as_ref().map(|c| c.context).unwrap_or_else(|e| e.context), 1, "{s:?}");
-    // The pair still works.
-    p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 3).expect("post recv");
-    p.a.ep.send(Buf::from(b"still here"), p.a_to_b, 4).expect("post send");
-    assert_eq!(p.ok_b().bytes(), b"still here");
-    p.ok_a();
+        let s = p.next_a();
+        assert_eq!(s.as_ref().map(|c| c.context).unwrap_or_else(|e| e.context), 1, "{s:?}");
+        // The pair still works.
+        p.b.ep.recv(Buf::new(64), FiAddr::UNSPEC, 3).expect("post recv");
+        p.a.ep.send(Buf::from(b"still here"), p.a_to_b, 4).expect("post send");
+        assert_eq!(p.ok_b().bytes(), b"still here");
+        p.ok_a();
+    });
 }
 
 /// Views of a multi-receive buffer may outlive its release: the release then
 /// gives no buffer, and the views stay readable.
-pub fn rdm_multi_recv_view_outlives_release(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
-    p.b.ep.set_min_multi_recv(100).expect("set_min_multi_recv");
-    p.b.ep.recvmsg(RecvMsg::new(Buf::new(256), 3), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
-    // Two messages of 100 bytes leave 56 < 100: the second releases the buffer.
-    for i in 0..2 {
-        p.a.ep.send(Buf::from(pattern(100, i)), p.a_to_b, 10 + i).expect("post send");
-    }
-    let mut views = Vec::new();
-    let start = std::time::Instant::now();
-    // Batch reads, keeping every view alive.
-    let released = 'outer: loop {
-        let mut batch = Vec::new();
-        match p.b.cq.cq.read(&mut batch, 16) {
-            Ok(_) => {}
-            Err(Error::Again) => {
-                p.a.cq.drive();
-                assert!(start.elapsed() < WAIT, "watchdog: multi-receive completions");
-                continue;
-            }
-            Err(e) => panic!("read: {e}"),
+#[test]
+fn rdm_multi_recv_view_outlives_release() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+        p.b.ep.set_min_multi_recv(100).expect("set_min_multi_recv");
+        p.b.ep.recvmsg(RecvMsg::new(Buf::new(256), 3), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+        // Two messages of 100 bytes leave 56 < 100: the second releases the buffer.
+        for i in 0..2 {
+            p.a.ep.send(Buf::from(pattern(100, i)), p.a_to_b, 10 + i).expect("post send");
         }
-        for c in batch {
-            if c.flags.contains(Caps::MULTI_RECV) {
-                break 'outer c;
+        let mut views = Vec::new();
+        let start = std::time::Instant::now();
+        // Batch reads, keeping every view alive.
+        let released = 'outer: loop {
+            let mut batch = Vec::new();
+            match p.b.cq.cq.read(&mut batch, 16) {
+                Ok(_) => {}
+                Err(Error::Again) => {
+                    p.a.cq.drive();
+                    assert!(start.elapsed() < WAIT, "watchdog: multi-receive completions");
+                    continue;
+                }
+                Err(e) => panic!("read: {e}"),
             }
-            views.push(c.recv.expect("message view"));
+            for c in batch {
+                if c.flags.contains(Caps::MULTI_RECV) {
+                    break 'outer c;
+                }
+                views.push(c.recv.expect("message view"));
+            }
+        };
+        assert_eq!(views.len(), 2);
+        assert_eq!(released.context, 3);
+        assert!(released.buffers.is_none(), "the buffer cannot come back while views are alive");
+        for (i, v) in views.iter().enumerate() {
+            assert_bytes(v, &pattern(100, i as u64), "a view read after the release");
         }
-    };
-    assert_eq!(views.len(), 2);
-    assert_eq!(released.context, 3);
-    assert!(released.buffers.is_none(), "the buffer cannot come back while views are alive");
-    for (i, v) in views.iter().enumerate() {
-        assert_bytes(v, &pattern(100, i as u64), "a view read after the release");
-    }
-    drop(views);
-    for _ in 0..2 {
-        p.ok_a();
-    }
-    assert_eq!(p.b.cq.cq.in_flight(), 0);
+        drop(views);
+        for _ in 0..2 {
+            p.ok_a();
+        }
+        assert_eq!(p.b.cq.cq.in_flight(), 0);
+    });
 }
 
 /// A message larger than what is left of a multi-receive buffer is not lost:
 /// it is truncated into the buffer (`FI_ETRUNC`) or goes to the next receive,
 /// and the buffer comes back either way.
-pub fn rdm_multi_recv_overflow(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
-    p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
-    p.b.ep.recvmsg(RecvMsg::new(Buf::new(1024), 3), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
-    p.b.ep.recv(Buf::new(4096), FiAddr::UNSPEC, 4).expect("post the next receive");
-    p.a.ep.send(Buf::from(pattern(100, 1)), p.a_to_b, 10).expect("post send");
-    p.a.ep.send(Buf::from(pattern(2000, 2)), p.a_to_b, 11).expect("post send");
-    let (mut first, mut big, mut buf) = (false, false, false);
-    while !(first && big && buf) {
-        match p.next_b() {
-            Ok(c) if c.context == 4 => {
-                assert!(!big, "the large message arrived twice");
-                assert_bytes(c.bytes(), &pattern(2000, 2), "large message in the next receive");
-                big = true;
-            }
-            Ok(c) => {
-                assert_eq!(c.context, 3);
-                if let Some(v) = &c.recv {
-                    assert!(!first && v.len() == 100, "unexpected message of {} bytes in the buffer", v.len());
-                    assert_bytes(v, &pattern(100, 1), "first message");
-                    first = true;
+#[test]
+fn rdm_multi_recv_overflow() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+        p.b.ep.set_min_multi_recv(16).expect("set_min_multi_recv");
+        p.b.ep.recvmsg(RecvMsg::new(Buf::new(1024), 3), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+        p.b.ep.recv(Buf::new(4096), FiAddr::UNSPEC, 4).expect("post the next receive");
+        p.a.ep.send(Buf::from(pattern(100, 1)), p.a_to_b, 10).expect("post send");
+        p.a.ep.send(Buf::from(pattern(2000, 2)), p.a_to_b, 11).expect("post send");
+        let (mut first, mut big, mut buf) = (false, false, false);
+        while !(first && big && buf) {
+            match p.next_b() {
+                Ok(c) if c.context == 4 => {
+                    assert!(!big, "the large message arrived twice");
+                    assert_bytes(c.bytes(), &pattern(2000, 2), "large message in the next receive");
+                    big = true;
                 }
-                if c.flags.contains(Caps::MULTI_RECV) {
-                    drop(c.recv);
-                    buf |= c.buffers.into_buf().is_some();
+                Ok(c) => {
+                    assert_eq!(c.context, 3);
+                    if let Some(v) = &c.recv {
+                        assert!(!first && v.len() == 100, "unexpected message of {} bytes in the buffer", v.len());
+                        assert_bytes(v, &pattern(100, 1), "first message");
+                        first = true;
+                    }
+                    if c.flags.contains(Caps::MULTI_RECV) {
+                        drop(c.recv);
+                        buf |= c.buffers.into_buf().is_some();
+                    }
+                }
+                Err(e) => {
+                    assert_eq!((e.err, e.context), (Error::Trunc, 3), "{e}");
+                    assert_eq!(e.len + e.olen, 2000, "truncation accounts for the whole message");
+                    big = true;
+                    println!("large message truncated into the multi-receive buffer: {e}");
+                    buf |= e.buffers.into_buf().is_some();
                 }
             }
-            Err(e) => {
-                assert_eq!((e.err, e.context), (Error::Trunc, 3), "{e}");
-                assert_eq!(e.len + e.olen, 2000, "truncation accounts for the whole message");
-                big = true;
-                println!("large message truncated into the multi-receive buffer: {e}");
-                buf |= e.buffers.into_buf().is_some();
+            if big && first && !buf {
+                // The buffer may still be posted (room left above the minimum).
+                if p.b.ep.cancel(3).is_ok() {
+                    let e = p.err_b();
+                    assert_eq!(e.err, Error::Canceled);
+                    buf = e.buffers.into_buf().is_some();
+                }
             }
         }
-        if big && first && !buf {
-            // The buffer may still be posted (room left above the minimum).
-            if p.b.ep.cancel(3).is_ok() {
-                let e = p.err_b();
-                assert_eq!(e.err, Error::Canceled);
-                buf = e.buffers.into_buf().is_some();
-            }
+        if p.b.cq.cq.in_flight() > 0 {
+            p.b.ep.cancel(4).expect("cancel the unused receive");
+            assert_eq!(p.err_b().context, 4);
         }
-    }
-    if p.b.cq.cq.in_flight() > 0 {
-        p.b.ep.cancel(4).expect("cancel the unused receive");
-        assert_eq!(p.err_b().context, 4);
-    }
-    for _ in 0..2 {
-        p.ok_a();
-    }
+        for _ in 0..2 {
+            p.ok_a();
+        }
+    });
 }
 
 /// `FI_DELIVERY_COMPLETE` (fi_cq(3)): a send so flagged completes only once its
@@ -972,52 +953,49 @@ fn delivery_complete(prov: &'static str, t: EpType) {
     assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0, "every operation completed once");
 }
 
-pub fn rdm_delivery_complete(prov: &'static str) {
-    delivery_complete(prov, EpType::Rdm)
-}
-
-pub fn msg_delivery_complete(prov: &'static str) {
-    delivery_complete(prov, EpType::Msg)
-}
+rdm_and_msg!(delivery_complete: rdm_delivery_complete, msg_delivery_complete);
 
 /// `FI_DELIVERY_COMPLETE` into a multi-receive buffer posted after the sends
 /// (unexpected eager-sized and rendezvous-sized messages): no send completes
 /// before the buffer is posted, and each completes with its message in it.
-pub fn rdm_delivery_complete_multi_recv(prov: &'static str) {
-    let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
-    let sizes = [10usize, 5000, 200_000];
-    for (i, &n) in sizes.iter().enumerate() {
-        let m = SendMsg::new(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64);
-        p.a.ep.sendmsg(m, OpFlags::DELIVERY_COMPLETE).expect("sendmsg with DELIVERY_COMPLETE");
-    }
-    let drivers = p.drivers();
-    for round in 0..2000 {
-        for d in &drivers {
-            d.drive();
+#[test]
+fn rdm_delivery_complete_multi_recv() {
+    run(PROV, |prov| {
+        let Some(p) = Pair::new(prov, EpType::Rdm, Caps::MSG | Caps::MULTI_RECV) else { return };
+        let sizes = [10usize, 5000, 200_000];
+        for (i, &n) in sizes.iter().enumerate() {
+            let m = SendMsg::new(Buf::from(pattern(n, i as u64)), p.a_to_b, i as u64);
+            p.a.ep.sendmsg(m, OpFlags::DELIVERY_COMPLETE).expect("sendmsg with DELIVERY_COMPLETE");
         }
-        assert!(!p.a.cq.has_entry(), "a send completed (poll {round}) with no receive posted");
-        std::thread::yield_now();
-    }
-    p.b.ep.set_min_multi_recv(1).expect("set_min_multi_recv");
-    p.b.ep.recvmsg(RecvMsg::new(Buf::new(1 << 20), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
-    let mut sent: Vec<u64> = Vec::new();
-    for _ in 0..sizes.len() {
-        sent.push(p.ok_a().context);
-        assert!(p.b.cq.has_entry(), "a send completed before its receive");
-    }
-    sent.sort_unstable();
-    assert_eq!(sent, [0, 1, 2]);
-    let mut got: Vec<Vec<u8>> = (0..sizes.len())
-        .map(|_| {
-            let c = p.ok_b();
-            assert_eq!(c.context, 7);
-            c.recv.expect("a view into the multi-receive buffer").to_vec()
-        })
-        .collect();
-    got.sort_by_key(|b| b.len());
-    for (i, &n) in sizes.iter().enumerate() {
-        assert_bytes(&got[i], &pattern(n, i as u64), "message in a multi-receive buffer");
-    }
-    p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
-    assert_eq!(p.err_b().err, Error::Canceled);
+        let drivers = p.drivers();
+        for round in 0..2000 {
+            for d in &drivers {
+                d.drive();
+            }
+            assert!(!p.a.cq.has_entry(), "a send completed (poll {round}) with no receive posted");
+            std::thread::yield_now();
+        }
+        p.b.ep.set_min_multi_recv(1).expect("set_min_multi_recv");
+        p.b.ep.recvmsg(RecvMsg::new(Buf::new(1 << 20), 7), OpFlags::MULTI_RECV).expect("post multi-receive buffer");
+        let mut sent: Vec<u64> = Vec::new();
+        for _ in 0..sizes.len() {
+            sent.push(p.ok_a().context);
+            assert!(p.b.cq.has_entry(), "a send completed before its receive");
+        }
+        sent.sort_unstable();
+        assert_eq!(sent, [0, 1, 2]);
+        let mut got: Vec<Vec<u8>> = (0..sizes.len())
+            .map(|_| {
+                let c = p.ok_b();
+                assert_eq!(c.context, 7);
+                c.recv.expect("a view into the multi-receive buffer").to_vec()
+            })
+            .collect();
+        got.sort_by_key(|b| b.len());
+        for (i, &n) in sizes.iter().enumerate() {
+            assert_bytes(&got[i], &pattern(n, i as u64), "message in a multi-receive buffer");
+        }
+        p.b.ep.cancel(7).expect("cancel the multi-receive buffer");
+        assert_eq!(p.err_b().err, Error::Canceled);
+    });
 }

@@ -12,76 +12,7 @@
 use crate::common::*;
 use fabric::*;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-
-pub const MIB: usize = 1 << 20;
-
-/// Remote read and write.
-pub const RW: MrAccess = MrAccess::REMOTE_READ.union(MrAccess::REMOTE_WRITE);
-
-/// A region registered at a target, and how a peer reaches its bytes.
-pub struct Region {
-    pub mr: MemoryRegion,
-    /// The remote address of byte 0: the registered address with
-    /// `FI_MR_VIRT_ADDR`, else 0 (peers give offsets).
-    pub base: u64,
-}
-
-/// Keys asked for on domains without `FI_MR_PROV_KEY`.
-static NEXT_KEY: AtomicU64 = AtomicU64::new(0x5EED_0001);
-
-impl Region {
-    /// Register `init` on `side`'s domain with `access`.
-    pub fn new(side: &Side, init: Vec<u8>, access: MrAccess) -> Region {
-        let mode = side.domain.info().domain_attr.mr_mode;
-        let buf = Buf::from(init);
-        let mr = if mode.contains(MrMode::PROV_KEY) {
-            side.domain.register(buf, access)
-        } else {
-            side.domain.register_with_key(buf, access, NEXT_KEY.fetch_add(1, Ordering::Relaxed))
-        }
-        .expect("register a memory region");
-        let base = mr.remote().addr;
-        Region { mr, base }
-    }
-
-    pub fn key(&self) -> u64 {
-        self.mr.key()
-    }
-
-    pub fn len(&self) -> usize {
-        self.mr.len()
-    }
-
-    /// Where byte `off` of the region is, for a peer (`off` may lie outside).
-    pub fn at(&self, off: u64) -> Remote {
-        Remote { addr: self.base.wrapping_add(off), key: self.key() }
-    }
-
-    /// Deregister: the region's bytes.
-    pub fn close(self) -> Vec<u8> {
-        let len = self.len();
-        let mut b = self.mr.close().expect("close the memory region");
-        assert_eq!(b.capacity(), len, "the registered buffer comes back");
-        b.set_len(len).expect("within capacity");
-        b.into_vec()
-    }
-}
-
-/// A key none of `regions` has (nor 0 or `FI_KEY_NOTAVAIL`).
-pub fn unknown_key(regions: &[&Region]) -> u64 {
-    let mut k = regions.first().map_or(1, |r| r.key()) ^ 0x9E37_79B9_7F4A_7C15;
-    while k == 0 || k == u64::MAX || regions.iter().any(|r| r.key() == k) {
-        k = k.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-    }
-    k
-}
-
-/// The remote address `delta` bytes from the region's byte 0 (may wrap).
-pub fn beside(r: &Region, delta: i64) -> Remote {
-    Remote { addr: r.base.wrapping_add_signed(delta), key: r.key() }
-}
 
 /// Expect the success of a write (`flags` RMA | WRITE) with context `ctx`; give
 /// the buffers back.
@@ -170,13 +101,7 @@ fn write_read_sizes(prov: &'static str, t: EpType) {
     assert_bytes(&r.close(), &model, "the region after every write");
 }
 
-pub fn rdm_write_read_sizes(prov: &'static str) {
-    write_read_sizes(prov, EpType::Rdm)
-}
-
-pub fn msg_write_read_sizes(prov: &'static str) {
-    write_read_sizes(prov, EpType::Msg)
-}
+rdm_and_msg!(write_read_sizes: rdm_write_read_sizes, msg_write_read_sizes);
 
 // ------------------------------------------------------------------ vectored
 
@@ -259,13 +184,7 @@ fn vectored(prov: &'static str, t: EpType) {
     assert_bytes(&r.close(), &model, "the region after the vectored writes");
 }
 
-pub fn rdm_vectored(prov: &'static str) {
-    vectored(prov, EpType::Rdm)
-}
-
-pub fn msg_vectored(prov: &'static str) {
-    vectored(prov, EpType::Msg)
-}
+rdm_and_msg!(vectored: rdm_vectored, msg_vectored);
 
 // ------------------------------------------------------------------ writedata
 
@@ -337,13 +256,7 @@ fn writedata(prov: &'static str, t: EpType) {
     assert_bytes(&r.close(), &model, "the region after writedata");
 }
 
-pub fn rdm_writedata(prov: &'static str) {
-    writedata(prov, EpType::Rdm)
-}
-
-pub fn msg_writedata(prov: &'static str) {
-    writedata(prov, EpType::Msg)
-}
+rdm_and_msg!(writedata: rdm_writedata, msg_writedata);
 
 // ------------------------------------------------------------------ inject
 
@@ -398,13 +311,7 @@ fn inject_write(prov: &'static str, t: EpType) {
     assert_bytes(&r.close(), &model, "the region after inject_write");
 }
 
-pub fn rdm_inject_write(prov: &'static str) {
-    inject_write(prov, EpType::Rdm)
-}
-
-pub fn msg_inject_write(prov: &'static str) {
-    inject_write(prov, EpType::Msg)
-}
+rdm_and_msg!(inject_write: rdm_inject_write, msg_inject_write);
 
 // ------------------------------------------------------------------ counters
 
@@ -465,13 +372,7 @@ fn remote_counters(prov: &'static str, t: EpType) {
     drop(r);
 }
 
-pub fn rdm_remote_counters(prov: &'static str) {
-    remote_counters(prov, EpType::Rdm)
-}
-
-pub fn msg_remote_counters(prov: &'static str) {
-    remote_counters(prov, EpType::Msg)
-}
+rdm_and_msg!(remote_counters: rdm_remote_counters, msg_remote_counters);
 
 /// A write or read larger than any one request of the provider's protocol still
 /// counts once.
@@ -489,13 +390,7 @@ fn remote_counters_large(prov: &'static str, t: EpType) {
     assert_eq!(wc.read(), 1, "reads are not counted as writes");
 }
 
-pub fn rdm_remote_counters_large(prov: &'static str) {
-    remote_counters_large(prov, EpType::Rdm)
-}
-
-pub fn msg_remote_counters_large(prov: &'static str) {
-    remote_counters_large(prov, EpType::Msg)
-}
+rdm_and_msg!(remote_counters_large: rdm_remote_counters_large, msg_remote_counters_large);
 
 // ------------------------------------------------------------------ access errors
 
@@ -592,13 +487,7 @@ fn access_errors(prov: &'static str, t: EpType) {
     assert_bytes(&wo.close(), &wo_model, "the write-only region");
 }
 
-pub fn rdm_access_errors(prov: &'static str) {
-    access_errors(prov, EpType::Rdm)
-}
-
-pub fn msg_access_errors(prov: &'static str) {
-    access_errors(prov, EpType::Msg)
-}
+rdm_and_msg!(access_errors: rdm_access_errors, msg_access_errors);
 
 /// Refused accesses larger than 4 MiB (several requests of the tcp protocol):
 /// refused as a whole, no part of the target written, even where a part taken
@@ -641,10 +530,4 @@ fn access_errors_large(prov: &'static str, t: EpType) {
     assert_bytes(&r.close(), &model, "the region after refused accesses");
 }
 
-pub fn rdm_access_errors_large(prov: &'static str) {
-    access_errors_large(prov, EpType::Rdm)
-}
-
-pub fn msg_access_errors_large(prov: &'static str) {
-    access_errors_large(prov, EpType::Msg)
-}
+rdm_and_msg!(access_errors_large: rdm_access_errors_large, msg_access_errors_large);
