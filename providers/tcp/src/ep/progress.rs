@@ -29,30 +29,31 @@ impl TcpEp {
 
     /// Write what a connection can; a failure fails the connection.
     pub(super) fn flush_conn(&self, g: &mut Inner, id: ConnId) {
-        let Some(slot) = g.slots.get_mut(id.idx as usize) else { return };
-        if slot.gen != id.gen {
-            return;
-        }
-        let Some(mut conn) = slot.conn.take() else { return };
-        if conn.state == ConnState::Connecting {
-            slot.conn = Some(conn);
-            return;
-        }
-        // The connection is out of its slot, so completions can go straight to `g`.
-        let cx = Ctx { b: &g.b, objs: &self.domain.objs };
-        let eng = &mut g.eng;
-        let r = conn.flush(|c, op| {
-            if !op.control {
-                eng.frame_done(cx, id, Some(&mut c.pr), op.f);
+        let r = {
+            // Borrowed field by field: the connection stays in its slot (it is
+            // large) while frames written complete in the engine.
+            let Inner { slots, eng, b, .. } = g;
+            let Some(slot) = slots.get_mut(id.idx as usize) else { return };
+            if slot.gen != id.gen {
+                return;
             }
-        });
-        let pending = conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || op.control);
-        if pending != conn.want_write {
-            conn.want_write = pending;
-            let _ = self.poll.set_interest(conn.fd(), !conn.paused, pending);
-        }
-        let slot = &mut g.slots[id.idx as usize];
-        slot.conn = Some(conn);
+            let Some(conn) = slot.conn.as_mut() else { return };
+            if conn.state == ConnState::Connecting || conn.txq.is_empty() && !conn.want_write {
+                return;
+            }
+            let cx = Ctx { b, objs: &self.domain.objs };
+            let r = conn.flush(|c, op| {
+                if !op.control {
+                    eng.frame_done(cx, id, Some(&mut c.pr), op.f);
+                }
+            });
+            let pending = conn.txq.front().is_some_and(|op| conn.state == ConnState::Ready || op.control);
+            if pending != conn.want_write {
+                conn.want_write = pending;
+                let _ = self.poll.set_interest(conn.fd(), !conn.paused, pending);
+            }
+            r
+        };
         if let Err(e) = r {
             self.fail_conn(g, id, e, "write failed");
         }
