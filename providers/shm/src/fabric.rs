@@ -1,49 +1,20 @@
-//! The shm fabric: opens domains and event queues (shm has no passive endpoints).
+//! The shm fabric: opens domains and event queues (the shared
+//! [`UtilFabric`]; shm has no passive endpoints).
 
 use crate::domain::ShmDomain;
-use fabric_core::prov::{DomainOps, EqOps, FabricOps, PassiveEpOps};
-use fabric_core::{EqAttr, Error, Info, Result};
-use fabric_util::eq::UtilEq;
-use fabric_util::progress::FidRegistry;
-use std::sync::{Arc, Weak};
+use fabric_core::prov::DomainOps;
+use fabric_core::{Info, Result};
+use fabric_util::scaffold::{FabricKind, UtilFabric};
+use std::sync::Arc;
 
-/// The shm fabric (this host).
-pub(crate) struct ShmFabric {
-    fid: u64,
-    /// Event queues opened here, by fid, so endpoints can bind them.
-    eqs: FidRegistry<UtilEq>,
-    me: Weak<ShmFabric>,
-}
+/// An shm fabric.
+pub(crate) type ShmFabric = UtilFabric<Shm>;
 
-impl ShmFabric {
-    pub(crate) fn new(_info: &Info) -> Arc<ShmFabric> {
-        Arc::new_cyclic(|me| ShmFabric { fid: fabric_core::prov::next_fid(), eqs: FidRegistry::new(), me: me.clone() })
-    }
+/// What an shm fabric opens.
+pub(crate) struct Shm;
 
-    /// The event queue with this fid, if it was opened on this fabric and lives.
-    pub(crate) fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
-        self.eqs.find(fid)
-    }
-}
-
-impl FabricOps for ShmFabric {
-    fn fid(&self) -> u64 {
-        self.fid
-    }
-
-    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
-        let me = self.me.upgrade().expect("a fabric method runs while the fabric lives");
-        Ok(ShmDomain::new(me, info)?)
-    }
-
-    fn eq_open(&self, attr: &EqAttr) -> Result<Arc<dyn EqOps>> {
-        let eq = UtilEq::new(attr)?;
-        self.eqs.add(EqOps::fid(&*eq), &eq);
-        Ok(eq)
-    }
-
-    fn passive_ep(&self, _info: &Info) -> Result<Arc<dyn PassiveEpOps>> {
-        // RDM only: nothing listens.
-        Err(Error::OpNotSupp)
+impl FabricKind for Shm {
+    fn domain(fabric: Arc<ShmFabric>, info: &Info) -> Result<Arc<dyn DomainOps>> {
+        Ok(ShmDomain::new(fabric, info)?)
     }
 }

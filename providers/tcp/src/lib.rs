@@ -19,8 +19,7 @@ mod fabric;
 mod pep;
 
 use fabric_core::param::{Param, ParamType};
-use fabric_core::prov::{FabricOps, Provider};
-use fabric_core::{Hints, Info, Result};
+use fabric_core::prov::Provider;
 use std::sync::{Arc, OnceLock};
 
 /// The provider's name.
@@ -159,24 +158,10 @@ pub(crate) fn config() -> &'static Config {
     })
 }
 
-impl Provider for TcpProvider {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn version(&self) -> u32 {
-        VERSION
-    }
-
-    fn params(&self) -> Vec<Param> {
-        params()
-    }
-
-    fn getinfo(&self, hints: &Hints) -> Result<Vec<Info>> {
-        attr::getinfo(hints)
-    }
-
-    fn fabric(&self, info: &Info) -> Result<Arc<dyn FabricOps>> {
-        Ok(fabric::TcpFabric::new(info))
-    }
-}
+fabric_util::provider_ops!(TcpProvider {
+    name: NAME,
+    version: VERSION,
+    params: params(),
+    getinfo: attr::getinfo,
+    fabric: fabric::TcpFabric::new,
+});

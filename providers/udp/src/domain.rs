@@ -7,9 +7,8 @@ use crate::dgram::DgramEp;
 use crate::fabric::UdpFabric;
 use crate::{config, Config, NAME};
 use fabric_core::log::Level;
-use fabric_core::prov::{AvOps, CntrOps, CqOps, DomainOps, EndpointOps, MrOps};
 use fabric_core::Progress as ProgressModel;
-use fabric_core::{fi_log, AvAttr, CqAttr, EpType, Error, Info, MrAccess, Result};
+use fabric_core::{fi_log, EpType, Error, Info, Result};
 use fabric_util::domain::DomainObjects;
 use fabric_util::iface::{self, Iface};
 use fabric_util::progress::{AutoProgress, Progress};
@@ -150,57 +149,21 @@ fn domain_iface(info: &Info) -> Result<Iface> {
     }
 }
 
-impl DomainOps for UdpDomain {
-    fn fid(&self) -> u64 {
-        self.fid
-    }
-
-    fn info(&self) -> &Info {
-        &self.info
-    }
-
-    fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CqOps>> {
-        self.objs.cq_open(attr)
-    }
-
-    fn cntr_open(&self) -> Result<Arc<dyn CntrOps>> {
-        self.objs.cntr_open()
-    }
-
-    fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AvOps>> {
-        self.objs.av_open(attr)
-    }
-
-    fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
-        let me = self.me.upgrade().expect("a domain method runs while the domain lives");
-        match info.ep_attr.ep_type {
-            EpType::Dgram => {
-                let ep = DgramEp::new(me, info)?;
-                let w: Weak<dyn Progress> = Arc::downgrade(&ep) as Weak<dyn Progress>;
-                self.bind_auto_progress(w)?;
-                Ok(ep)
-            }
-            // The RDM endpoint binds itself to the progress thread
-            // (`bind_auto_progress`).
-            EpType::Rdm => crate::rdm::new_ep(me, info),
-            t => {
-                fi_log!(Level::Warn, NAME, "domain", "{t} endpoints are not offered by udp");
-                Err(Error::Inval)
-            }
+fabric_util::domain_ops!(UdpDomain, endpoint: |d, info| {
+    let me = d.me.upgrade().expect("a domain method runs while the domain lives");
+    match info.ep_attr.ep_type {
+        EpType::Dgram => {
+            let ep = DgramEp::new(me, info)?;
+            let w: Weak<dyn Progress> = Arc::downgrade(&ep) as Weak<dyn Progress>;
+            d.bind_auto_progress(w)?;
+            Ok(ep)
+        }
+        // The RDM endpoint binds itself to the progress thread
+        // (`bind_auto_progress`).
+        EpType::Rdm => crate::rdm::new_ep(me, info),
+        t => {
+            fi_log!(Level::Warn, NAME, "domain", "{t} endpoints are not offered by udp");
+            Err(Error::Inval)
         }
     }
-
-    fn atomic_valid(
-        &self,
-        op: fabric_core::AtomicOp,
-        dt: fabric_core::Datatype,
-        kind: fabric_core::AtomicKind,
-    ) -> Result<usize> {
-        fabric_util::atomic::valid(op, dt, kind)
-    }
-
-    unsafe fn mr_reg(&self, base: *mut u8, len: usize, access: MrAccess, requested_key: u64) -> Result<Arc<dyn MrOps>> {
-        // SAFETY: the caller upholds mr_reg's contract, which is DomainObjects::mr_reg's.
-        unsafe { self.objs.mr_reg(base, len, access, requested_key) }
-    }
-}
+});

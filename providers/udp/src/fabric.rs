@@ -1,50 +1,20 @@
-//! The udp fabric (one per subnet in use): opens domains and event queues (udp has
-//! no passive endpoints).
+//! The udp fabric (one per subnet in use): opens domains and event queues (the
+//! shared [`UtilFabric`]; udp has no passive endpoints).
 
 use crate::domain::UdpDomain;
-use fabric_core::prov::{DomainOps, EqOps, FabricOps, PassiveEpOps};
-use fabric_core::{EqAttr, Error, Info, Result};
-use fabric_util::eq::UtilEq;
-use fabric_util::progress::FidRegistry;
-use std::sync::{Arc, Weak};
+use fabric_core::prov::DomainOps;
+use fabric_core::{Info, Result};
+use fabric_util::scaffold::{FabricKind, UtilFabric};
+use std::sync::Arc;
 
 /// A udp fabric.
-pub(crate) struct UdpFabric {
-    fid: u64,
-    /// Event queues opened here, by fid, so endpoints can bind them.
-    eqs: FidRegistry<UtilEq>,
-    me: Weak<UdpFabric>,
-}
+pub(crate) type UdpFabric = UtilFabric<Udp>;
 
-impl UdpFabric {
-    pub(crate) fn new(_info: &Info) -> Arc<UdpFabric> {
-        Arc::new_cyclic(|me| UdpFabric { fid: fabric_core::prov::next_fid(), eqs: FidRegistry::new(), me: me.clone() })
-    }
+/// What a udp fabric opens.
+pub(crate) struct Udp;
 
-    /// The event queue with this fid, if it was opened on this fabric and lives.
-    pub(crate) fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
-        self.eqs.find(fid)
-    }
-}
-
-impl FabricOps for UdpFabric {
-    fn fid(&self) -> u64 {
-        self.fid
-    }
-
-    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
-        let me = self.me.upgrade().expect("a fabric method runs while the fabric lives");
-        Ok(UdpDomain::new(me, info)?)
-    }
-
-    fn eq_open(&self, attr: &EqAttr) -> Result<Arc<dyn EqOps>> {
-        let eq = UtilEq::new(attr)?;
-        self.eqs.add(EqOps::fid(&*eq), &eq);
-        Ok(eq)
-    }
-
-    fn passive_ep(&self, _info: &Info) -> Result<Arc<dyn PassiveEpOps>> {
-        // DGRAM and RDM only: nothing listens.
-        Err(Error::OpNotSupp)
+impl FabricKind for Udp {
+    fn domain(fabric: Arc<UdpFabric>, info: &Info) -> Result<Arc<dyn DomainOps>> {
+        Ok(UdpDomain::new(fabric, info)?)
     }
 }

@@ -24,6 +24,7 @@ pub mod reliable;
 pub mod rma_target;
 pub mod rndv;
 pub mod rx;
+pub mod scaffold;
 pub mod slab;
 pub mod verbs_wire;
 pub mod wire;

@@ -122,8 +122,7 @@ mod ep;
 mod fabric;
 mod pep;
 
-use fabric_core::prov::{FabricOps, Provider};
-use fabric_core::{Hints, Info, Result};
+use fabric_core::prov::Provider;
 use std::sync::Arc;
 
 /// The verbs provider.
@@ -133,27 +132,13 @@ pub fn provider() -> Arc<dyn Provider> {
 
 struct VerbsProvider;
 
-impl Provider for VerbsProvider {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn version(&self) -> u32 {
-        VERSION
-    }
-
-    fn params(&self) -> Vec<Param> {
-        params()
-    }
-
-    fn getinfo(&self, hints: &Hints) -> Result<Vec<Info>> {
-        attr::getinfo(hints)
-    }
-
-    fn fabric(&self, info: &Info) -> Result<Arc<dyn FabricOps>> {
-        Ok(fabric::VerbsFabric::new(info))
-    }
-}
+fabric_util::provider_ops!(VerbsProvider {
+    name: NAME,
+    version: VERSION,
+    params: params(),
+    getinfo: attr::getinfo,
+    fabric: fabric::VerbsFabric::new,
+});
 
 #[cfg(test)]
 mod tests {

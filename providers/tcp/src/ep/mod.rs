@@ -25,9 +25,12 @@ use fabric_core::{
     fi_log, Address, BindFlags, Caps, CqEntry, EpType, EqErrEntry, EqEvent, Error, FiAddr, Info, OpFlags, Result,
 };
 use fabric_util::bind::Bindings;
+use fabric_util::domain::DomainObjects;
+use fabric_util::eq::UtilEq;
 use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rdm::{Begin, Ctx, Engine, PeerRx};
 use fabric_util::rx::msg_flags;
+use fabric_util::scaffold::{self, Bound};
 use fabric_util::wire::{Header, OpCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -266,38 +269,46 @@ impl TcpEp {
     }
 }
 
+impl Bound for TcpEp {
+    fn objs(&self) -> &DomainObjects {
+        &self.domain.objs
+    }
+
+    fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
+        self.domain.fabric().find_eq(fid)
+    }
+
+    fn with_bindings<T>(&self, f: impl FnOnce(&mut Bindings) -> T) -> T {
+        f(&mut self.lock().b)
+    }
+
+    fn as_progress(&self) -> Weak<dyn Progress> {
+        self.weak_progress()
+    }
+}
+
 impl EndpointOps for TcpEp {
     fn fid(&self) -> u64 {
         self.fid
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
-        let mut g = self.lock();
-        g.b.set_cq(&ucq, flags)?;
-        drop(g);
-        ucq.bind(self.weak_progress())
+        scaffold::bind_cq(self, cq, flags).map(drop)
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
-        self.lock().b.set_cntr(&c, flags);
-        c.bind(self.weak_progress())
+        scaffold::bind_cntr(self, cntr, flags).map(drop)
     }
 
     fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()> {
-        let e = self.domain.fabric().find_eq(eq.fid()).ok_or(Error::Domain)?;
-        self.lock().b.eq = Some(e.clone());
-        e.bind(self.weak_progress())
+        scaffold::bind_eq(self, eq)
     }
 
     fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
         if self.ep_type != EpType::Rdm {
             return Err(Error::Inval);
         }
-        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
-        self.lock().b.av = Some(a);
-        Ok(())
+        scaffold::bind_av(self, av)
     }
 
     fn enable(&self) -> Result<()> {

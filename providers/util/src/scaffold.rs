@@ -1,0 +1,236 @@
+//! What every provider repeats, written once: the fabric object ([`UtilFabric`]:
+//! event queues by fid, domains and passive endpoints opened through the
+//! provider's [`FabricKind`]), the `Provider` entry points ([`provider_ops!`]),
+//! the domain's delegation to its shared objects ([`domain_ops!`]), and the
+//! endpoint's binding of queues, counters, event queues and AVs ([`Bound`], as
+//! mio's `IoSource` wraps every source once).
+//!
+//! A provider then writes what is its own: how it opens a domain, a passive
+//! endpoint and an endpoint, and how it moves bytes.
+
+use crate::bind::Bindings;
+use crate::cntr::UtilCntr;
+use crate::cq::UtilCq;
+use crate::domain::DomainObjects;
+use crate::eq::UtilEq;
+use crate::progress::{FidRegistry, Progress};
+use fabric_core::prov::{AvOps, CntrOps, CqOps, DomainOps, EqOps, FabricOps, PassiveEpOps};
+use fabric_core::{BindFlags, EqAttr, Error, Info, Result};
+use std::marker::PhantomData;
+use std::sync::{Arc, Weak};
+
+/// What a provider's fabric opens; the rest of the fabric is [`UtilFabric`]'s.
+pub trait FabricKind: Send + Sync + Sized + 'static {
+    /// Open a domain on `fabric`.
+    fn domain(fabric: Arc<UtilFabric<Self>>, info: &Info) -> Result<Arc<dyn DomainOps>>;
+
+    /// Open a passive endpoint on `fabric` (providers without connections: not
+    /// supported).
+    fn passive_ep(fabric: Arc<UtilFabric<Self>>, info: &Info) -> Result<Arc<dyn PassiveEpOps>> {
+        let _ = (fabric, info);
+        Err(Error::OpNotSupp)
+    }
+}
+
+/// A provider's fabric: its event queues, held by fid so endpoints can bind them,
+/// and what it opens, by the provider's [`FabricKind`] `K`.
+pub struct UtilFabric<K> {
+    fid: u64,
+    /// Event queues opened here.
+    eqs: FidRegistry<UtilEq>,
+    /// Itself, for the domains and passive endpoints it opens to hold.
+    me: Weak<UtilFabric<K>>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: FabricKind> UtilFabric<K> {
+    /// A new fabric (`info`: the entry it was opened for).
+    pub fn new(info: &Info) -> Arc<UtilFabric<K>> {
+        let _ = info;
+        Arc::new_cyclic(|me| UtilFabric {
+            fid: fabric_core::prov::next_fid(),
+            eqs: FidRegistry::new(),
+            me: me.clone(),
+            kind: PhantomData,
+        })
+    }
+
+    /// The event queue with this fid, if it was opened on this fabric and lives.
+    pub fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
+        self.eqs.find(fid)
+    }
+
+    fn arc(&self) -> Arc<UtilFabric<K>> {
+        self.me.upgrade().expect("a fabric method runs while the fabric lives")
+    }
+}
+
+impl<K: FabricKind> FabricOps for UtilFabric<K> {
+    fn fid(&self) -> u64 {
+        self.fid
+    }
+
+    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
+        K::domain(self.arc(), info)
+    }
+
+    fn eq_open(&self, attr: &EqAttr) -> Result<Arc<dyn EqOps>> {
+        let eq = UtilEq::new(attr)?;
+        self.eqs.add(EqOps::fid(&*eq), &eq);
+        Ok(eq)
+    }
+
+    fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEpOps>> {
+        K::passive_ep(self.arc(), info)
+    }
+}
+
+/// Implement `fabric_core::prov::Provider` for a provider's unit struct: its name,
+/// version, parameters, `getinfo` and the fabric it opens.
+///
+/// ```ignore
+/// fabric_util::provider_ops!(TcpProvider {
+///     name: NAME, version: VERSION, params: params(), getinfo: attr::getinfo,
+///     fabric: fabric::TcpFabric::new,
+/// });
+/// ```
+#[macro_export]
+macro_rules! provider_ops {
+    ($ty:ty { name: $name:expr, version: $version:expr, params: $params:expr, getinfo: $getinfo:path, fabric: $fabric:path $(,)? }) => {
+        impl fabric_core::prov::Provider for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn version(&self) -> u32 {
+                $version
+            }
+
+            fn params(&self) -> Vec<fabric_core::Param> {
+                $params
+            }
+
+            fn getinfo(&self, hints: &fabric_core::Hints) -> fabric_core::Result<Vec<fabric_core::Info>> {
+                $getinfo(hints)
+            }
+
+            fn fabric(
+                &self,
+                info: &fabric_core::Info,
+            ) -> fabric_core::Result<std::sync::Arc<dyn fabric_core::prov::FabricOps>> {
+                Ok($fabric(info))
+            }
+        }
+    };
+}
+
+/// Implement `fabric_core::prov::DomainOps` for a provider's domain whose fields
+/// `fid`, `info` and `objs` (a [`DomainObjects`]) hold what every domain has:
+/// queues, counters, AVs and memory registration go to `objs`, atomics are
+/// checked by [`crate::atomic::valid`]; the provider gives how an endpoint
+/// opens (`|domain, info| expression`).
+#[macro_export]
+macro_rules! domain_ops {
+    ($ty:ty, endpoint: |$d:ident, $info:ident| $endpoint:expr) => {
+        impl fabric_core::prov::DomainOps for $ty {
+            fn fid(&self) -> u64 {
+                self.fid
+            }
+
+            fn info(&self) -> &fabric_core::Info {
+                &self.info
+            }
+
+            fn cq_open(
+                &self,
+                attr: &fabric_core::CqAttr,
+            ) -> fabric_core::Result<std::sync::Arc<dyn fabric_core::prov::CqOps>> {
+                self.objs.cq_open(attr)
+            }
+
+            fn cntr_open(&self) -> fabric_core::Result<std::sync::Arc<dyn fabric_core::prov::CntrOps>> {
+                self.objs.cntr_open()
+            }
+
+            fn av_open(
+                &self,
+                attr: &fabric_core::AvAttr,
+            ) -> fabric_core::Result<std::sync::Arc<dyn fabric_core::prov::AvOps>> {
+                self.objs.av_open(attr)
+            }
+
+            fn endpoint(
+                &self,
+                $info: &fabric_core::Info,
+            ) -> fabric_core::Result<std::sync::Arc<dyn fabric_core::prov::EndpointOps>> {
+                let $d = self;
+                $endpoint
+            }
+
+            fn atomic_valid(
+                &self,
+                op: fabric_core::AtomicOp,
+                dt: fabric_core::Datatype,
+                kind: fabric_core::AtomicKind,
+            ) -> fabric_core::Result<usize> {
+                $crate::atomic::valid(op, dt, kind)
+            }
+
+            unsafe fn mr_reg(
+                &self,
+                base: *mut u8,
+                len: usize,
+                access: fabric_core::MrAccess,
+                requested_key: u64,
+            ) -> fabric_core::Result<std::sync::Arc<dyn fabric_core::prov::MrOps>> {
+                // SAFETY: the caller upholds mr_reg's contract, which is DomainObjects::mr_reg's.
+                unsafe { self.objs.mr_reg(base, len, access, requested_key) }
+            }
+        }
+    };
+}
+
+/// An endpoint as the shared binding code sees it: where its domain's objects
+/// and its fabric's event queues are found, its bindings, and itself as the
+/// progress its queues drive.
+pub trait Bound {
+    /// The domain's queues, counters, AVs.
+    fn objs(&self) -> &DomainObjects;
+    /// The fabric's event queue with this fid.
+    fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>>;
+    /// Run `f` on the endpoint's bindings (under its lock).
+    fn with_bindings<T>(&self, f: impl FnOnce(&mut Bindings) -> T) -> T;
+    /// The endpoint, as what a bound queue drives when it is read or waited on.
+    fn as_progress(&self) -> Weak<dyn Progress>;
+}
+
+/// `fi_ep_bind` of a completion queue: found among the domain's, recorded
+/// with its flags, and driving the endpoint's progress. Returns the queue.
+pub fn bind_cq<E: Bound>(ep: &E, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<Arc<UtilCq>> {
+    let ucq = ep.objs().find_cq(cq.fid()).ok_or(Error::Domain)?;
+    ep.with_bindings(|b| b.set_cq(&ucq, flags))?;
+    ucq.bind(ep.as_progress())?;
+    Ok(ucq)
+}
+
+/// `fi_ep_bind` of a counter.
+pub fn bind_cntr<E: Bound>(ep: &E, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<Arc<UtilCntr>> {
+    let c = ep.objs().find_cntr(cntr.fid()).ok_or(Error::Domain)?;
+    ep.with_bindings(|b| b.set_cntr(&c, flags));
+    c.bind(ep.as_progress())?;
+    Ok(c)
+}
+
+/// `fi_ep_bind` of an event queue.
+pub fn bind_eq<E: Bound>(ep: &E, eq: &Arc<dyn EqOps>) -> Result<()> {
+    let e = ep.find_eq(eq.fid()).ok_or(Error::Domain)?;
+    ep.with_bindings(|b| b.eq = Some(e.clone()));
+    e.bind(ep.as_progress())
+}
+
+/// `fi_ep_bind` of an address vector.
+pub fn bind_av<E: Bound>(ep: &E, av: &Arc<dyn AvOps>) -> Result<()> {
+    let a = ep.objs().find_av(av.fid()).ok_or(Error::Domain)?;
+    ep.with_bindings(|b| b.av = Some(a));
+    Ok(())
+}
