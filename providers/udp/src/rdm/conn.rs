@@ -1,0 +1,88 @@
+//! Peers: one per socket address, created when first sent to or heard from,
+//! found by address or by AV handle.
+
+use super::{Inner, Peer, PeerId, UdpRdmEp, PEERS_MAX};
+use fabric_core::{Address, Error, FiAddr, Result};
+use fabric_util::rdm::PeerRx;
+use fabric_util::reliable::Channel;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// The peer `id` in `peers`, if it is still there.
+pub(super) fn slot(peers: &mut [Option<Peer>], id: PeerId) -> Option<&mut Peer> {
+    peers.get_mut(id.idx as usize)?.as_mut().filter(|p| p.gen == id.gen)
+}
+
+impl UdpRdmEp {
+    pub(super) fn peer(g: &mut Inner, id: PeerId) -> Option<&mut Peer> {
+        slot(&mut g.peers, id)
+    }
+
+    /// The peer at `addr`, created if new (`None` when over the peer limit).
+    pub(super) fn peer_by_sock(&self, g: &mut Inner, addr: SocketAddr, now: Instant) -> Option<PeerId> {
+        if let Some(&id) = g.by_sock.get(&addr) {
+            return Some(id);
+        }
+        if g.by_sock.len() >= PEERS_MAX {
+            return None;
+        }
+        let idx = match g.peers.iter().position(|p| p.is_none()) {
+            Some(i) => i,
+            None => {
+                g.peers.push(None);
+                g.peers.len() - 1
+            }
+        };
+        static GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let gen = GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        g.peers[idx] = Some(Peer {
+            addr,
+            uri: Address::from(addr),
+            chan: Channel::new(self.cfg.clone(), self.epoch, now),
+            pr: PeerRx::new(),
+            broken: None,
+            fi_addr: FiAddr::NOTAVAIL,
+            av_version: u64::MAX,
+            gen,
+        });
+        let id = PeerId { idx: idx as u32, gen };
+        g.by_sock.insert(addr, id);
+        Some(id)
+    }
+
+    /// The peer behind an AV handle, to post to: `FI_EHOSTUNREACH` when its
+    /// channel has failed (and the peer is not yet forgotten).
+    pub(super) fn peer_for(&self, g: &mut Inner, dest: FiAddr, now: Instant) -> Result<PeerId> {
+        let av = g.b.av.clone().ok_or(Error::NoAv)?;
+        let v = av.version();
+        if g.cache_version != v {
+            g.by_addr.clear();
+            g.cache_version = v;
+        }
+        let id = match g.by_addr.get(&dest).copied() {
+            Some(id) if Self::peer(g, id).is_some() => id,
+            _ => {
+                let addr = av.get(dest).and_then(|a| a.sockaddr()).ok_or(Error::Inval)?;
+                let id = self.peer_by_sock(g, addr, now).ok_or(Error::Again)?;
+                g.by_addr.insert(dest, id);
+                id
+            }
+        };
+        if Self::peer(g, id).is_some_and(|p| p.chan.is_failed()) {
+            return Err(Error::HostUnreach);
+        }
+        Ok(id)
+    }
+
+    /// The AV handle of a peer (`FI_ADDR_NOTAVAIL` when not in the AV).
+    pub(super) fn src_of(g: &mut Inner, id: PeerId) -> FiAddr {
+        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let v = av.version();
+        let Some(p) = Self::peer(g, id) else { return FiAddr::NOTAVAIL };
+        if p.av_version != v {
+            p.fi_addr = av.find(&p.uri).unwrap_or(FiAddr::NOTAVAIL);
+            p.av_version = v;
+        }
+        p.fi_addr
+    }
+}
