@@ -47,9 +47,12 @@ use crate::NAME;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, Op, RmaOp};
 use fabric_core::{Address, BindFlags, EpType, Error, FiAddr, Info, OpFlags, Result};
 use fabric_util::bind::Bindings;
+use fabric_util::domain::DomainObjects;
+use fabric_util::eq::UtilEq;
 use fabric_util::progress::Progress;
 use fabric_util::rdm::{self, Engine, Frame, PeerRx, Violation, HEAD_MAX};
 use fabric_util::reliable::{self, Channel, HEADER_LEN};
+use fabric_util::scaffold::{self, Bound};
 use fabric_util::slab::Slab;
 use fabric_util::wire::{Header, OpCode};
 use std::collections::HashMap;
@@ -311,35 +314,43 @@ impl UdpRdmEp {
     }
 }
 
+impl Bound for UdpRdmEp {
+    fn objs(&self) -> &DomainObjects {
+        &self.domain.objs
+    }
+
+    fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
+        self.domain.fabric().find_eq(fid)
+    }
+
+    fn with_bindings<T>(&self, f: impl FnOnce(&mut Bindings) -> T) -> T {
+        f(&mut self.lock().b)
+    }
+
+    fn as_progress(&self) -> Weak<dyn Progress> {
+        self.weak_progress()
+    }
+}
+
 impl EndpointOps for UdpRdmEp {
     fn fid(&self) -> u64 {
         self.fid
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
-        let mut g = self.lock();
-        g.b.set_cq(&ucq, flags)?;
-        drop(g);
-        ucq.bind(self.weak_progress())
+        scaffold::bind_cq(self, cq, flags).map(drop)
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
-        self.lock().b.set_cntr(&c, flags);
-        c.bind(self.weak_progress())
+        scaffold::bind_cntr(self, cntr, flags).map(drop)
     }
 
     fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()> {
-        let e = self.domain.fabric().find_eq(eq.fid()).ok_or(Error::Domain)?;
-        self.lock().b.eq = Some(e.clone());
-        e.bind(self.weak_progress())
+        scaffold::bind_eq(self, eq)
     }
 
     fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
-        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
-        self.lock().b.av = Some(a);
-        Ok(())
+        scaffold::bind_av(self, av)
     }
 
     fn enable(&self) -> Result<()> {

@@ -28,12 +28,6 @@ use std::time::Instant;
 #[cfg(doc)]
 use fabric_util::reliable::Channel;
 
-/// The opcode of a frame's header.
-fn frame_op(f: &Frame) -> Option<OpCode> {
-    let hb: &[u8; HDR_LEN] = f.head[..HDR_LEN].try_into().ok()?;
-    Header::decode(hb, u64::MAX).ok().map(|h| h.op)
-}
-
 /// Fill `buf` with bytes `off..` of frame `f`: its head, then its payload.
 fn fill_frame(f: &Frame, off: usize, buf: &mut [u8]) {
     let mut done = 0;
@@ -53,11 +47,6 @@ fn fill_frame(f: &Frame, off: usize, buf: &mut [u8]) {
     // still with the channel. `rest` is our datagram buffer, `k` bytes of it.
     unsafe { gather(f.payload(), poff, rest.as_mut_ptr(), k) };
     rest[k..].fill(0);
-}
-
-/// A protocol error of a peer.
-fn proto(why: impl std::fmt::Display) -> Violation {
-    Violation { err: Error::Io, why: format!("protocol error: {why}") }
 }
 
 /// Takes the segments a channel delivers: one peer's view of the engine.
@@ -89,11 +78,11 @@ impl Taker<'_> {
         let mut bytes = seg.bytes;
         if seg.first {
             let Some(head) = bytes.get(..HDR_LEN) else {
-                return Err(proto("first segment shorter than a header"));
+                return Err(Violation::proto("first segment shorter than a header"));
             };
             let mut hb = [0u8; HDR_LEN];
             hb.copy_from_slice(head);
-            let hdr = Header::decode(&hb, MAX_MSG as u64).map_err(proto)?;
+            let hdr = Header::decode(&hb, MAX_MSG as u64).map_err(Violation::proto)?;
             bytes = &bytes[HDR_LEN..];
             match self.eng.begin(self.cx, self.pr, self.peer, self.src, hdr)? {
                 Begin::Payload => {}
@@ -106,13 +95,13 @@ impl Taker<'_> {
                     OpCode::Shutdown => *self.broken = Some(Violation { err: Error::ConnReset, why: String::new() }),
                     // A keep-alive: nothing to do.
                     OpCode::Hello if hdr.len == 0 => {}
-                    op => return Err(proto(format!("frame {op:?} is not used over udp"))),
+                    op => return Err(Violation::proto(format!("frame {op:?} is not used over udp"))),
                 },
             }
             if !self.pr.arriving() {
                 // The frame is whole (it has no payload).
                 if !bytes.is_empty() {
-                    return Err(proto("frame longer than its header says"));
+                    return Err(Violation::proto("frame longer than its header says"));
                 }
                 return Ok(true);
             }
@@ -130,7 +119,7 @@ impl UdpRdmEp {
     /// gone, its channel failed), what waited for it fails, with the error
     /// returned.
     pub(super) fn queue_frame(&self, g: &mut Inner, peer: PeerId, f: Frame, now: Instant) -> Result<(), Error> {
-        let op = frame_op(&f);
+        let op = Some(f.op);
         // A completion waits for this frame's acknowledgement (an eager send, a
         // rendezvous send's data): the peer acknowledges it at once.
         let awaited = match f.done {
@@ -402,7 +391,7 @@ mod tests {
         let pieces = [IoVec { base: a.as_mut_ptr(), len: a.len() }, IoVec { base: b.as_mut_ptr(), len: b.len() }];
         let f = Frame::new(&h, &[], &pieces, Done::Nothing);
         assert_eq!(f.total, HDR_LEN + 100);
-        assert_eq!(frame_op(&f), Some(OpCode::Msg));
+        assert_eq!(f.op, OpCode::Msg);
         let expect: Vec<u8> = (0..100u8).collect();
         let mut whole = vec![0u8; f.total];
         // In pieces of every size, the frame reads the same.

@@ -60,7 +60,7 @@ use crate::rma_target::{Answers, RmaTarget};
 use crate::rndv::RndvRecv;
 use crate::rx::{RxEngine, Target, IOV_LIMIT};
 use crate::slab::Slab;
-use crate::wire::{AtomicHdr, Header, RmaDesc, HDR_LEN};
+use crate::wire::{AtomicHdr, Header, OpCode, RmaDesc, HDR_LEN};
 use fabric_core::prov::IoVec;
 use fabric_core::{Caps, Error, FiAddr};
 use std::collections::VecDeque;
@@ -103,7 +103,8 @@ pub struct Violation {
 }
 
 impl Violation {
-    pub(crate) fn proto(why: impl fmt::Display) -> Violation {
+    /// A protocol error (`FI_EIO`) saying `why`.
+    pub fn proto(why: impl fmt::Display) -> Violation {
         Violation { err: Error::Io, why: format!("protocol error: {why}") }
     }
 }
@@ -158,6 +159,8 @@ pub enum Done {
 /// A frame to send: its header and inline prefix, then its payload pieces.
 #[derive(Debug)]
 pub struct Frame {
+    /// The header's op code (what the frame is).
+    pub op: OpCode,
     /// The encoded header and up to 24 bytes of prefix; `head_len` are sent.
     pub head: [u8; HEAD_MAX],
     /// Bytes of `head` in the frame.
@@ -189,7 +192,7 @@ impl Frame {
         let k = iov.len().min(IOV_LIMIT);
         v[..k].copy_from_slice(&iov[..k]);
         let total = HDR_LEN + n + IoVec::total(&v[..k]);
-        Frame { head, head_len: HDR_LEN + n, iov: v, niov: k, owned: None, total, done }
+        Frame { op: hdr.op, head, head_len: HDR_LEN + n, iov: v, niov: k, owned: None, total, done }
     }
 
     /// A frame of `hdr` and `prefix` whose payload is `data`, owned.
