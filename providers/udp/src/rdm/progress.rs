@@ -149,6 +149,9 @@ impl UdpRdmEp {
 
     /// Give the engine's frames to their peers' channels, and transmit.
     pub(super) fn pump(&self, g: &mut Inner, now: Instant) {
+        if !g.eng.wants_transmit() {
+            return;
+        }
         while let Some((peer, f)) = g.eng.poll_transmit() {
             if self.queue_frame(g, peer, f, now).is_ok() && !g.touched.contains(&peer) {
                 g.touched.push(peer);
