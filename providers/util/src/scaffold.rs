@@ -1,7 +1,7 @@
 //! What every provider repeats, written once: the fabric object ([`UtilFabric`]:
 //! event queues by fid, domains and passive endpoints opened through the
-//! provider's [`FabricKind`]), the `Provider` entry points ([`provider_ops!`]),
-//! the domain's delegation to its shared objects ([`domain_ops!`]), and the
+//! provider's [`FabricKind`]), the `Provider` entry points ([`provider_ops!`](crate::provider_ops)),
+//! the domain's delegation to its shared objects ([`domain_ops!`](crate::domain_ops)), and the
 //! endpoint's binding of queues, counters, event queues and AVs ([`Bound`], as
 //! mio's `IoSource` wraps every source once).
 //!

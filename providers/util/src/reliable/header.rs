@@ -16,7 +16,7 @@ pub const FLAG_LAST: u8 = 2;
 /// The checksum covers the payload too.
 pub const FLAG_SUMMED: u8 = 4;
 /// Data flag (on a message's last segment): the sender completes the message
-/// only when it is acknowledged ([`Channel::send_awaited`]), so the receiver
+/// only when it is acknowledged ([`Channel::send_awaited`](super::Channel::send_awaited)), so the receiver
 /// acknowledges at once rather than after its delay.
 pub const FLAG_ACK_NOW: u8 = 8;
 pub(super) const FLAGS_ALL: u8 = FLAG_FIRST | FLAG_LAST | FLAG_SUMMED | FLAG_ACK_NOW;
