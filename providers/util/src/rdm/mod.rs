@@ -40,9 +40,9 @@
 //! | `Cts` / `Nack` | receiver | none | sends `Data` / completes the send |
 //! | `Data` | sender | the message | completes the receive; `Ack` if asked (`DC`) |
 //! | `Ack` | receiver of a `DC` message | none; `data` 0 or an errno | completes the send |
-//! | `WriteReq` | RMA writer | [`RmaDesc`](crate::wire::RmaDesc) + up to `RMA_CHUNK` bytes | copies in, answers `RmaResp` |
+//! | `WriteReq` | RMA writer | [`RmaDesc`] + up to `RMA_CHUNK` bytes | copies in, answers `RmaResp` |
 //! | `ReadReq` | RMA reader | none | answers `RmaResp` with the bytes |
-//! | `AtomicReq` | atomic initiator | desc, [`AtomicHdr`](crate::wire::AtomicHdr), operands | applies, answers `RmaResp` with prior values |
+//! | `AtomicReq` | atomic initiator | desc, [`AtomicHdr`], operands | applies, answers `RmaResp` with prior values |
 //! | `RmaResp` | target | data read, prior values | fills and completes the operation |
 //!
 //! Connection control (`Hello`, `HelloAck`, `Reject`, `Shutdown`) is the
