@@ -204,6 +204,33 @@ pub trait Bound {
     fn as_progress(&self) -> Weak<dyn Progress>;
 }
 
+/// Implement [`Bound`] for an endpoint type with the fields and methods every
+/// provider's endpoint has: `domain` (whose `objs` are its [`DomainObjects`] and
+/// whose `fabric()` finds event queues), `lock()` (its state, with the
+/// [`Bindings`] in field `b`) and `weak_progress()`.
+#[macro_export]
+macro_rules! bound {
+    ($ty:ty) => {
+        impl $crate::scaffold::Bound for $ty {
+            fn objs(&self) -> &$crate::domain::DomainObjects {
+                &self.domain.objs
+            }
+
+            fn find_eq(&self, fid: u64) -> Option<std::sync::Arc<$crate::eq::UtilEq>> {
+                self.domain.fabric().find_eq(fid)
+            }
+
+            fn with_bindings<T>(&self, f: impl FnOnce(&mut $crate::bind::Bindings) -> T) -> T {
+                f(&mut self.lock().b)
+            }
+
+            fn as_progress(&self) -> std::sync::Weak<dyn $crate::progress::Progress> {
+                self.weak_progress()
+            }
+        }
+    };
+}
+
 /// `fi_ep_bind` of a completion queue: found among the domain's, recorded
 /// with its flags, and driving the endpoint's progress. Returns the queue.
 pub fn bind_cq<E: Bound>(ep: &E, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<Arc<UtilCq>> {

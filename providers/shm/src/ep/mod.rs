@@ -42,11 +42,9 @@ use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, SLOT
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
 use fabric_core::{Address, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, OpFlags, Result, WaitObj};
 use fabric_util::bind::Bindings;
-use fabric_util::domain::DomainObjects;
-use fabric_util::eq::UtilEq;
 use fabric_util::progress::Progress;
 use fabric_util::rx::{RxEngine, Target};
-use fabric_util::scaffold::{self, Bound};
+use fabric_util::scaffold;
 use fabric_util::slab::Slab;
 use fabric_util::wire::Header;
 use std::collections::{HashMap, VecDeque};
@@ -406,23 +404,7 @@ impl ShmEp {
     }
 }
 
-impl Bound for ShmEp {
-    fn objs(&self) -> &DomainObjects {
-        &self.domain.objs
-    }
-
-    fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
-        self.domain.fabric().find_eq(fid)
-    }
-
-    fn with_bindings<T>(&self, f: impl FnOnce(&mut Bindings) -> T) -> T {
-        f(&mut self.lock().b)
-    }
-
-    fn as_progress(&self) -> Weak<dyn Progress> {
-        self.weak_progress()
-    }
-}
+fabric_util::bound!(ShmEp);
 
 impl EndpointOps for ShmEp {
     fn fid(&self) -> u64 {

@@ -25,12 +25,10 @@ use fabric_core::{
     fi_log, Address, BindFlags, Caps, CqEntry, EpType, EqErrEntry, EqEvent, Error, FiAddr, Info, OpFlags, Result,
 };
 use fabric_util::bind::Bindings;
-use fabric_util::domain::DomainObjects;
-use fabric_util::eq::UtilEq;
 use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rdm::{Begin, Ctx, Engine, PeerRx};
 use fabric_util::rx::msg_flags;
-use fabric_util::scaffold::{self, Bound};
+use fabric_util::scaffold;
 use fabric_util::wire::{Header, OpCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -269,23 +267,7 @@ impl TcpEp {
     }
 }
 
-impl Bound for TcpEp {
-    fn objs(&self) -> &DomainObjects {
-        &self.domain.objs
-    }
-
-    fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
-        self.domain.fabric().find_eq(fid)
-    }
-
-    fn with_bindings<T>(&self, f: impl FnOnce(&mut Bindings) -> T) -> T {
-        f(&mut self.lock().b)
-    }
-
-    fn as_progress(&self) -> Weak<dyn Progress> {
-        self.weak_progress()
-    }
-}
+fabric_util::bound!(TcpEp);
 
 impl EndpointOps for TcpEp {
     fn fid(&self) -> u64 {

@@ -47,12 +47,10 @@ use crate::NAME;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, Op, RmaOp};
 use fabric_core::{Address, BindFlags, EpType, Error, FiAddr, Info, OpFlags, Result};
 use fabric_util::bind::Bindings;
-use fabric_util::domain::DomainObjects;
-use fabric_util::eq::UtilEq;
 use fabric_util::progress::Progress;
 use fabric_util::rdm::{self, Engine, Frame, PeerRx, Violation, HEAD_MAX};
 use fabric_util::reliable::{self, Channel, HEADER_LEN};
-use fabric_util::scaffold::{self, Bound};
+use fabric_util::scaffold;
 use fabric_util::slab::Slab;
 use fabric_util::wire::{Header, OpCode};
 use std::collections::HashMap;
@@ -314,23 +312,7 @@ impl UdpRdmEp {
     }
 }
 
-impl Bound for UdpRdmEp {
-    fn objs(&self) -> &DomainObjects {
-        &self.domain.objs
-    }
-
-    fn find_eq(&self, fid: u64) -> Option<Arc<UtilEq>> {
-        self.domain.fabric().find_eq(fid)
-    }
-
-    fn with_bindings<T>(&self, f: impl FnOnce(&mut Bindings) -> T) -> T {
-        f(&mut self.lock().b)
-    }
-
-    fn as_progress(&self) -> Weak<dyn Progress> {
-        self.weak_progress()
-    }
-}
+fabric_util::bound!(UdpRdmEp);
 
 impl EndpointOps for UdpRdmEp {
     fn fid(&self) -> u64 {
