@@ -607,12 +607,7 @@ impl EndpointOps for DgramEp {
     }
 }
 
-impl Drop for DgramEp {
-    fn drop(&mut self) {
-        let mut g = self.lock();
-        self.close_locked(&mut g);
-    }
-}
+fabric_util::close_on_drop!(DgramEp);
 
 /// A multicast group joined by a DGRAM endpoint.
 struct UdpMc {

@@ -231,6 +231,55 @@ macro_rules! bound {
     };
 }
 
+/// The tail of an endpoint's `EndpointOps` that every provider writes the same:
+/// `cancel` (of posted receives, `FI_ENOENT` when none), `set_min_multi_recv`,
+/// `set_rx_cq_data` (on the receive engine at the field path given, in the state
+/// `lock()` guards, next to the bindings `b`) and `close` (`close_locked`). Use it
+/// inside `impl EndpointOps`: `fabric_util::endpoint_tail!(eng.rx);`.
+#[macro_export]
+macro_rules! endpoint_tail {
+    ($($rx:ident).+) => {
+        fn cancel(&self, user_context: u64) -> fabric_core::Result<()> {
+            let mut g = self.lock();
+            let g = &mut *g;
+            if g.$($rx).+.cancel(&g.b, user_context) {
+                Ok(())
+            } else {
+                Err(fabric_core::Error::NoEnt)
+            }
+        }
+
+        fn set_min_multi_recv(&self, bytes: usize) -> fabric_core::Result<()> {
+            self.lock().$($rx).+.set_min_multi_recv(bytes);
+            Ok(())
+        }
+
+        fn set_rx_cq_data(&self, takes_recv: bool) -> fabric_core::Result<()> {
+            self.lock().$($rx).+.set_rma_data_takes_recv(takes_recv);
+            Ok(())
+        }
+
+        fn close(&self) -> fabric_core::Result<()> {
+            let mut g = self.lock();
+            self.close_locked(&mut g);
+            Ok(())
+        }
+    };
+}
+
+/// An endpoint type that closes (`close_locked`, under `lock()`) when dropped.
+#[macro_export]
+macro_rules! close_on_drop {
+    ($ty:ty) => {
+        impl Drop for $ty {
+            fn drop(&mut self) {
+                let mut g = self.lock();
+                self.close_locked(&mut g);
+            }
+        }
+    };
+}
+
 /// `fi_ep_bind` of a completion queue: found among the domain's, recorded
 /// with its flags, and driving the endpoint's progress. Returns the queue.
 pub fn bind_cq<E: Bound>(ep: &E, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<Arc<UtilCq>> {

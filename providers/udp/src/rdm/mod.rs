@@ -393,39 +393,10 @@ impl EndpointOps for UdpRdmEp {
         self.atomic_common(op, true, flags)
     }
 
-    fn cancel(&self, user_context: u64) -> Result<()> {
-        let mut g = self.lock();
-        let g = &mut *g;
-        if g.eng.cancel(&g.b, user_context) {
-            Ok(())
-        } else {
-            Err(Error::NoEnt)
-        }
-    }
-
-    fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
-        self.lock().eng.rx.set_min_multi_recv(bytes);
-        Ok(())
-    }
-
-    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
-        self.lock().eng.rx.set_rma_data_takes_recv(takes_recv);
-        Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        let mut g = self.lock();
-        self.close_locked(&mut g);
-        Ok(())
-    }
+    fabric_util::endpoint_tail!(eng.rx);
 }
 
-impl Drop for UdpRdmEp {
-    fn drop(&mut self) {
-        let mut g = self.lock();
-        self.close_locked(&mut g);
-    }
-}
+fabric_util::close_on_drop!(UdpRdmEp);
 
 /// The RDM endpoint for the domain (what `domain.rs` calls).
 pub(crate) fn new_ep(domain: Arc<UdpDomain>, info: &Info) -> Result<Arc<dyn EndpointOps>> {
