@@ -20,6 +20,8 @@
 //! | has payload bytes | [`Engine::write`] (or [`Engine::pieces`] + [`Engine::advance`]) | puts them there |
 //! | has the whole payload | [`Engine::end`] | completes, answers |
 //! | lost a peer | [`Engine::peer_lost`] | fails everything in flight with it |
+//! | has a whole frame (frames arrive whole: one receive completion each) | [`Engine::frame`] | `begin`, `write` and `end` at once; a fetch-mode `Rts` keeps its payload |
+//! | (fetch mode) fetches | [`Engine::poll_fetch`], then [`Engine::fetched`] | completes the receive, answers `Cts` |
 //!
 //! Per-peer state the engine needs ([`PeerRx`]: the frame arriving, the RMA
 //! operations in progress at this target, the answers owed) lives with the
@@ -47,6 +49,21 @@
 //!
 //! Connection control (`Hello`, `HelloAck`, `Reject`, `Shutdown`) is the
 //! transport's own: [`Begin::Control`].
+//!
+//! ## Fetch mode
+//!
+//! A transport that can read its peer's memory (verbs: RDMA READ) runs the
+//! rendezvous natively ([`Engine::with_fetch`]): the receiver fetches the data
+//! and no `Data` frame is sent.
+//!
+//! | step | the sender | the receiver |
+//! |---|---|---|
+//! | post | [`Engine::post_send_with`] asks the transport for the `Rts` payload ([`RtsPayload`]: where the data is, e.g. addresses and remote keys; and what to keep until the send completes, e.g. the registrations) | |
+//! | `Rts` (header, then that payload; the frame arrives whole through [`Engine::frame`]) | | keeps the payload with the message, expected or unexpected |
+//! | match | | [`Engine::poll_fetch`] hands out a [`Fetch`]: the receive's pieces, the message, the payload, the peer and id |
+//! | fetched | | the transport reports [`Engine::fetched`] (with its error, if any): the receive completes and `Cts` goes back with the errno in `data` |
+//! | `Cts` | the send completes, with the receiver's error if any (a delivery-complete send too: the data is in the receive by then) | |
+//! | discard | `Nack` completes the send | answers `Nack`, as in the other mode |
 
 mod rx;
 mod target;
@@ -63,6 +80,7 @@ use crate::slab::Slab;
 use crate::wire::{AtomicHdr, Header, RmaDesc, HDR_LEN};
 use fabric_core::prov::IoVec;
 use fabric_core::{Caps, Error, FiAddr};
+use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -91,6 +109,49 @@ pub struct Config {
     /// sender waits); `false` is the peer's protocol error (a stream transport,
     /// which cannot leave bytes unread without stopping the connection).
     pub hold_unexpected: bool,
+}
+
+/// What a fetch-mode transport puts in a rendezvous announcement
+/// ([`Engine::post_send_with`]).
+#[derive(Default)]
+pub struct RtsPayload {
+    /// The `Rts` frame's payload: what the receiver needs to fetch the data.
+    pub bytes: Vec<u8>,
+    /// Kept with the send until it completes, and dropped before its completion
+    /// is reported (the transport's registrations of the send's memory).
+    pub keep: Option<Box<dyn Any + Send>>,
+}
+
+impl fmt::Debug for RtsPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RtsPayload").field("bytes", &self.bytes.len()).field("keep", &self.keep.is_some()).finish()
+    }
+}
+
+/// A rendezvous message matched to a receive, for a fetch-mode transport to
+/// fetch ([`Engine::poll_fetch`]) and report ([`Engine::fetched`]).
+#[derive(Debug)]
+pub struct Fetch<P> {
+    /// The sender.
+    pub peer: P,
+    /// The sender's operation id (what [`Engine::fetched`] names).
+    pub id: u64,
+    /// The message as announced (length, tag, CQ data).
+    pub hdr: Header,
+    /// Where the data goes: the receive's pieces, clipped to the receive (a
+    /// longer message is truncated; the engine reports it).
+    pub iov: [IoVec; IOV_LIMIT],
+    /// Pieces in use.
+    pub niov: usize,
+    /// The `Rts` payload the sender's transport gave ([`RtsPayload::bytes`]).
+    pub payload: Vec<u8>,
+}
+
+impl<P> Fetch<P> {
+    /// The pieces the data goes to.
+    pub fn pieces(&self) -> &[IoVec] {
+        &self.iov[..self.niov]
+    }
 }
 
 /// A peer broke the protocol; the transport drops it with this reason.
@@ -250,6 +311,8 @@ struct TxOp<P> {
     got: usize,
     /// The first error a step reported.
     err: Option<Error>,
+    /// The transport's, dropped before the completion ([`RtsPayload::keep`]).
+    keep: Option<Box<dyn Any + Send>>,
 }
 
 // SAFETY: the pieces point into buffers the application handed over under the
@@ -258,12 +321,14 @@ struct TxOp<P> {
 unsafe impl<P: Send> Send for TxOp<P> {}
 
 /// A rendezvous message announced to us: its peer and the operation id on the
-/// sender (what `Cts`/`Nack` echo), and whether it asked for an `Ack`.
-#[derive(Debug, Clone, Copy)]
+/// sender (what `Cts`/`Nack` echo), whether it asked for an `Ack`, and (fetch
+/// mode) the payload of its `Rts`.
+#[derive(Debug, Clone)]
 pub struct RtsRef<P> {
     peer: P,
     id: u64,
     dc: bool,
+    payload: Vec<u8>,
 }
 
 /// A rendezvous message matched and cleared: where its data goes.
@@ -349,6 +414,10 @@ pub struct Engine<P> {
     copied: usize,
     /// Recycled buffers of injected data.
     pool: Vec<Vec<u8>>,
+    /// Fetch mode ([`Engine::with_fetch`]).
+    fetch: bool,
+    /// Matched rendezvous messages for the transport to fetch.
+    fetches: VecDeque<Fetch<P>>,
 }
 
 impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
@@ -362,7 +431,23 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             out: VecDeque::with_capacity(16),
             copied: 0,
             pool: Vec::new(),
+            fetch: false,
+            fetches: VecDeque::new(),
         }
+    }
+
+    /// Fetch mode: the receiver of a rendezvous message fetches its data itself
+    /// (an RDMA READ of what the `Rts` payload names) and no `Data` frame is sent
+    /// (see the module's "Fetch mode"). For transports whose frames arrive whole
+    /// ([`Engine::frame`]).
+    pub fn with_fetch(mut self) -> Engine<P> {
+        self.fetch = true;
+        self
+    }
+
+    /// The next matched rendezvous message to fetch (fetch mode).
+    pub fn poll_fetch(&mut self) -> Option<Fetch<P>> {
+        self.fetches.pop_front()
     }
 
     /// The configuration.
@@ -429,6 +514,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         for id in self.ops.ids(|o| o.peer == peer) {
             self.fail_op(cx.b, id, err);
         }
+        self.fetches.retain(|f| f.peer != peer);
         for w in self.rndv_in.drain_peer(peer) {
             self.rx.fail(cx.b, w.target, &w.hdr, w.src, err);
         }
@@ -462,6 +548,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         for id in self.ops.ids(|_| true) {
             self.fail_op(b, id, err);
         }
+        self.fetches.clear();
         let waits: Vec<RndvIn> = self.rndv_in.drain().collect();
         for w in waits {
             self.rx.fail(b, w.target, &w.hdr, w.src, err);
