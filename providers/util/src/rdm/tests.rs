@@ -292,58 +292,6 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
-/// Messages of every size class, expected or unexpected, arrive whole, in
-/// order, with their tags and CQ data.
-#[test]
-fn messages_eager_and_rendezvous_expected_and_unexpected() {
-    for seed in 0..24u64 {
-        let mut p = Pair::new(seed);
-        let sizes = [0usize, 1, 100, EAGER, EAGER + 1, 70_000];
-        let srcs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u8)).collect();
-        let mut dsts: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
-        let expected = seed % 2 == 0;
-        let post_recvs = |p: &mut Pair, dsts: &mut Vec<Vec<u8>>| {
-            for (i, d) in dsts.iter_mut().enumerate() {
-                let v = [piece(d)];
-                let flags = OpFlags::TAGGED | OpFlags::COMPLETION;
-                p.b.eng.post_recv(&p.b.b, &op(&v, 100 + i as u64, i as u64), flags, FiAddr::UNSPEC).unwrap();
-            }
-        };
-        if expected {
-            post_recvs(&mut p, &mut dsts);
-        }
-        for (i, s) in srcs.iter().enumerate() {
-            let mut s = s.clone();
-            let v = [piece(&mut s)];
-            let mut o = op(&v, i as u64, i as u64);
-            o.data = 0xd0 + i as u64;
-            let flags = OpFlags::TAGGED | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
-            p.a.eng.post_send(&p.a.b, 1, &o, flags, None, false).unwrap();
-            // The pieces stay valid: the source is kept until the end of the test.
-            std::mem::forget(s);
-        }
-        p.run();
-        if !expected {
-            post_recvs(&mut p, &mut dsts);
-            p.run();
-        }
-        assert!(p.b.violation.is_none() && p.a.violation.is_none(), "seed {seed}");
-        let rx = End::comps(&p.b.rx);
-        assert_eq!(rx.len(), sizes.len(), "seed {seed}: {rx:?}");
-        for e in &rx {
-            let i = (e.op_context - 100) as usize;
-            assert_eq!(e.len, sizes[i]);
-            assert_eq!(e.tag, i as u64);
-            assert_eq!(e.data, 0xd0 + i as u64);
-            assert_eq!(dsts[i], srcs[i], "seed {seed} message {i}");
-        }
-        let tx = End::comps(&p.a.tx);
-        assert_eq!(tx.len(), sizes.len(), "seed {seed}");
-        assert_eq!(p.a.eng.in_flight(), 0);
-        assert_eq!(p.b.eng.rndv_in.len(), 0);
-    }
-}
-
 /// A delivery-complete send goes by rendezvous whatever its size and completes
 /// only once the receiver acknowledged the data in its receive.
 #[test]
@@ -797,14 +745,13 @@ fn announce(iov: &[IoVec], keep: &Arc<()>) -> fabric_core::Result<RtsPayload> {
     Ok(RtsPayload { bytes: crate::verbs_wire::encode_rts(&pieces), keep: Some(Box::new(keep.clone())) })
 }
 
-/// Fetch mode: messages of every size class, expected or unexpected, from one
-/// piece or two, arrive whole with their tags and CQ data; the large ones are
-/// fetched by the receiver (no `Data` frame), their sends complete at `Cts`
-/// with what the transport kept for them dropped first.
-#[test]
-fn fetch_mode_expected_and_unexpected() {
-    for seed in 0..16u64 {
-        let mut p = Pair::fetching(seed);
+/// Messages of every size class, expected or unexpected, from one piece or
+/// two, arrive whole, in order, with their tags and CQ data; in fetch mode the
+/// large ones are fetched by the receiver (no `Data` frame) and their sends
+/// complete at `Cts`, with what the transport kept for them dropped first.
+fn messages_of_every_size(fetch: bool) {
+    for seed in 0..24u64 {
+        let mut p = if fetch { Pair::fetching(seed) } else { Pair::new(seed) };
         let keep = Arc::new(());
         let sizes = [0usize, 1, 100, EAGER, EAGER + 1, 70_000];
         let srcs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u8)).collect();
@@ -812,9 +759,8 @@ fn fetch_mode_expected_and_unexpected() {
         let expected = seed % 2 == 0;
         let post_recvs = |p: &mut Pair, dsts: &mut Vec<Vec<u8>>| {
             for (i, d) in dsts.iter_mut().enumerate() {
-                // Two pieces where there is room for them.
-                let h = d.len() / 3;
-                let (x, y) = d.split_at_mut(h);
+                let third = d.len() / 3;
+                let (x, y) = d.split_at_mut(third);
                 let v = [piece(x), piece(y)];
                 let flags = OpFlags::TAGGED | OpFlags::COMPLETION;
                 p.b.eng.post_recv(&p.b.b, &op(&v, 100 + i as u64, i as u64), flags, FiAddr::UNSPEC).unwrap();
@@ -825,20 +771,23 @@ fn fetch_mode_expected_and_unexpected() {
         }
         for (i, s) in srcs.iter().enumerate() {
             let mut s = s.clone();
-            let h = s.len() / 2;
-            let (x, y) = s.split_at_mut(h);
+            let half = i % 2 * s.len() / 2;
+            let (x, y) = s.split_at_mut(half);
             let v = [piece(x), piece(y)];
             let mut o = op(&v, i as u64, i as u64);
             o.data = 0xd0 + i as u64;
             let flags = OpFlags::TAGGED | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
             p.a.eng.post_send_with(&p.a.b, 1, &o, flags, None, false, |iov| announce(iov, &keep)).unwrap();
+            // The pieces stay valid: the source is kept until the end of the test.
             std::mem::forget(s);
         }
         p.run();
+        let mut sent = 0;
         if !expected {
-            // Announced and waiting: their sends are not complete.
-            assert_eq!(End::comps(&p.a.tx).len(), 4, "seed {seed}: the eager sends only");
-            assert_eq!(Arc::strong_count(&keep), 3);
+            // The eager sends are complete; the announced ones wait.
+            sent = End::comps(&p.a.tx).len();
+            assert_eq!(sent, 4, "seed {seed}");
+            assert_eq!(Arc::strong_count(&keep), if fetch { 3 } else { 1 });
             post_recvs(&mut p, &mut dsts);
             p.run();
         }
@@ -852,12 +801,22 @@ fn fetch_mode_expected_and_unexpected() {
             assert_eq!(e.data, 0xd0 + i as u64);
             assert_eq!(dsts[i], srcs[i], "seed {seed} message {i}");
         }
-        assert_eq!(p.b.fetches, 2, "seed {seed}");
-        assert_eq!(End::comps(&p.a.tx).len(), if expected { sizes.len() } else { 2 }, "seed {seed}");
+        assert_eq!(p.b.fetches, if fetch { 2 } else { 0 }, "seed {seed}");
+        assert_eq!(sent + End::comps(&p.a.tx).len(), sizes.len(), "seed {seed}");
         assert_eq!(Arc::strong_count(&keep), 1, "kept until the sends completed, then dropped");
         assert_eq!(p.a.eng.in_flight(), 0);
         assert_eq!(p.b.eng.rndv_in.len(), 0);
     }
+}
+
+#[test]
+fn messages_eager_and_rendezvous_expected_and_unexpected() {
+    messages_of_every_size(false);
+}
+
+#[test]
+fn fetch_mode_expected_and_unexpected() {
+    messages_of_every_size(true);
 }
 
 /// Fetch mode: a delivery-complete send goes by rendezvous and completes at the

@@ -14,12 +14,7 @@ impl VerbsEp {
         let l = fabric_util::atomic::lens(a.op, a.datatype, a.kind, a.count)?;
         let mut g = self.lock();
         let g = &mut *g;
-        self.check_ready(g)?;
-        if g.b.tx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        self.progress_locked(g);
-        let cid = self.conn_for(g, a.addr)?;
+        let cid = self.post_conn(g, a.addr, true)?;
         let int64 = matches!(a.datatype, Datatype::Uint64 | Datatype::Int64);
         let native = self.domain.port.atomics
             && int64

@@ -376,14 +376,21 @@ impl VerbsEp {
         self.ep_type == EpType::Rdm
     }
 
-    fn check_ready(&self, g: &Inner) -> Result<()> {
+    /// The connection a user operation to `addr` goes over, once the endpoint
+    /// is enabled (and connected: MSG), has a transmit queue when the operation
+    /// `completes`, and has made progress.
+    fn post_conn(&self, g: &mut Inner, addr: FiAddr, completes: bool) -> Result<u64> {
         if g.closed || !g.enabled {
             return Err(Error::OpBadState);
         }
         if !self.rdm() && g.msg_conn.is_none() {
             return Err(Error::NotConn);
         }
-        Ok(())
+        if completes && g.b.tx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        self.progress_locked(g);
+        self.conn_for(g, addr)
     }
 
     fn close_locked(&self, g: &mut Inner) {

@@ -33,12 +33,7 @@ impl VerbsEp {
         }
         let mut g = self.lock();
         let g = &mut *g;
-        self.check_ready(g)?;
-        if inject.is_none() && g.b.tx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        self.progress_locked(g);
-        let cid = self.conn_for(g, op.addr)?;
+        let cid = self.post_conn(g, op.addr, inject.is_none())?;
         // The frame the engine will send: the message (eager), or its
         // announcement (rendezvous; FI_DELIVERY_COMPLETE goes so whatever the
         // size: its `Cts` comes once the data is in the receive).

@@ -99,12 +99,7 @@ impl VerbsEp {
         }
         let mut g = self.lock();
         let g = &mut *g;
-        self.check_ready(g)?;
-        if inject.is_none() && g.b.tx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        self.progress_locked(g);
-        let cid = self.conn_for(g, op.addr)?;
+        let cid = self.post_conn(g, op.addr, inject.is_none())?;
         let (silent, comp) = (inject.is_some(), flags.contains(OpFlags::COMPLETION));
         let caps = if read { Caps::RMA | Caps::READ } else { Caps::RMA | Caps::WRITE };
         let mut txop = TxOp::new(cid, op.context, caps, len, silent, comp);
