@@ -15,11 +15,11 @@
 //! | posts for the user | [`Engine::post_send`], [`Engine::post_rma`], [`Engine::post_atomic`], [`Engine::post_recv`] | records the operation, queues its frames |
 //! | sends | [`Engine::poll_transmit`] | hands out the next `(peer, Frame)` |
 //! | has sent (tcp: written; udp: acknowledged) | [`Engine::frame_done`] | completes what waited for that frame |
-//! | could not send | [`Engine::frame_failed`] | fails what waited for it |
+//! | could not send | [`Engine::frame_failed`] (or `frame_failed_prov`) | fails what waited for it |
 //! | has a frame's header | [`Engine::begin`] | decides where its payload goes ([`Begin`]) |
 //! | has payload bytes | [`Engine::write`] (or [`Engine::pieces`] + [`Engine::advance`]) | puts them there |
 //! | has the whole payload | [`Engine::end`] | completes, answers |
-//! | lost a peer | [`Engine::peer_lost`] | fails everything in flight with it |
+//! | lost a peer | [`Engine::peer_lost`] (or `peer_lost_prov`, with its own error number) | fails everything in flight with it |
 //! | has a whole frame (frames arrive whole: one receive completion each) | [`Engine::frame`] | `begin`, `write` and `end` at once; a fetch-mode `Rts` keeps its payload |
 //! | (fetch mode) fetches | [`Engine::poll_fetch`], then [`Engine::fetched`] | completes the receive, answers `Cts` |
 //!
@@ -311,6 +311,8 @@ struct TxOp<P> {
     got: usize,
     /// The first error a step reported.
     err: Option<Error>,
+    /// The transport's error number of that error ([`Engine::frame_failed_prov`]).
+    prov_errno: i32,
     /// The transport's, dropped before the completion ([`RtsPayload::keep`]).
     keep: Option<Box<dyn Any + Send>>,
 }
@@ -506,13 +508,20 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// operations in flight, the messages it was cleared to send and its queued
     /// frames fail; its per-peer state is reset.
     pub fn peer_lost(&mut self, cx: Ctx<'_>, pr: &mut PeerRx, peer: P, err: Error) {
+        self.peer_lost_prov(cx, pr, peer, err, 0);
+    }
+
+    /// [`Engine::peer_lost`] with the transport's own error number (verbs: the
+    /// work completion's status that broke the connection), reported with the
+    /// error completions of the operations it fails.
+    pub fn peer_lost_prov(&mut self, cx: Ctx<'_>, pr: &mut PeerRx, peer: P, err: Error, prov_errno: i32) {
         if let Some(f) = pr.arriving.take() {
             self.drop_arriving(cx.b, f, err);
         }
         pr.rma.clear();
         pr.answers.clear();
         for id in self.ops.ids(|o| o.peer == peer) {
-            self.fail_op(cx.b, id, err);
+            self.fail_op(cx.b, id, err, prov_errno);
         }
         self.fetches.retain(|f| f.peer != peer);
         for w in self.rndv_in.drain_peer(peer) {
@@ -522,7 +531,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         while i < self.out.len() {
             if self.out[i].0 == peer {
                 let (_, f) = self.out.remove(i).expect("index in range");
-                self.frame_failed(cx.b, peer, f, err);
+                self.frame_failed_prov(cx.b, peer, f, err, prov_errno);
             } else {
                 i += 1;
             }
@@ -546,7 +555,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             self.frame_failed(b, peer, f, err);
         }
         for id in self.ops.ids(|_| true) {
-            self.fail_op(b, id, err);
+            self.fail_op(b, id, err, 0);
         }
         self.fetches.clear();
         let waits: Vec<RndvIn> = self.rndv_in.drain().collect();

@@ -954,3 +954,27 @@ fn fetch_mode_discard_and_loss() {
     let m = Header { len: 4, ..Header::new(OpCode::Msg) };
     assert!(r.b.eng.frame(cx, &mut r.b.pr, 0, FiAddr(0), m, &[0; 3]).is_err());
 }
+
+/// A transport's own error number (verbs: a work completion's status) rides
+/// with the error completions of what it fails: a send whose frame failed, an
+/// operation failed with its lost peer.
+#[test]
+fn transport_error_numbers_reach_the_completions() {
+    let mut p = Pair::new(12);
+    let mut s = pattern(100, 1);
+    let v = [piece(&mut s)];
+    let mut big = pattern(EAGER * 2, 2);
+    let bv = [piece(&mut big)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false).unwrap();
+    p.a.eng.post_send(&p.a.b, 1, &op(&bv, 2, 0), OpFlags::COMPLETION, None, false).unwrap();
+    let (peer, f) = p.a.eng.poll_transmit().unwrap();
+    p.a.eng.frame_failed_prov(&p.a.b, peer, f, Error::TimedOut, 12);
+    let cx = Ctx { b: &p.a.b, objs: &p.a.objs };
+    p.a.eng.peer_lost_prov(cx, &mut p.a.pr, 1, Error::TimedOut, 12);
+    let mut got = Vec::new();
+    while let Ok(e) = p.a.tx.readerr() {
+        got.push((e.entry.op_context, e.err, e.prov_errno));
+    }
+    assert_eq!(got, vec![(1, Error::TimedOut, 12), (2, Error::TimedOut, 12)]);
+    assert_eq!(p.a.eng.in_flight(), 0);
+}

@@ -137,6 +137,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 pending: 2,
                 got: 0,
                 err: None,
+                prov_errno: 0,
                 keep,
             });
             let mut rts = Header { op: OpCode::Rts, id, ..hdr };
@@ -206,6 +207,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             pending: 2 * chunks as u32,
             got: 0,
             err: None,
+            prov_errno: 0,
             keep: None,
         });
         for c in 0..chunks {
@@ -282,6 +284,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             pending: 2,
             got: 0,
             err: None,
+            prov_errno: 0,
             keep: None,
         });
         let kind = match a.kind {
@@ -337,15 +340,22 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     }
 
     /// Frame `f` to `peer` will not be sent (`err`: why).
-    pub fn frame_failed(&mut self, b: &Bindings, peer: P, mut f: Frame, err: Error) {
+    pub fn frame_failed(&mut self, b: &Bindings, peer: P, f: Frame, err: Error) {
+        self.frame_failed_prov(b, peer, f, err, 0);
+    }
+
+    /// [`Engine::frame_failed`] with the transport's own error number
+    /// (verbs: the work completion's status), reported with the error
+    /// completions of the sends and operations it fails.
+    pub fn frame_failed_prov(&mut self, b: &Bindings, peer: P, mut f: Frame, err: Error, prov_errno: i32) {
         match f.done {
             Done::Nothing | Done::Answer => {}
             Done::Send { context, flags, len, .. } => {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
-                b.tx_err(e, err);
+                b.tx_err_prov(e, err, prov_errno);
             }
-            Done::Op(id) => self.step(b, id, Some(err)),
+            Done::Op(id) => self.step_prov(b, id, Some(err), prov_errno),
             Done::Copied(n) => {
                 // Its send completed when posted, from this copy.
                 self.copied = self.copied.saturating_sub(n);
@@ -377,9 +387,15 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// One step of operation `id` is done (with `err`, if it failed); the
     /// operation completes when none is left.
     pub(super) fn step(&mut self, b: &Bindings, id: u64, err: Option<Error>) {
+        self.step_prov(b, id, err, 0);
+    }
+
+    /// [`Engine::step`], with the transport's error number of `err`.
+    fn step_prov(&mut self, b: &Bindings, id: u64, err: Option<Error>, prov_errno: i32) {
         let Some(op) = self.ops.get_mut(id) else { return };
-        if op.err.is_none() {
+        if op.err.is_none() && err.is_some() {
             op.err = err;
+            op.prov_errno = prov_errno;
         }
         op.pending = op.pending.saturating_sub(1);
         if op.pending > 0 {
@@ -399,17 +415,17 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         e.len = op.len;
         match op.err {
             None => b.tx_done(e, op.comp),
-            Some(err) => b.tx_err(e, err),
+            Some(err) => b.tx_err_prov(e, err, op.prov_errno),
         }
     }
 
     /// Complete operation `id` now with `err` (or its first error), whatever it
     /// still waited for.
-    pub(super) fn fail_op(&mut self, b: &Bindings, id: u64, err: Error) {
+    pub(super) fn fail_op(&mut self, b: &Bindings, id: u64, err: Error, prov_errno: i32) {
         if let Some(op) = self.ops.get_mut(id) {
             op.pending = 1;
         }
-        self.step(b, id, Some(err));
+        self.step_prov(b, id, Some(err), prov_errno);
     }
 
     /// `Cts` from `peer` for our announced send `id`: its data goes now (fetch

@@ -232,14 +232,14 @@ impl VerbsEp {
                 if let Some(s) = slot {
                     g.tx_free.push(s);
                 }
-                g.eng.frame_failed(&g.b, cid, frame, err);
+                g.eng.frame_failed_prov(&g.b, cid, frame, err, prov_errno);
             }
         }
         let mut i = 0;
         while i < g.deferred.len() {
             if g.deferred[i].0 == cid {
                 let (_, f) = g.deferred.remove(i).expect("index in range");
-                g.eng.frame_failed(&g.b, cid, f, err);
+                g.eng.frame_failed_prov(&g.b, cid, f, err, prov_errno);
             } else {
                 i += 1;
             }
@@ -252,7 +252,7 @@ impl VerbsEp {
             g.fetching.remove(fid);
         }
         let cx = Ctx { b: &g.b, objs: &self.domain.objs };
-        g.eng.peer_lost(cx, &mut c.pr, cid, err);
+        g.eng.peer_lost_prov(cx, &mut c.pr, cid, err, prov_errno);
         c.id.disconnect();
         drop(c);
     }

@@ -105,7 +105,7 @@ impl VerbsEp {
                         let pr = g.conns.get_mut(rec.conn).map(|c| &mut c.pr);
                         g.eng.frame_done(cx, rec.conn, pr, frame);
                     }
-                    Some((e, _)) => g.eng.frame_failed(&g.b, rec.conn, frame, e),
+                    Some((e, prov_errno)) => g.eng.frame_failed_prov(&g.b, rec.conn, frame, e, prov_errno),
                 }
             }
             WrKind::Rma { op } => {
