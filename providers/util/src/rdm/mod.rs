@@ -15,11 +15,13 @@
 //! | posts for the user | [`Engine::post_send`], [`Engine::post_rma`], [`Engine::post_atomic`], [`Engine::post_recv`] | records the operation, queues its frames |
 //! | sends | [`Engine::poll_transmit`] | hands out the next `(peer, Frame)` |
 //! | has sent (tcp: written; udp: acknowledged) | [`Engine::frame_done`] | completes what waited for that frame |
-//! | could not send | [`Engine::frame_failed`] | fails what waited for it |
+//! | could not send | [`Engine::frame_failed`] (or `frame_failed_prov`) | fails what waited for it |
 //! | has a frame's header | [`Engine::begin`] | decides where its payload goes ([`Begin`]) |
 //! | has payload bytes | [`Engine::write`] (or [`Engine::pieces`] + [`Engine::advance`]) | puts them there |
 //! | has the whole payload | [`Engine::end`] | completes, answers |
-//! | lost a peer | [`Engine::peer_lost`] | fails everything in flight with it |
+//! | lost a peer | [`Engine::peer_lost`] (or `peer_lost_prov`, with its own error number) | fails everything in flight with it |
+//! | has a whole frame (frames arrive whole: one receive completion each) | [`Engine::frame`] | `begin`, `write` and `end` at once; a fetch-mode `Rts` keeps its payload |
+//! | (fetch mode) fetches | [`Engine::poll_fetch`], then [`Engine::fetched`] | completes the receive, answers `Cts` |
 //!
 //! Per-peer state the engine needs ([`PeerRx`]: the frame arriving, the RMA
 //! operations in progress at this target, the answers owed) lives with the
@@ -47,6 +49,21 @@
 //!
 //! Connection control (`Hello`, `HelloAck`, `Reject`, `Shutdown`) is the
 //! transport's own: [`Begin::Control`].
+//!
+//! ## Fetch mode
+//!
+//! A transport that can read its peer's memory (verbs: RDMA READ) runs the
+//! rendezvous natively ([`Engine::with_fetch`]): the receiver fetches the data
+//! and no `Data` frame is sent.
+//!
+//! | step | the sender | the receiver |
+//! |---|---|---|
+//! | post | [`Engine::post_send_with`] asks the transport for the `Rts` payload ([`RtsPayload`]: where the data is, e.g. addresses and remote keys; and what to keep until the send completes, e.g. the registrations) | |
+//! | `Rts` (header, then that payload; the frame arrives whole through [`Engine::frame`]) | | keeps the payload with the message, expected or unexpected |
+//! | match | | [`Engine::poll_fetch`] hands out a [`Fetch`]: the receive's pieces, the message, the payload, the peer and id |
+//! | fetched | | the transport reports [`Engine::fetched`] (with its error, if any): the receive completes and `Cts` goes back with the errno in `data` |
+//! | `Cts` | the send completes, with the receiver's error if any (a delivery-complete send too: the data is in the receive by then) | |
+//! | discard | `Nack` completes the send | answers `Nack`, as in the other mode |
 
 mod rx;
 mod target;
@@ -63,6 +80,7 @@ use crate::slab::Slab;
 use crate::wire::{AtomicHdr, Header, OpCode, RmaDesc, HDR_LEN};
 use fabric_core::prov::IoVec;
 use fabric_core::{Caps, Error, FiAddr};
+use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -91,6 +109,49 @@ pub struct Config {
     /// sender waits); `false` is the peer's protocol error (a stream transport,
     /// which cannot leave bytes unread without stopping the connection).
     pub hold_unexpected: bool,
+}
+
+/// What a fetch-mode transport puts in a rendezvous announcement
+/// ([`Engine::post_send_with`]).
+#[derive(Default)]
+pub struct RtsPayload {
+    /// The `Rts` frame's payload: what the receiver needs to fetch the data.
+    pub bytes: Vec<u8>,
+    /// Kept with the send until it completes, and dropped before its completion
+    /// is reported (the transport's registrations of the send's memory).
+    pub keep: Option<Box<dyn Any + Send>>,
+}
+
+impl fmt::Debug for RtsPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RtsPayload").field("bytes", &self.bytes.len()).field("keep", &self.keep.is_some()).finish()
+    }
+}
+
+/// A rendezvous message matched to a receive, for a fetch-mode transport to
+/// fetch ([`Engine::poll_fetch`]) and report ([`Engine::fetched`]).
+#[derive(Debug)]
+pub struct Fetch<P> {
+    /// The sender.
+    pub peer: P,
+    /// The sender's operation id (what [`Engine::fetched`] names).
+    pub id: u64,
+    /// The message as announced (length, tag, CQ data).
+    pub hdr: Header,
+    /// Where the data goes: the receive's pieces, clipped to the receive (a
+    /// longer message is truncated; the engine reports it).
+    pub iov: [IoVec; IOV_LIMIT],
+    /// Pieces in use.
+    pub niov: usize,
+    /// The `Rts` payload the sender's transport gave ([`RtsPayload::bytes`]).
+    pub payload: Vec<u8>,
+}
+
+impl<P> Fetch<P> {
+    /// The pieces the data goes to.
+    pub fn pieces(&self) -> &[IoVec] {
+        &self.iov[..self.niov]
+    }
 }
 
 /// A peer broke the protocol; the transport drops it with this reason.
@@ -253,6 +314,10 @@ struct TxOp<P> {
     got: usize,
     /// The first error a step reported.
     err: Option<Error>,
+    /// The transport's error number of that error ([`Engine::frame_failed_prov`]).
+    prov_errno: i32,
+    /// The transport's, dropped before the completion ([`RtsPayload::keep`]).
+    keep: Option<Box<dyn Any + Send>>,
 }
 
 // SAFETY: the pieces point into buffers the application handed over under the
@@ -261,12 +326,14 @@ struct TxOp<P> {
 unsafe impl<P: Send> Send for TxOp<P> {}
 
 /// A rendezvous message announced to us: its peer and the operation id on the
-/// sender (what `Cts`/`Nack` echo), and whether it asked for an `Ack`.
-#[derive(Debug, Clone, Copy)]
+/// sender (what `Cts`/`Nack` echo), whether it asked for an `Ack`, and (fetch
+/// mode) the payload of its `Rts`.
+#[derive(Debug, Clone)]
 pub struct RtsRef<P> {
     peer: P,
     id: u64,
     dc: bool,
+    payload: Vec<u8>,
 }
 
 /// A rendezvous message matched and cleared: where its data goes.
@@ -352,6 +419,10 @@ pub struct Engine<P> {
     copied: usize,
     /// Recycled buffers of injected data.
     pool: Vec<Vec<u8>>,
+    /// Fetch mode ([`Engine::with_fetch`]).
+    fetch: bool,
+    /// Matched rendezvous messages for the transport to fetch.
+    fetches: VecDeque<Fetch<P>>,
 }
 
 impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
@@ -365,7 +436,23 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             out: VecDeque::with_capacity(16),
             copied: 0,
             pool: Vec::new(),
+            fetch: false,
+            fetches: VecDeque::new(),
         }
+    }
+
+    /// Fetch mode: the receiver of a rendezvous message fetches its data itself
+    /// (an RDMA READ of what the `Rts` payload names) and no `Data` frame is sent
+    /// (see the module's "Fetch mode"). For transports whose frames arrive whole
+    /// ([`Engine::frame`]).
+    pub fn with_fetch(mut self) -> Engine<P> {
+        self.fetch = true;
+        self
+    }
+
+    /// The next matched rendezvous message to fetch (fetch mode).
+    pub fn poll_fetch(&mut self) -> Option<Fetch<P>> {
+        self.fetches.pop_front()
     }
 
     /// The configuration.
@@ -424,14 +511,22 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// operations in flight, the messages it was cleared to send and its queued
     /// frames fail; its per-peer state is reset.
     pub fn peer_lost(&mut self, cx: Ctx<'_>, pr: &mut PeerRx, peer: P, err: Error) {
+        self.peer_lost_prov(cx, pr, peer, err, 0);
+    }
+
+    /// [`Engine::peer_lost`] with the transport's own error number (verbs: the
+    /// work completion's status that broke the connection), reported with the
+    /// error completions of the operations it fails.
+    pub fn peer_lost_prov(&mut self, cx: Ctx<'_>, pr: &mut PeerRx, peer: P, err: Error, prov_errno: i32) {
         if let Some(f) = pr.arriving.take() {
             self.drop_arriving(cx.b, f, err);
         }
         pr.rma.clear();
         pr.answers.clear();
         for id in self.ops.ids(|o| o.peer == peer) {
-            self.fail_op(cx.b, id, err);
+            self.fail_op(cx.b, id, err, prov_errno);
         }
+        self.fetches.retain(|f| f.peer != peer);
         for w in self.rndv_in.drain_peer(peer) {
             self.rx.fail(cx.b, w.target, &w.hdr, w.src, err);
         }
@@ -439,7 +534,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         while i < self.out.len() {
             if self.out[i].0 == peer {
                 let (_, f) = self.out.remove(i).expect("index in range");
-                self.frame_failed(cx.b, peer, f, err);
+                self.frame_failed_prov(cx.b, peer, f, err, prov_errno);
             } else {
                 i += 1;
             }
@@ -463,8 +558,9 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             self.frame_failed(b, peer, f, err);
         }
         for id in self.ops.ids(|_| true) {
-            self.fail_op(b, id, err);
+            self.fail_op(b, id, err, 0);
         }
+        self.fetches.clear();
         let waits: Vec<RndvIn> = self.rndv_in.drain().collect();
         for w in waits {
             self.rx.fail(b, w.target, &w.hdr, w.src, err);

@@ -3,7 +3,8 @@
 //! through [`Engine::pieces`] and [`Engine::advance`]), and what its end does
 //! ([`Engine::end`]).
 
-use super::{Ctx, Dest, Engine, Frame, InFrame, OpKind, PeerRx, RndvIn, RtsRef, Violation};
+use super::{Ctx, Dest, Engine, Fetch, Frame, InFrame, OpKind, PeerRx, RndvIn, RtsRef, Violation, NULL_IOV};
+use crate::bind::Bindings;
 use crate::matcher::MsgSpec;
 use crate::rx::{RxAction, Unexp, UnexpBody, IOV_LIMIT};
 use crate::wire::{HdrFlags, Header, OpCode, RmaDesc};
@@ -60,6 +61,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                     },
                 }
             }
+            OpCode::Data if self.fetch => return Err(Violation::proto("data frame of a fetched message")),
             OpCode::Data => {
                 let (w, _) = self.rndv_in.handle_data(peer, hdr.id, hdr.len).map_err(Violation::proto)?;
                 Dest::Rndv(w)
@@ -91,6 +93,71 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             return Ok(Begin::Done);
         }
         Ok(Begin::Payload)
+    }
+
+    /// A whole frame from `peer`: its header and the `body` after it, for a
+    /// transport whose frames arrive whole. [`Engine::begin`], [`Engine::write`]
+    /// and [`Engine::end`] at once, except that a fetch-mode `Rts` keeps its
+    /// body as the message's `Rts` payload; any other frame's body is its
+    /// payload, of the length its header says. `Payload` is never returned.
+    pub fn frame(
+        &mut self,
+        cx: Ctx<'_>,
+        pr: &mut PeerRx,
+        peer: P,
+        src: FiAddr,
+        hdr: Header,
+        body: &[u8],
+    ) -> Result<Begin, Violation> {
+        if self.fetch && hdr.op == OpCode::Rts {
+            if pr.arriving.is_some() {
+                return Err(Violation::proto("a frame began inside another"));
+            }
+            self.arrive_rts(cx.b, peer, src, hdr, body.to_vec());
+            return Ok(Begin::Done);
+        }
+        if body.len() as u64 != hdr.payload_len() {
+            return Err(Violation::proto(format!(
+                "{:?} frame of {} bytes carries {}",
+                hdr.op,
+                hdr.payload_len(),
+                body.len()
+            )));
+        }
+        match self.begin(cx, pr, peer, src, hdr)? {
+            Begin::Payload => {
+                self.write(cx, pr, body)?;
+                self.end(cx, pr, peer)?;
+                Ok(Begin::Done)
+            }
+            b => Ok(b),
+        }
+    }
+
+    /// A rendezvous message announced by `peer` (`payload`: its `Rts`
+    /// payload, fetch mode) arrives at the receive engine.
+    fn arrive_rts(&mut self, b: &Bindings, peer: P, src: FiAddr, hdr: Header, payload: Vec<u8>) {
+        let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
+        let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
+        let r = RtsRef { peer, id: hdr.id, dc: hdr.flags.has(HdrFlags::DC), payload };
+        let u = Unexp { body: UnexpBody::Rts(r), len: hdr.len, data, tag: hdr.tag, rma: false };
+        self.rx.arrive(b, m, u);
+        self.run_rx_actions();
+    }
+
+    /// Fetch mode: the transport fetched message `id` of `peer` (a
+    /// [`Fetch`]), or failed to (`err`): its receive completes (or fails with
+    /// `err`) and `Cts` tells the sender, with the errno. False when the message
+    /// is not waiting (its peer was lost, the endpoint closed).
+    pub fn fetched(&mut self, b: &Bindings, peer: P, id: u64, err: Option<Error>) -> bool {
+        let Some(w) = self.rndv_in.cancel(peer, id) else { return false };
+        match err {
+            None => self.rx.complete(b, w.target, &w.hdr, w.src, false),
+            Some(e) => self.rx.fail(b, w.target, &w.hdr, w.src, e),
+        }
+        let cts = Header { id, data: err.map_or(0, |e| e.errno() as u64), ..Header::new(OpCode::Cts) };
+        self.out.push_back((peer, Frame::control(&cts)));
+        true
     }
 
     /// A buffer for an unexpected eager message of `len` bytes; `None` to hold it.
@@ -242,15 +309,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                         self.answer_read(cx, pr, peer, hdr)?;
                     }
                 }
-                OpCode::Rts => {
-                    let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-                    let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-                    let r = RtsRef { peer, id: hdr.id, dc: hdr.flags.has(HdrFlags::DC) };
-                    let u = Unexp { body: UnexpBody::Rts(r), len: hdr.len, data, tag: hdr.tag, rma: false };
-                    self.rx.arrive(cx.b, m, u);
-                    self.run_rx_actions();
-                }
-                OpCode::Cts => self.on_cts(cx.b, peer, hdr.id)?,
+                OpCode::Rts => self.arrive_rts(cx.b, peer, src, hdr, Vec::new()),
+                OpCode::Cts => self.on_cts(cx.b, peer, hdr.id, hdr.data)?,
                 OpCode::Nack => self.on_nack(cx.b, peer, hdr.id)?,
                 OpCode::Ack => self.on_ack(cx.b, peer, hdr.id, hdr.data)?,
                 op => return Err(Violation::proto(format!("{op:?} has no place here"))),
@@ -264,8 +324,16 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     pub(super) fn run_rx_actions(&mut self) {
         while let Some(a) = self.rx.take_action() {
             match a {
+                RxAction::Start(m) if self.fetch => {
+                    // The transport fetches; `fetched` completes the receive.
+                    let RtsRef { peer, id, payload, .. } = m.rts;
+                    let mut iov = [NULL_IOV; IOV_LIMIT];
+                    let niov = self.rx.pieces(&m.target, 0, m.hdr.len, &mut iov);
+                    self.rndv_in.clear(peer, id, m.hdr.len, RndvIn { target: m.target, hdr: m.hdr, src: m.src });
+                    self.fetches.push_back(Fetch { peer, id, hdr: m.hdr, iov, niov, payload });
+                }
                 RxAction::Start(m) => {
-                    let RtsRef { peer, id, dc } = m.rts;
+                    let RtsRef { peer, id, dc, .. } = m.rts;
                     // The data's completion acknowledges it (the flag and the id
                     // stay in our copy of the header, never on the wire again).
                     let mut hdr = m.hdr;

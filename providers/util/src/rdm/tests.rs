@@ -36,9 +36,47 @@ struct End {
     violation: Option<Violation>,
     /// The peer id this end gives the other.
     other: u8,
+    /// Fetch mode: frames go whole through `frame`, and this end fetches
+    /// rendezvous data by copying from the other end's memory.
+    whole: bool,
+    /// The error the next fetches report (a fetch that fails).
+    fetch_fail: Option<Error>,
+    /// Fetches done.
+    fetches: usize,
 }
 
 impl End {
+    fn fetching(other: u8) -> End {
+        let mut e = End::new(other, false);
+        e.eng = Engine::new(cfg(false)).with_fetch();
+        e.whole = true;
+        e
+    }
+
+    /// Fetch what the engine matched: copy the sender's pieces (named by the
+    /// `Rts` payload) into the receive's, as an RDMA READ would.
+    fn fetch_all(&mut self) -> bool {
+        let mut moved = false;
+        while let Some(f) = self.eng.poll_fetch() {
+            moved = true;
+            self.fetches += 1;
+            let remote = crate::verbs_wire::decode_rts(&f.payload, f.hdr.len, IOV_LIMIT).expect("our announcement");
+            if self.fetch_fail.is_none() {
+                let want = IoVec::total(f.pieces());
+                let mut at = 0usize;
+                for r in remote {
+                    let n = (r.len as usize).min(want - at);
+                    // SAFETY: (test) the sender's pieces stay alive until the test ends.
+                    let bytes = unsafe { std::slice::from_raw_parts(r.addr as *const u8, n) };
+                    crate::iov::copy_into(f.pieces(), want, at as u64, bytes);
+                    at += n;
+                }
+            }
+            assert!(self.eng.fetched(&self.b, f.peer, f.id, self.fetch_fail));
+        }
+        moved
+    }
+
     fn new(other: u8, hold: bool) -> End {
         let attr = CqAttr::default();
         let tx = UtilCq::new(&attr).unwrap();
@@ -61,6 +99,9 @@ impl End {
             unacked: VecDeque::new(),
             violation: None,
             other,
+            whole: false,
+            fetch_fail: None,
+            fetches: 0,
         }
     }
 
@@ -119,6 +160,14 @@ impl Pair {
         Pair { a: End::new(1, hold), b: End::new(0, hold), rng, ab: VecDeque::new(), ba: VecDeque::new(), late_done }
     }
 
+    /// Two fetch-mode engines, whose frames arrive whole (as verbs' do).
+    fn fetching(seed: u64) -> Pair {
+        let mut p = Pair::new(seed);
+        p.a = End::fetching(1);
+        p.b = End::fetching(0);
+        p
+    }
+
     /// Move frames until nothing moves.
     fn run(&mut self) {
         for _ in 0..100_000 {
@@ -126,6 +175,8 @@ impl Pair {
             moved |= Self::transmit(&mut self.b, &mut self.ba, &mut self.rng, self.late_done);
             moved |= Self::deliver(&mut self.b, &mut self.ab, &mut self.rng);
             moved |= Self::deliver(&mut self.a, &mut self.ba, &mut self.rng);
+            moved |= self.a.fetch_all();
+            moved |= self.b.fetch_all();
             // A channel's acknowledgements come back some time later.
             for e in [&mut self.a, &mut self.b] {
                 while !e.unacked.is_empty() && (!moved || self.rng.chance(0.3)) {
@@ -170,6 +221,17 @@ impl Pair {
             let hdr = Header::decode(&hb, u64::MAX >> 1).expect("our frames decode");
             let src = FiAddr(e.other as u64);
             let cx = Ctx { b: &e.b, objs: &e.objs };
+            if e.whole {
+                match e.eng.frame(cx, &mut e.pr, e.other, src, hdr, &bytes[HDR_LEN..]) {
+                    Ok(Begin::Hold) => return moved,
+                    Ok(Begin::Done) => {}
+                    Ok(b) => panic!("{b:?} from a whole frame"),
+                    Err(v) => e.violation = Some(v),
+                }
+                wire.pop_front();
+                moved = true;
+                continue;
+            }
             let r = e.eng.begin(cx, &mut e.pr, e.other, src, hdr);
             match r {
                 Ok(Begin::Hold) => return moved,
@@ -228,58 +290,6 @@ fn piece(b: &mut [u8]) -> IoVec {
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
-}
-
-/// Messages of every size class, expected or unexpected, arrive whole, in
-/// order, with their tags and CQ data.
-#[test]
-fn messages_eager_and_rendezvous_expected_and_unexpected() {
-    for seed in 0..24u64 {
-        let mut p = Pair::new(seed);
-        let sizes = [0usize, 1, 100, EAGER, EAGER + 1, 70_000];
-        let srcs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u8)).collect();
-        let mut dsts: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
-        let expected = seed % 2 == 0;
-        let post_recvs = |p: &mut Pair, dsts: &mut Vec<Vec<u8>>| {
-            for (i, d) in dsts.iter_mut().enumerate() {
-                let v = [piece(d)];
-                let flags = OpFlags::TAGGED | OpFlags::COMPLETION;
-                p.b.eng.post_recv(&p.b.b, &op(&v, 100 + i as u64, i as u64), flags, FiAddr::UNSPEC).unwrap();
-            }
-        };
-        if expected {
-            post_recvs(&mut p, &mut dsts);
-        }
-        for (i, s) in srcs.iter().enumerate() {
-            let mut s = s.clone();
-            let v = [piece(&mut s)];
-            let mut o = op(&v, i as u64, i as u64);
-            o.data = 0xd0 + i as u64;
-            let flags = OpFlags::TAGGED | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
-            p.a.eng.post_send(&p.a.b, 1, &o, flags, None, false).unwrap();
-            // The pieces stay valid: the source is kept until the end of the test.
-            std::mem::forget(s);
-        }
-        p.run();
-        if !expected {
-            post_recvs(&mut p, &mut dsts);
-            p.run();
-        }
-        assert!(p.b.violation.is_none() && p.a.violation.is_none(), "seed {seed}");
-        let rx = End::comps(&p.b.rx);
-        assert_eq!(rx.len(), sizes.len(), "seed {seed}: {rx:?}");
-        for e in &rx {
-            let i = (e.op_context - 100) as usize;
-            assert_eq!(e.len, sizes[i]);
-            assert_eq!(e.tag, i as u64);
-            assert_eq!(e.data, 0xd0 + i as u64);
-            assert_eq!(dsts[i], srcs[i], "seed {seed} message {i}");
-        }
-        let tx = End::comps(&p.a.tx);
-        assert_eq!(tx.len(), sizes.len(), "seed {seed}");
-        assert_eq!(p.a.eng.in_flight(), 0);
-        assert_eq!(p.b.eng.rndv_in.len(), 0);
-    }
 }
 
 /// A delivery-complete send goes by rendezvous whatever its size and completes
@@ -721,5 +731,250 @@ fn close_fails_everything() {
     p.a.eng.close(&p.a.b, Error::Canceled);
     assert_eq!(End::errs(&p.a.tx), vec![Error::Canceled; 2]);
     assert_eq!(End::errs(&p.a.rx), vec![Error::Canceled]);
+    assert_eq!(p.a.eng.in_flight(), 0);
+}
+
+/// What a fetch-mode sender announces: its pieces (address, length; no key
+/// here), and something kept until the send completes.
+fn announce(iov: &[IoVec], keep: &Arc<()>) -> fabric_core::Result<RtsPayload> {
+    let pieces: Vec<crate::verbs_wire::RtsPiece> = iov
+        .iter()
+        .filter(|p| p.len > 0)
+        .map(|p| crate::verbs_wire::RtsPiece { addr: p.base as u64, len: p.len as u64, rkey: 0 })
+        .collect();
+    Ok(RtsPayload { bytes: crate::verbs_wire::encode_rts(&pieces), keep: Some(Box::new(keep.clone())) })
+}
+
+/// Messages of every size class, expected or unexpected, from one piece or
+/// two, arrive whole, in order, with their tags and CQ data; in fetch mode the
+/// large ones are fetched by the receiver (no `Data` frame) and their sends
+/// complete at `Cts`, with what the transport kept for them dropped first.
+fn messages_of_every_size(fetch: bool) {
+    for seed in 0..24u64 {
+        let mut p = if fetch { Pair::fetching(seed) } else { Pair::new(seed) };
+        let keep = Arc::new(());
+        let sizes = [0usize, 1, 100, EAGER, EAGER + 1, 70_000];
+        let srcs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| pattern(n, i as u8)).collect();
+        let mut dsts: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+        let expected = seed % 2 == 0;
+        let post_recvs = |p: &mut Pair, dsts: &mut Vec<Vec<u8>>| {
+            for (i, d) in dsts.iter_mut().enumerate() {
+                let third = d.len() / 3;
+                let (x, y) = d.split_at_mut(third);
+                let v = [piece(x), piece(y)];
+                let flags = OpFlags::TAGGED | OpFlags::COMPLETION;
+                p.b.eng.post_recv(&p.b.b, &op(&v, 100 + i as u64, i as u64), flags, FiAddr::UNSPEC).unwrap();
+            }
+        };
+        if expected {
+            post_recvs(&mut p, &mut dsts);
+        }
+        for (i, s) in srcs.iter().enumerate() {
+            let mut s = s.clone();
+            let half = i % 2 * s.len() / 2;
+            let (x, y) = s.split_at_mut(half);
+            let v = [piece(x), piece(y)];
+            let mut o = op(&v, i as u64, i as u64);
+            o.data = 0xd0 + i as u64;
+            let flags = OpFlags::TAGGED | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
+            p.a.eng.post_send_with(&p.a.b, 1, &o, flags, None, false, |iov| announce(iov, &keep)).unwrap();
+            // The pieces stay valid: the source is kept until the end of the test.
+            std::mem::forget(s);
+        }
+        p.run();
+        let mut sent = 0;
+        if !expected {
+            // The eager sends are complete; the announced ones wait.
+            sent = End::comps(&p.a.tx).len();
+            assert_eq!(sent, 4, "seed {seed}");
+            assert_eq!(Arc::strong_count(&keep), if fetch { 3 } else { 1 });
+            post_recvs(&mut p, &mut dsts);
+            p.run();
+        }
+        assert!(p.b.violation.is_none() && p.a.violation.is_none(), "seed {seed}");
+        let rx = End::comps(&p.b.rx);
+        assert_eq!(rx.len(), sizes.len(), "seed {seed}: {rx:?}");
+        for e in &rx {
+            let i = (e.op_context - 100) as usize;
+            assert_eq!(e.len, sizes[i]);
+            assert_eq!(e.tag, i as u64);
+            assert_eq!(e.data, 0xd0 + i as u64);
+            assert_eq!(dsts[i], srcs[i], "seed {seed} message {i}");
+        }
+        assert_eq!(p.b.fetches, if fetch { 2 } else { 0 }, "seed {seed}");
+        assert_eq!(sent + End::comps(&p.a.tx).len(), sizes.len(), "seed {seed}");
+        assert_eq!(Arc::strong_count(&keep), 1, "kept until the sends completed, then dropped");
+        assert_eq!(p.a.eng.in_flight(), 0);
+        assert_eq!(p.b.eng.rndv_in.len(), 0);
+    }
+}
+
+#[test]
+fn messages_eager_and_rendezvous_expected_and_unexpected() {
+    messages_of_every_size(false);
+}
+
+#[test]
+fn fetch_mode_expected_and_unexpected() {
+    messages_of_every_size(true);
+}
+
+/// Fetch mode: a delivery-complete send goes by rendezvous and completes at the
+/// `Cts`, sent once the data is in the receive; a receive shorter than the
+/// message gets what fits and `FI_ETRUNC`.
+#[test]
+fn fetch_mode_delivery_complete_and_truncation() {
+    let mut p = Pair::fetching(5);
+    let keep = Arc::new(());
+    let mut s = pattern(10, 1);
+    let v = [piece(&mut s)];
+    let flags = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
+    p.a.eng.post_send_with(&p.a.b, 1, &op(&v, 1, 0), flags, None, false, |iov| announce(iov, &keep)).unwrap();
+    p.run();
+    assert!(End::comps(&p.a.tx).is_empty());
+    let mut d = vec![0u8; 10];
+    let dv = [piece(&mut d)];
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 2, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(d, s);
+    assert_eq!(End::comps(&p.a.tx).len(), 1);
+    assert_eq!(End::comps(&p.b.rx).len(), 1);
+    // Truncated.
+    let mut big = pattern(EAGER * 2, 3);
+    let v = [piece(&mut big)];
+    p.a.eng
+        .post_send_with(&p.a.b, 1, &op(&v, 3, 0), OpFlags::COMPLETION, None, false, |iov| announce(iov, &keep))
+        .unwrap();
+    let mut d = vec![0u8; 100];
+    let dv = [piece(&mut d)];
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 4, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(d[..], big[..100]);
+    assert_eq!(End::errs(&p.b.rx), vec![Error::Trunc]);
+    assert_eq!(End::comps(&p.a.tx).len(), 1);
+    assert_eq!(Arc::strong_count(&keep), 1);
+}
+
+/// Fetch mode: a fetch that fails fails the receive with its error, and the
+/// send with the same (the errno of the `Cts`); the peers stay usable.
+#[test]
+fn fetch_mode_failed_fetch() {
+    let mut p = Pair::fetching(2);
+    let keep = Arc::new(());
+    p.b.fetch_fail = Some(Error::Access);
+    let mut s = pattern(EAGER * 3, 4);
+    let v = [piece(&mut s)];
+    p.a.eng
+        .post_send_with(&p.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false, |iov| announce(iov, &keep))
+        .unwrap();
+    let mut d = vec![0u8; EAGER * 3];
+    let dv = [piece(&mut d)];
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 2, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(End::errs(&p.b.rx), vec![Error::Access]);
+    assert_eq!(End::errs(&p.a.tx), vec![Error::Access]);
+    assert!(d.iter().all(|&x| x == 0));
+    assert_eq!(Arc::strong_count(&keep), 1);
+    assert!(p.a.violation.is_none() && p.b.violation.is_none());
+    // Still usable.
+    p.b.fetch_fail = None;
+    p.a.eng
+        .post_send_with(&p.a.b, 1, &op(&v, 3, 0), OpFlags::COMPLETION, None, false, |iov| announce(iov, &keep))
+        .unwrap();
+    p.b.eng.post_recv(&p.b.b, &op(&dv, 4, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(d, s);
+    assert_eq!(End::comps(&p.a.tx).len(), 1);
+    // A transport's own refusal (say, a registration that failed) fails the
+    // post, with nothing queued.
+    let r = p.a.eng.post_send_with(&p.a.b, 1, &op(&v, 5, 0), OpFlags::COMPLETION, None, false, |_| Err(Error::NoMem));
+    assert_eq!(r, Err(Error::NoMem));
+    assert!(!p.a.eng.wants_transmit());
+    assert_eq!(p.a.eng.in_flight(), 0);
+}
+
+/// Fetch mode: a rendezvous message discarded (peek with discard) is never
+/// fetched; `Nack` completes the send. A fetch still out when its peer is lost
+/// finds nothing to report to; a `Data` frame for a fetched message is a
+/// violation.
+#[test]
+fn fetch_mode_discard_and_loss() {
+    let mut p = Pair::fetching(3);
+    let keep = Arc::new(());
+    let mut s = pattern(EAGER * 3, 9);
+    let v = [piece(&mut s)];
+    let flags = OpFlags::TAGGED | OpFlags::COMPLETION;
+    p.a.eng.post_send_with(&p.a.b, 1, &op(&v, 1, 5), flags, None, false, |iov| announce(iov, &keep)).unwrap();
+    p.run();
+    let flags = OpFlags::TAGGED | OpFlags::PEEK | OpFlags::DISCARD;
+    p.b.eng.post_recv(&p.b.b, &op(&[], 9, 5), flags, FiAddr::UNSPEC).unwrap();
+    p.run();
+    assert_eq!(p.b.fetches, 0);
+    assert_eq!(End::comps(&p.a.tx).len(), 1);
+    assert_eq!(Arc::strong_count(&keep), 1);
+    assert_eq!(p.a.eng.in_flight(), 0);
+    assert_eq!(p.b.eng.rx.unexpected_len(), 0);
+
+    // Matched, its fetch taken by the transport, then the peer is lost.
+    let mut q = Pair::fetching(4);
+    q.a.eng
+        .post_send_with(&q.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false, |iov| announce(iov, &keep))
+        .unwrap();
+    let mut d = vec![0u8; EAGER * 3];
+    let dv = [piece(&mut d)];
+    q.b.eng.post_recv(&q.b.b, &op(&dv, 2, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    let mut rng = Rng::new(4);
+    Pair::transmit(&mut q.a, &mut q.ab, &mut rng, false);
+    Pair::deliver(&mut q.b, &mut q.ab, &mut rng);
+    let f = q.b.eng.poll_fetch().expect("matched");
+    let cx = Ctx { b: &q.b.b, objs: &q.b.objs };
+    q.b.eng.peer_lost(cx, &mut q.b.pr, 0, Error::ConnReset);
+    assert_eq!(End::errs(&q.b.rx), vec![Error::ConnReset]);
+    assert!(!q.b.eng.fetched(&q.b.b, f.peer, f.id, None));
+    assert!(!q.b.eng.wants_transmit());
+    let cx = Ctx { b: &q.a.b, objs: &q.a.objs };
+    q.a.eng.peer_lost(cx, &mut q.a.pr, 1, Error::ConnReset);
+    assert_eq!(End::errs(&q.a.tx), vec![Error::ConnReset]);
+    assert_eq!(Arc::strong_count(&keep), 1);
+
+    // Data for a message being fetched.
+    let mut r = Pair::fetching(6);
+    r.a.eng
+        .post_send_with(&r.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false, |iov| announce(iov, &keep))
+        .unwrap();
+    r.b.eng.post_recv(&r.b.b, &op(&dv, 2, 0), OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+    let mut rng = Rng::new(6);
+    Pair::transmit(&mut r.a, &mut r.ab, &mut rng, false);
+    Pair::deliver(&mut r.b, &mut r.ab, &mut rng);
+    let f = r.b.eng.poll_fetch().expect("matched");
+    let data = Header { len: f.hdr.len, id: f.id, ..Header::new(OpCode::Data) };
+    let cx = Ctx { b: &r.b.b, objs: &r.b.objs };
+    assert!(r.b.eng.frame(cx, &mut r.b.pr, 0, FiAddr(0), data, &vec![0; f.hdr.len as usize]).is_err());
+    // A whole frame whose body is not its header's length.
+    let m = Header { len: 4, ..Header::new(OpCode::Msg) };
+    assert!(r.b.eng.frame(cx, &mut r.b.pr, 0, FiAddr(0), m, &[0; 3]).is_err());
+}
+
+/// A transport's own error number (verbs: a work completion's status) rides
+/// with the error completions of what it fails: a send whose frame failed, an
+/// operation failed with its lost peer.
+#[test]
+fn transport_error_numbers_reach_the_completions() {
+    let mut p = Pair::new(12);
+    let mut s = pattern(100, 1);
+    let v = [piece(&mut s)];
+    let mut big = pattern(EAGER * 2, 2);
+    let bv = [piece(&mut big)];
+    p.a.eng.post_send(&p.a.b, 1, &op(&v, 1, 0), OpFlags::COMPLETION, None, false).unwrap();
+    p.a.eng.post_send(&p.a.b, 1, &op(&bv, 2, 0), OpFlags::COMPLETION, None, false).unwrap();
+    let (peer, f) = p.a.eng.poll_transmit().unwrap();
+    p.a.eng.frame_failed_prov(&p.a.b, peer, f, Error::TimedOut, 12);
+    let cx = Ctx { b: &p.a.b, objs: &p.a.objs };
+    p.a.eng.peer_lost_prov(cx, &mut p.a.pr, 1, Error::TimedOut, 12);
+    let mut got = Vec::new();
+    while let Ok(e) = p.a.tx.readerr() {
+        got.push((e.entry.op_context, e.err, e.prov_errno));
+    }
+    assert_eq!(got, vec![(1, Error::TimedOut, 12), (2, Error::TimedOut, 12)]);
     assert_eq!(p.a.eng.in_flight(), 0);
 }

@@ -6,7 +6,7 @@
 //! never let go while a transport may still read it) and each answer in. The first
 //! error of any step is the operation's.
 
-use super::{Ctx, Done, Engine, Frame, OpKind, PeerRx, TxOp, NULL_IOV};
+use super::{Ctx, Done, Engine, Frame, OpKind, PeerRx, RtsPayload, TxOp, NULL_IOV};
 use crate::atomic::{copy_operands, AtomicLens};
 use crate::bind::Bindings;
 use crate::iov;
@@ -52,6 +52,24 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         inject: Option<&[u8]>,
         copy: bool,
     ) -> Result<()> {
+        self.post_send_with(b, peer, op, flags, inject, copy, |_| Ok(RtsPayload::default()))
+    }
+
+    /// [`Engine::post_send`] for a fetch-mode transport: a message that goes by
+    /// rendezvous asks `rts` for its announcement's payload (given the message's
+    /// pieces); its error fails the post, with nothing queued. `rts` is not
+    /// called for an eager message, nor outside fetch mode.
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_send_with(
+        &mut self,
+        b: &Bindings,
+        peer: P,
+        op: &Op<'_>,
+        flags: OpFlags,
+        inject: Option<&[u8]>,
+        copy: bool,
+        rts: impl FnOnce(&[IoVec]) -> Result<RtsPayload>,
+    ) -> Result<()> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
@@ -88,6 +106,16 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 Frame::new(&hdr, &[], op.iov, Done::Send { context: op.context, flags: cq_flags, len, comp })
             }
         } else {
+            // Fetch mode: the receiver reads the data and its `Cts` comes once
+            // the data is in the receive, which a delivery-complete send waits for.
+            let (payload, keep) = match self.fetch {
+                true => {
+                    let r = rts(op.iov)?;
+                    (Some(r.bytes), r.keep)
+                }
+                false => (None, None),
+            };
+            let dc = dc && !self.fetch;
             let mut src = [NULL_IOV; IOV_LIMIT];
             src[..op.iov.len()].copy_from_slice(op.iov);
             let id = self.ops.insert(TxOp {
@@ -109,12 +137,17 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 pending: 2,
                 got: 0,
                 err: None,
+                prov_errno: 0,
+                keep,
             });
             let mut rts = Header { op: OpCode::Rts, id, ..hdr };
             if dc {
                 rts.flags.0 |= HdrFlags::DC;
             }
-            Frame::new(&rts, &[], &[], Done::Op(id))
+            match payload {
+                Some(p) => Frame::owned(&rts, &[], p, Done::Op(id)),
+                None => Frame::new(&rts, &[], &[], Done::Op(id)),
+            }
         };
         self.out.push_back((peer, frame));
         Ok(())
@@ -174,6 +207,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             pending: 2 * chunks as u32,
             got: 0,
             err: None,
+            prov_errno: 0,
+            keep: None,
         });
         for c in 0..chunks {
             let off = c * RMA_CHUNK;
@@ -249,6 +284,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             pending: 2,
             got: 0,
             err: None,
+            prov_errno: 0,
+            keep: None,
         });
         let kind = match a.kind {
             AtomicKind::Plain => 0,
@@ -303,15 +340,22 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     }
 
     /// Frame `f` to `peer` will not be sent (`err`: why).
-    pub fn frame_failed(&mut self, b: &Bindings, peer: P, mut f: Frame, err: Error) {
+    pub fn frame_failed(&mut self, b: &Bindings, peer: P, f: Frame, err: Error) {
+        self.frame_failed_prov(b, peer, f, err, 0);
+    }
+
+    /// [`Engine::frame_failed`] with the transport's own error number
+    /// (verbs: the work completion's status), reported with the error
+    /// completions of the sends and operations it fails.
+    pub fn frame_failed_prov(&mut self, b: &Bindings, peer: P, mut f: Frame, err: Error, prov_errno: i32) {
         match f.done {
             Done::Nothing | Done::Answer => {}
             Done::Send { context, flags, len, .. } => {
                 let mut e = CqEntry::new(context, flags);
                 e.len = len;
-                b.tx_err(e, err);
+                b.tx_err_prov(e, err, prov_errno);
             }
-            Done::Op(id) => self.step(b, id, Some(err)),
+            Done::Op(id) => self.step_prov(b, id, Some(err), prov_errno),
             Done::Copied(n) => {
                 // Its send completed when posted, from this copy.
                 self.copied = self.copied.saturating_sub(n);
@@ -343,15 +387,23 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// One step of operation `id` is done (with `err`, if it failed); the
     /// operation completes when none is left.
     pub(super) fn step(&mut self, b: &Bindings, id: u64, err: Option<Error>) {
+        self.step_prov(b, id, err, 0);
+    }
+
+    /// [`Engine::step`], with the transport's error number of `err`.
+    fn step_prov(&mut self, b: &Bindings, id: u64, err: Option<Error>, prov_errno: i32) {
         let Some(op) = self.ops.get_mut(id) else { return };
-        if op.err.is_none() {
+        if op.err.is_none() && err.is_some() {
             op.err = err;
+            op.prov_errno = prov_errno;
         }
         op.pending = op.pending.saturating_sub(1);
         if op.pending > 0 {
             return;
         }
-        let Some(op) = self.ops.remove(id) else { return };
+        let Some(mut op) = self.ops.remove(id) else { return };
+        // What the transport kept for the operation goes before its completion.
+        op.keep = None;
         if op.silent {
             if let Some(e) = op.err {
                 fi_log!(Level::Warn, self.cfg.name, "ep_data", "an injected operation failed at the target: {e}");
@@ -363,25 +415,38 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         e.len = op.len;
         match op.err {
             None => b.tx_done(e, op.comp),
-            Some(err) => b.tx_err(e, err),
+            Some(err) => b.tx_err_prov(e, err, op.prov_errno),
         }
     }
 
     /// Complete operation `id` now with `err` (or its first error), whatever it
     /// still waited for.
-    pub(super) fn fail_op(&mut self, b: &Bindings, id: u64, err: Error) {
+    pub(super) fn fail_op(&mut self, b: &Bindings, id: u64, err: Error, prov_errno: i32) {
         if let Some(op) = self.ops.get_mut(id) {
             op.pending = 1;
         }
-        self.step(b, id, Some(err));
+        self.step_prov(b, id, Some(err), prov_errno);
     }
 
-    /// `Cts` from `peer` for our announced send `id`: its data goes now.
-    pub(super) fn on_cts(&mut self, b: &Bindings, peer: P, id: u64) -> std::result::Result<(), super::Violation> {
+    /// `Cts` from `peer` for our announced send `id`: its data goes now (fetch
+    /// mode: the receiver has fetched it, with `errno` if it failed; the send
+    /// completes).
+    pub(super) fn on_cts(
+        &mut self,
+        b: &Bindings,
+        peer: P,
+        id: u64,
+        errno: u64,
+    ) -> std::result::Result<(), super::Violation> {
         let Some(o) = self.ops.get_mut(id).filter(|o| o.peer == peer && o.kind == OpKind::Send && o.announced) else {
             return Err(super::Violation::proto(format!("clear to send for no message of ours ({id:#x})")));
         };
         o.announced = false;
+        if self.fetch {
+            let err = (errno != 0).then(|| Error::from_errno(errno.min(i32::MAX as u64) as i32));
+            self.step(b, id, err);
+            return Ok(());
+        }
         // The data frame sent, and the receiver's `Ack` for a delivery-complete send.
         o.pending += 1 + u32::from(o.dc);
         let mut h = Header { op: OpCode::Data, id, ..o.hdr };

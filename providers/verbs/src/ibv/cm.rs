@@ -1,5 +1,6 @@
-//! The connection manager: event channels and their events, addresses, and
-//! the identifier (`CmId`) that resolves, connects and carries a queue pair.
+//! librdmacm's objects: an event channel and its events, a connection
+//! identifier with its RC QP (created on the endpoint's PD and CQ, moved to RTS
+//! by the provider), and socket addresses as C wants them.
 
 use super::*;
 
@@ -89,34 +90,6 @@ impl Drop for EventChannel {
         // them before the channel).
         unsafe { sys::rdma_destroy_event_channel(self.0) }
     }
-}
-
-/// The name of an asynchronous event type (`IBV_EVENT_*`), and whether it
-/// reports a failure (else it is news: a port up, a GID table change).
-pub(crate) fn async_event_str(t: u32) -> (&'static str, bool) {
-    const NAMES: [(&str, bool); 20] = [
-        ("IBV_EVENT_CQ_ERR", true),
-        ("IBV_EVENT_QP_FATAL", true),
-        ("IBV_EVENT_QP_REQ_ERR", true),
-        ("IBV_EVENT_QP_ACCESS_ERR", true),
-        ("IBV_EVENT_COMM_EST", false),
-        ("IBV_EVENT_SQ_DRAINED", false),
-        ("IBV_EVENT_PATH_MIG", false),
-        ("IBV_EVENT_PATH_MIG_ERR", true),
-        ("IBV_EVENT_DEVICE_FATAL", true),
-        ("IBV_EVENT_PORT_ACTIVE", false),
-        ("IBV_EVENT_PORT_ERR", true),
-        ("IBV_EVENT_LID_CHANGE", false),
-        ("IBV_EVENT_PKEY_CHANGE", false),
-        ("IBV_EVENT_SM_CHANGE", false),
-        ("IBV_EVENT_SRQ_ERR", true),
-        ("IBV_EVENT_SRQ_LIMIT_REACHED", false),
-        ("IBV_EVENT_QP_LAST_WQE_REACHED", false),
-        ("IBV_EVENT_CLIENT_REREGISTER", false),
-        ("IBV_EVENT_GID_CHANGE", false),
-        ("IBV_EVENT_WQ_FATAL", true),
-    ];
-    NAMES.get(t as usize).copied().unwrap_or(("an unknown asynchronous event", true))
 }
 
 /// The text of an rdmacm event type.

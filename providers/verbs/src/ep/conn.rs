@@ -1,0 +1,480 @@
+//! A connection (one RC QP) and its work requests: receive buffers, SENDs of the
+//! engine's frames (inline, or from a bounce buffer), RDMA reads, writes and
+//! atomics, queued while the connection is not up or its send queue is full.
+
+use super::*;
+use crate::ibv::QpCaps;
+use fabric_util::rdm::{Ctx, PeerRx};
+use fabric_util::rx::IOV_LIMIT;
+
+/// What a posted work request is, found again by its `wr_id` (a slab id).
+// A SEND holds its frame inline: no allocation per message.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum WrKind {
+    /// Receive buffer `slot` of its connection.
+    Recv { slot: usize },
+    /// Receive buffer `slot` of the endpoint's shared receive queue (the
+    /// connection is the completion's QP).
+    SharedRecv { slot: usize },
+    /// A SEND of an engine frame: its bounce slot (none if inline), and the
+    /// frame (reported done, or failed, at its completion).
+    Frame { slot: Option<usize>, frame: Frame },
+    /// An RDMA write or read, or a native atomic, of user operation `op`.
+    Rma { op: u64 },
+    /// A read of an incoming rendezvous message (`fetch`: its [`FetchIn`]).
+    RndvRead { fetch: u64 },
+}
+
+/// A work request not yet posted (its connection is not up, or its send queue
+/// is full), or being posted.
+pub(super) struct Post {
+    pub(super) opcode: u32,
+    pub(super) sges: Sges,
+    pub(super) inline: bool,
+    pub(super) raddr: u64,
+    pub(super) rkey: u32,
+    pub(super) imm: Option<u32>,
+    pub(super) compare_add: u64,
+    pub(super) swap: u64,
+    /// Bytes an inline SEND carries: the SGE points at them, so they live here
+    /// until the post copies them.
+    pub(super) _owned: Vec<u8>,
+}
+
+/// The scatter-gather entries of one work request, held inline (no allocation):
+/// at most [`SGE_MAX`].
+#[derive(Clone, Copy)]
+pub(super) struct Sges {
+    pub(super) v: [sys::ibv_sge; SGE_MAX],
+    /// Entries used, `<= SGE_MAX`.
+    pub(super) n: usize,
+}
+
+/// The largest inline frame assembled on the stack when posted at once.
+pub(super) const STACK_INLINE: usize = 1024;
+
+/// The most scatter-gather entries of a work request: an operation's pieces
+/// plus one (a frame's header).
+pub(super) const SGE_MAX: usize = IOV_LIMIT + 1;
+
+impl Sges {
+    pub(super) fn one(s: sys::ibv_sge) -> Sges {
+        let mut v = Sges::none();
+        v.v[0] = s;
+        v.n = 1;
+        v
+    }
+
+    pub(super) fn none() -> Sges {
+        Sges { v: [sys::ibv_sge { addr: 0, length: 0, lkey: 0 }; SGE_MAX], n: 0 }
+    }
+
+    /// Add one entry; `Err(Inval)` past [`SGE_MAX`].
+    pub(super) fn push(&mut self, s: sys::ibv_sge) -> Result<()> {
+        let slot = self.v.get_mut(self.n).ok_or(Error::Inval)?;
+        *slot = s;
+        self.n += 1;
+        Ok(())
+    }
+}
+
+pub(super) struct WrRec {
+    /// The connection (0, which no slab id is, for a shared receive: its
+    /// connection is the completion's QP).
+    pub(super) conn: u64,
+    pub(super) kind: WrKind,
+    /// The request, until it is posted.
+    pub(super) post: Option<Post>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ConnState {
+    /// Resolving the address and route (active side).
+    Resolving,
+    /// Connect or accept sent, not yet established.
+    Connecting,
+    Up,
+}
+
+/// One RC connection.
+pub(super) struct Conn {
+    pub(super) id: CmId,
+    pub(super) state: ConnState,
+    /// The peer's endpoint name (RDM), or the peer's address (MSG).
+    pub(super) peer: Option<SocketAddr>,
+    /// The peer's AV handle (RDM), valid for `av_version`.
+    pub(super) src: FiAddr,
+    pub(super) av_version: u64,
+    /// Its receive buffers (once the QP exists), unless it receives through
+    /// the endpoint's shared receive queue.
+    pub(super) rx: Option<Pool>,
+    pub(super) caps: QpCaps,
+    pub(super) qpn: u32,
+    /// Send-queue entries in use.
+    pub(super) sq_used: u32,
+    /// Work requests waiting for the connection or for room, in order.
+    pub(super) backlog: VecDeque<u64>,
+    /// Private data to connect with, once the route is resolved.
+    pub(super) connect_data: Vec<u8>,
+    /// What the engine keeps of the peer (its frame arriving, its RMA
+    /// operations here, the answers it is owed).
+    pub(super) pr: PeerRx,
+    /// Frames the engine held (the peer is owed too many answers), in order,
+    /// with every frame after them: offered again as answers go out.
+    pub(super) held: VecDeque<Vec<u8>>,
+}
+
+impl VerbsEp {
+    /// Register a new connection for identifier `id`.
+    pub(super) fn add_conn(g: &mut Inner, id: CmId, state: ConnState, peer: Option<SocketAddr>) -> u64 {
+        let key = id.raw() as usize;
+        let c = Conn {
+            id,
+            state,
+            peer,
+            src: FiAddr::NOTAVAIL,
+            av_version: u64::MAX,
+            rx: None,
+            caps: QpCaps { send_wr: 0, recv_wr: 0, sge: 0, inline: 0 },
+            qpn: 0,
+            sq_used: 0,
+            backlog: VecDeque::new(),
+            connect_data: Vec::new(),
+            pr: PeerRx::new(),
+            held: VecDeque::new(),
+        };
+        let cid = g.conns.insert(c);
+        g.by_id.insert(key, cid);
+        cid
+    }
+
+    /// Create connection `cid`'s QP and post its receive buffers.
+    pub(super) fn setup_qp(&self, g: &mut Inner, cid: u64) -> Result<()> {
+        let want = QpCaps {
+            send_wr: SQ_DEPTH,
+            recv_wr: NRX as u32,
+            sge: (IOV_LIMIT + 1).min(self.domain.port.max_sge.max(1) as usize) as u32,
+            inline: self.inline_max as u32,
+        };
+        let srq = self.srx.as_ref().map(|x| &x.srq);
+        let pool = if srq.is_some() { None } else { Some(Pool::new(&self.domain, NRX)?) };
+        let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
+        let c = g.conns.get_mut(cid).ok_or(Error::NotConn)?;
+        c.caps = c.id.create_qp(&self.domain.pd, &cq, srq, want).map_err(|e| {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "ibv_create_qp failed: {e}");
+            Error::from(e)
+        })?;
+        drop(cq);
+        c.qpn = c.id.qp_num();
+        let own = pool.is_some();
+        c.rx = pool;
+        let qpn = c.qpn;
+        g.by_qpn.insert(qpn, cid);
+        if own {
+            for slot in 0..NRX {
+                self.post_recv_slot(g, cid, slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Post buffer `slot` of the shared receive queue.
+    pub(super) fn post_shared_slot(&self, g: &mut Inner, slot: usize) -> Result<()> {
+        let srx = self.srx.as_ref().ok_or(Error::NotConn)?;
+        let wid = g.wrs.insert(WrRec { conn: 0, kind: WrKind::SharedRecv { slot }, post: None });
+        let mut sge = sys::ibv_sge { addr: srx.pool.slot(slot) as u64, length: BUF as u32, lkey: srx.pool.mr.lkey() };
+        let mut wr = sys::ibv_recv_wr { wr_id: wid, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+        // SAFETY: the SGE is one slot of the shared pool, registered, which lives
+        // as long as the endpoint (and so the SRQ, dropped before it).
+        if let Err(e) = unsafe { srx.srq.post_recv(&mut wr) } {
+            g.wrs.remove(wid);
+            fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_srq_recv failed: {e}");
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Post receive buffer `slot` of connection `cid`.
+    pub(super) fn post_recv_slot(&self, g: &mut Inner, cid: u64, slot: usize) -> Result<()> {
+        let wid = g.wrs.insert(WrRec { conn: cid, kind: WrKind::Recv { slot }, post: None });
+        let Some(c) = g.conns.get(cid) else {
+            g.wrs.remove(wid);
+            return Err(Error::NotConn);
+        };
+        let pool = c.rx.as_ref().ok_or(Error::NotConn)?;
+        let mut sge = sys::ibv_sge { addr: pool.slot(slot) as u64, length: BUF as u32, lkey: pool.mr.lkey() };
+        let mut wr = sys::ibv_recv_wr { wr_id: wid, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+        // SAFETY: the SGE is one slot of the connection's registered pool, which
+        // lives as long as the connection (and its QP).
+        if let Err(e) = unsafe { c.id.post_recv(&mut wr) } {
+            g.wrs.remove(wid);
+            fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_recv failed: {e}");
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Forget connection `cid`: fail what waits on it with `err` (the engine's
+    /// frames and everything it had in flight with the peer, native operations),
+    /// destroy its identifier and QP.
+    pub(super) fn drop_conn(&self, g: &mut Inner, cid: u64, err: Error, prov_errno: i32) {
+        let Some(mut c) = g.conns.remove(cid) else { return };
+        g.by_id.remove(&(c.id.raw() as usize));
+        g.by_qpn.remove(&c.qpn);
+        if let Some(p) = c.peer {
+            if g.by_peer.get(&p) == Some(&cid) {
+                g.by_peer.remove(&p);
+            }
+        }
+        // Work requests of the connection: gone with its QP.
+        for wid in g.wrs.ids(|w| w.conn == cid) {
+            if let Some(WrRec { kind: WrKind::Frame { slot, frame }, .. }) = g.wrs.remove(wid) {
+                if let Some(s) = slot {
+                    g.tx_free.push(s);
+                }
+                g.eng.frame_failed_prov(&g.b, cid, frame, err, prov_errno);
+            }
+        }
+        let mut i = 0;
+        while i < g.deferred.len() {
+            if g.deferred[i].0 == cid {
+                let (_, f) = g.deferred.remove(i).expect("index in range");
+                g.eng.frame_failed_prov(&g.b, cid, f, err, prov_errno);
+            } else {
+                i += 1;
+            }
+        }
+        for opid in g.ops.ids(|o| o.conn == cid) {
+            Self::finish_op(g, opid, Some((err, prov_errno)));
+        }
+        // Its fetches: their receives fail with the rest of the peer's.
+        for fid in g.fetching.ids(|f| f.conn == cid) {
+            g.fetching.remove(fid);
+        }
+        let cx = Ctx { b: &g.b, objs: &self.domain.objs };
+        g.eng.peer_lost_prov(cx, &mut c.pr, cid, err, prov_errno);
+        c.id.disconnect();
+        drop(c);
+    }
+
+    /// Queue or post work request `post` of kind `kind` on connection `cid`
+    /// (at once when the connection can take it: nothing queued, room).
+    pub(super) fn submit(&self, g: &mut Inner, cid: u64, kind: WrKind, mut post: Post) {
+        if Self::can_post_now(g, cid) {
+            self.post_now(g, cid, kind, &mut post);
+            return;
+        }
+        let wid = g.wrs.insert(WrRec { conn: cid, kind, post: Some(post) });
+        if let Some(c) = g.conns.get_mut(cid) {
+            c.backlog.push_back(wid);
+        }
+        self.drain_backlog(g, cid);
+    }
+
+    /// Whether connection `cid` takes a work request now: up, nothing waiting
+    /// before it, room in its send queue.
+    pub(super) fn can_post_now(g: &Inner, cid: u64) -> bool {
+        g.conns.get(cid).is_some_and(|c| c.state == ConnState::Up && c.backlog.is_empty() && c.sq_used < c.caps.send_wr)
+    }
+
+    /// Post `p` of kind `kind` on connection `cid` now; the caller checked
+    /// [`VerbsEp::can_post_now`]. `p`'s memory need only live through the call.
+    pub(super) fn post_now(&self, g: &mut Inner, cid: u64, kind: WrKind, p: &mut Post) {
+        let wid = g.wrs.insert(WrRec { conn: cid, kind, post: None });
+        if let Some(c) = g.conns.get_mut(cid) {
+            c.sq_used += 1;
+        }
+        self.post_wr(g, cid, wid, p);
+    }
+
+    /// Post work request `wid` (`p`) on connection `cid`, whose send-queue
+    /// entry the caller counted; a failure completes it with the error.
+    pub(super) fn post_wr(&self, g: &mut Inner, cid: u64, wid: u64, p: &mut Post) {
+        let Some(c) = g.conns.get(cid) else {
+            // (Callers checked the connection; were it gone, its operation ends.)
+            self.wr_done(g, wid, Some((Error::NotConn, 0)));
+            return;
+        };
+        let mut flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        if p.inline {
+            flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        // SAFETY: ibv_send_wr is plain data; zeroed is valid.
+        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wid;
+        wr.sg_list = p.sges.v.as_mut_ptr();
+        wr.num_sge = p.sges.n as i32;
+        wr.opcode = p.opcode;
+        wr.send_flags = flags;
+        if let Some(imm) = p.imm {
+            wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        }
+        match p.opcode {
+            sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD | sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP => {
+                wr.wr.atomic =
+                    sys::atomic_t { remote_addr: p.raddr, compare_add: p.compare_add, swap: p.swap, rkey: p.rkey };
+            }
+            _ => wr.wr.rdma = sys::rdma_t { remote_addr: p.raddr, rkey: p.rkey },
+        }
+        // SAFETY: every SGE describes registered memory that outlives the
+        // request (a bounce slot or pool, a region found or registered for the
+        // operation and kept with it), or inline bytes alive during the call
+        // (owned by `p`, or the caller's for a post made at once; inline data is
+        // copied by the post).
+        let r = unsafe { c.id.post_send(&mut wr) };
+        if let Err(e) = r {
+            fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_send failed: {e}");
+            if let Some(c) = g.conns.get_mut(cid) {
+                c.sq_used -= 1;
+            }
+            let errno = e.raw_os_error().unwrap_or(0);
+            self.wr_done(g, wid, Some((Error::from(e), errno)));
+        }
+    }
+
+    /// Post what waits on connection `cid`, while it is up and has room.
+    pub(super) fn drain_backlog(&self, g: &mut Inner, cid: u64) {
+        loop {
+            let Some(c) = g.conns.get_mut(cid) else { return };
+            if c.state != ConnState::Up || c.sq_used >= c.caps.send_wr {
+                return;
+            }
+            let Some(wid) = c.backlog.pop_front() else { return };
+            c.sq_used += 1;
+            let Some(rec) = g.wrs.get_mut(wid) else {
+                if let Some(c) = g.conns.get_mut(cid) {
+                    c.sq_used -= 1;
+                }
+                continue;
+            };
+            let Some(mut p) = rec.post.take() else { continue };
+            self.post_wr(g, cid, wid, &mut p);
+        }
+    }
+
+    /// The most bytes a work request on connection `cid` carries inline: what
+    /// the endpoint allows and the connection's QP was granted (0 before the QP
+    /// exists).
+    pub(super) fn inline_limit(&self, g: &Inner, cid: u64) -> usize {
+        g.conns.get(cid).map_or(0, |c| self.inline_max.min(c.caps.inline as usize))
+    }
+
+    /// A bounce slot, if one is free (user operations leave [`TX_RESERVE`]).
+    pub(super) fn take_slot(g: &mut Inner, user: bool) -> Option<usize> {
+        if user && g.tx_free.len() <= TX_RESERVE {
+            return None;
+        }
+        g.tx_free.pop()
+    }
+
+    /// Send engine frame `f` on connection `cid`: inline when it fits, else
+    /// from a bounce slot; `Some(f)` when no slot is free (it waits, in order).
+    pub(super) fn send_frame(&self, g: &mut Inner, cid: u64, f: Frame) -> Option<Frame> {
+        if g.conns.get(cid).is_none() {
+            g.eng.frame_failed(&g.b, cid, f, Error::ConnReset);
+            return None;
+        }
+        let total = f.total;
+        debug_assert!(total <= BUF);
+        let inline = total <= self.inline_limit(g, cid);
+        // (User operations checked for their slot when posted: see `room`.)
+        let slot = match inline {
+            true => None,
+            false => match g.tx_free.pop() {
+                Some(s) => Some(s),
+                None => return Some(f),
+            },
+        };
+        // An inline frame posted at once is assembled on the stack (the post
+        // copies it); one that must wait in the backlog, in `owned`.
+        let now = Self::can_post_now(g, cid);
+        let mut stack = [0u8; STACK_INLINE];
+        let mut owned = Vec::new();
+        let dst: *mut u8 = match slot {
+            Some(s) => self.tx.slot(s),
+            None if now && total <= STACK_INLINE => stack.as_mut_ptr(),
+            None => {
+                owned.resize(total, 0);
+                owned.as_mut_ptr()
+            }
+        };
+        // SAFETY: `dst` has room for `total` bytes (a bounce slot of BUF,
+        // `stack` or `owned`); the frame's payload pieces are valid for reads
+        // until it is reported done or failed (the engine's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(f.head.as_ptr(), dst, f.head_len);
+            fabric_util::iov::gather(f.payload(), 0, dst.add(f.head_len), total - f.head_len);
+        }
+        let lkey = self.tx.mr.lkey();
+        let sge = sys::ibv_sge { addr: dst as u64, length: total as u32, lkey };
+        let mut post = Post {
+            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
+            sges: Sges::one(sge),
+            inline,
+            raddr: 0,
+            rkey: 0,
+            imm: None,
+            compare_add: 0,
+            swap: 0,
+            _owned: owned,
+        };
+        let kind = WrKind::Frame { slot, frame: f };
+        if now {
+            // `stack` (if used) lives through the post, which copies it.
+            self.post_now(g, cid, kind, &mut post);
+        } else {
+            self.submit(g, cid, kind, post);
+        }
+        None
+    }
+
+    /// Whether a frame of `total` bytes on connection `cid` has room to go now:
+    /// inline, or a bounce slot beyond the [`TX_RESERVE`] left for the
+    /// endpoint's own answers. A user operation without room fails with
+    /// `FI_EAGAIN`.
+    pub(super) fn room(&self, g: &Inner, cid: u64, total: usize) -> Result<()> {
+        if total > self.inline_limit(g, cid) && g.tx_free.len() <= TX_RESERVE {
+            return Err(Error::Again);
+        }
+        Ok(())
+    }
+
+    /// or a registration made now and kept in `tmp` until the operation ends.
+    pub(super) fn lkey_for(
+        &self,
+        base: *mut u8,
+        len: usize,
+        remote_read: bool,
+        tmp: &mut Vec<ibv::Mr>,
+    ) -> Result<(u32, u32)> {
+        if !remote_read {
+            if let Some(r) = self.domain.find_region(base, len) {
+                return Ok((r.lkey(), 0));
+            }
+        }
+        let mut access = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+        if remote_read {
+            access |= sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0;
+        }
+        // SAFETY: the memory is the application's buffer of an operation in
+        // flight, valid until its completion (post contract); the registration
+        // is dropped when the operation ends, before that completion is reported.
+        let mr = unsafe { ibv::Mr::new(&self.domain.pd, base, len, access) }.map_err(|e| {
+            fi_log!(Level::Warn, NAME, "ep_data", "ibv_reg_mr of a {len}-byte buffer failed: {e}");
+            Error::from(e)
+        })?;
+        let keys = (mr.lkey(), mr.rkey());
+        tmp.push(mr);
+        Ok(keys)
+    }
+
+    /// SGEs for `iov` (non-empty pieces), with local keys.
+    pub(super) fn sges_for(&self, iov: &[IoVec], tmp: &mut Vec<ibv::Mr>) -> Result<Sges> {
+        let mut v = Sges::none();
+        for p in iov.iter().filter(|p| p.len > 0) {
+            let (lkey, _) = self.lkey_for(p.base, p.len, false, tmp)?;
+            v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
+        }
+        Ok(v)
+    }
+}

@@ -1,0 +1,157 @@
+//! One-sided operations of the verbs provider: RDMA WRITE (WRITE_WITH_IMM for
+//! remote CQ data) and READ, posted natively, and the table of native
+//! operations in flight (RMA here, native atomics in `atomic.rs`), completed by
+//! their work completions.
+
+use super::conn::{Post, Sges, WrKind};
+use super::*;
+use fabric_core::{Caps, CqEntry};
+use fabric_util::rx::IOV_LIMIT;
+
+const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
+
+/// A native operation in flight: an RDMA write or read, a native atomic.
+pub(super) struct TxOp {
+    pub(super) conn: u64,
+    context: u64,
+    flags: Caps,
+    len: usize,
+    /// No completion (inject): errors are only logged.
+    silent: bool,
+    /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
+    comp: bool,
+    err: Option<(Error, i32)>,
+    /// Where an atomic's prior values go.
+    pub(super) result: [IoVec; 1],
+    /// A native atomic's result (or an injected write's data) is in this
+    /// bounce slot.
+    pub(super) result_slot: Option<usize>,
+    /// Registrations made for this operation's buffers.
+    pub(super) tmp: Vec<ibv::Mr>,
+}
+
+// SAFETY: the pieces point into buffers the application handed over under the
+// post methods' contracts (valid until the completion); they are only
+// dereferenced under the endpoint's lock.
+unsafe impl Send for TxOp {}
+
+impl TxOp {
+    pub(super) fn new(conn: u64, context: u64, flags: Caps, len: usize, silent: bool, comp: bool) -> TxOp {
+        TxOp {
+            conn,
+            context,
+            flags,
+            len,
+            silent,
+            comp,
+            err: None,
+            result: [NULL_IOV],
+            result_slot: None,
+            tmp: Vec::new(),
+        }
+    }
+}
+
+impl VerbsEp {
+    /// Native operation `opid` is done (with `err`): its registrations and
+    /// bounce slot go, then its completion is reported.
+    pub(super) fn finish_op(g: &mut Inner, opid: u64, err: Option<(Error, i32)>) {
+        let Some(mut op) = g.ops.remove(opid) else { return };
+        op.err = op.err.or(err);
+        drop(op.tmp);
+        if let Some(s) = op.result_slot {
+            g.tx_free.push(s);
+        }
+        if op.silent {
+            if let Some((e, _)) = op.err {
+                fi_log!(Level::Info, NAME, "ep_data", "an inject failed: {e}");
+            }
+            g.b.tx_count(op.err.is_some());
+            return;
+        }
+        let mut c = CqEntry::new(op.context, op.flags);
+        c.len = op.len;
+        match op.err {
+            None => g.b.tx_done(c, op.comp),
+            Some((err, prov_errno)) => g.b.tx_err_prov(c, err, prov_errno),
+        }
+    }
+
+    /// Copy a native atomic's prior value from its bounce slot to the result.
+    pub(super) fn native_atomic_result(&self, g: &mut Inner, opid: u64) {
+        let Some(op) = g.ops.get(opid) else { return };
+        let (Some(s), r) = (op.result_slot, op.result[0]) else { return };
+        if r.len == 0 {
+            return;
+        }
+        // SAFETY: the slot holds the 8 bytes the device wrote; the result buffer
+        // is valid for writes until the completion (post contract).
+        unsafe { std::ptr::copy_nonoverlapping(self.tx.slot(s), r.base, r.len.min(8)) };
+    }
+
+    pub(super) fn rma_common(&self, op: &RmaOp<'_>, flags: OpFlags, inject: Option<&[u8]>, read: bool) -> Result<()> {
+        if op.iov.len() > IOV_LIMIT || op.rma.len() != 1 {
+            return Err(Error::Inval);
+        }
+        let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
+        if len > self.info.ep_attr.max_msg_size || (op.rma[0].len as u64) < len as u64 && op.rma[0].len != 0 {
+            return Err(Error::MsgSize);
+        }
+        let mut g = self.lock();
+        let g = &mut *g;
+        let cid = self.post_conn(g, op.addr, inject.is_none())?;
+        let (silent, comp) = (inject.is_some(), flags.contains(OpFlags::COMPLETION));
+        let caps = if read { Caps::RMA | Caps::READ } else { Caps::RMA | Caps::WRITE };
+        let mut txop = TxOp::new(cid, op.context, caps, len, silent, comp);
+        let mut owned = Vec::new();
+        let mut inline = false;
+        let inline_max = self.inline_limit(g, cid);
+        let sges = match inject {
+            Some(d) if !read && d.len() <= inline_max => {
+                inline = true;
+                owned.extend_from_slice(d);
+                Sges::one(sys::ibv_sge { addr: owned.as_ptr() as u64, length: d.len() as u32, lkey: 0 })
+            }
+            Some(d) => {
+                let s = Self::take_slot(g, true).ok_or(Error::Again)?;
+                // SAFETY: the slot holds BUF bytes; injects are at most the inject size.
+                unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), self.tx.slot(s), d.len().min(BUF)) };
+                txop.result_slot = Some(s);
+                Sges::one(sys::ibv_sge {
+                    addr: self.tx.slot(s) as u64,
+                    length: d.len().min(BUF) as u32,
+                    lkey: self.tx.mr.lkey(),
+                })
+            }
+            None if !read && len <= inline_max && len > 0 => {
+                inline = true;
+                owned.resize(len, 0);
+                // SAFETY: the pieces are valid for reads (post contract); `owned` has room.
+                unsafe { fabric_util::iov::gather(op.iov, 0, owned.as_mut_ptr(), len) };
+                Sges::one(sys::ibv_sge { addr: owned.as_ptr() as u64, length: len as u32, lkey: 0 })
+            }
+            None => self.sges_for(op.iov, &mut txop.tmp)?,
+        };
+        let (opcode, imm) = if read {
+            (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, None)
+        } else if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+            (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, Some(op.data as u32))
+        } else {
+            (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, None)
+        };
+        let post = Post {
+            opcode,
+            sges,
+            inline,
+            raddr: op.rma[0].addr,
+            rkey: op.rma[0].key as u32,
+            imm,
+            compare_add: 0,
+            swap: 0,
+            _owned: owned,
+        };
+        let opid = g.ops.insert(txop);
+        self.submit(g, cid, WrKind::Rma { op: opid }, post);
+        Ok(())
+    }
+}
