@@ -63,9 +63,9 @@ use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
 use fabric_core::{fi_log, Address, BindFlags, EpType, Error, FiAddr, Info, OpFlags, Result};
 use fabric_util::bind::Bindings;
-use fabric_util::eq::UtilEq;
 use fabric_util::progress::{Progress, Waiter};
 use fabric_util::rdm::{Engine, Frame};
+use fabric_util::scaffold;
 use fabric_util::slab::Slab;
 use fabric_util::wire::{AtomicHdr, RmaDesc, HDR_LEN};
 use msg::FetchIn;
@@ -413,36 +413,30 @@ impl VerbsEp {
     }
 }
 
+fabric_util::bound!(VerbsEp);
+
 impl EndpointOps for VerbsEp {
     fn fid(&self) -> u64 {
         self.fid
     }
 
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
-        let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
-        self.lock().b.set_cq(&ucq, flags)?;
-        ucq.bind(self.weak_progress())
+        scaffold::bind_cq(self, cq, flags).map(drop)
     }
 
     fn bind_cntr(&self, cntr: &Arc<dyn CntrOps>, flags: BindFlags) -> Result<()> {
-        let c = self.domain.objs.find_cntr(cntr.fid()).ok_or(Error::Domain)?;
-        self.lock().b.set_cntr(&c, flags);
-        c.bind(self.weak_progress())
+        scaffold::bind_cntr(self, cntr, flags).map(drop)
     }
 
     fn bind_eq(&self, eq: &Arc<dyn EqOps>) -> Result<()> {
-        let e: Arc<UtilEq> = self.domain.fabric().find_eq(eq.fid()).ok_or(Error::Domain)?;
-        self.lock().b.eq = Some(e.clone());
-        e.bind(self.weak_progress())
+        scaffold::bind_eq(self, eq)
     }
 
     fn bind_av(&self, av: &Arc<dyn AvOps>) -> Result<()> {
         if !self.rdm() {
             return Err(Error::Inval);
         }
-        let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
-        self.lock().b.av = Some(a);
-        Ok(())
+        scaffold::bind_av(self, av)
     }
 
     fn enable(&self) -> Result<()> {
@@ -581,40 +575,11 @@ impl EndpointOps for VerbsEp {
         self.atomic_common(op, flags)
     }
 
-    fn cancel(&self, user_context: u64) -> Result<()> {
-        let mut g = self.lock();
-        let g = &mut *g;
-        if g.eng.cancel(&g.b, user_context) {
-            Ok(())
-        } else {
-            Err(Error::NoEnt)
-        }
-    }
-
-    fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
-        self.lock().eng.rx.set_min_multi_recv(bytes);
-        Ok(())
-    }
-
-    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
-        self.lock().eng.rx.set_rma_data_takes_recv(takes_recv);
-        Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        let mut g = self.lock();
-        self.close_locked(&mut g);
-        Ok(())
-    }
+    fabric_util::endpoint_tail!(eng.rx);
 }
 
-impl Drop for VerbsEp {
-    fn drop(&mut self) {
-        let mut g = self.lock();
-        self.close_locked(&mut g);
-        // Every QP is gone; the CQ and channel go with the fields.
-    }
-}
+// Every QP is gone once closed; the CQ and channel go with the fields.
+fabric_util::close_on_drop!(VerbsEp);
 
 /// An endpoint for the domain (what `domain.rs` calls).
 pub(crate) fn new_ep(domain: Arc<VerbsDomain>, info: &Info) -> Result<Arc<dyn EndpointOps>> {
