@@ -61,16 +61,26 @@ impl TcpEp {
             }
             return Ok(ConnId { idx: i as u32, gen: s.gen });
         }
-        let av = g.b.av.clone().ok_or(Error::NoAv)?;
+        let av = g.b.av.as_ref().ok_or(Error::NoAv)?;
         if av.version() != g.cache_version {
             g.by_addr.clear();
+            g.last_addr = None;
             g.cache_version = av.version();
         }
-        if let Some(id) = g.by_addr.get(&dest).copied() {
-            if Self::conn_mut(g, id).is_some() {
+        // The last destination first (a conversation repeats its peer), then the
+        // cache; either names a connection that may have closed since.
+        if let Some((a, id)) = g.last_addr {
+            if a == dest && Self::conn_mut(g, id).is_some() {
                 return Ok(id);
             }
         }
+        if let Some(id) = g.by_addr.get(&dest).copied() {
+            if Self::conn_mut(g, id).is_some() {
+                g.last_addr = Some((dest, id));
+                return Ok(id);
+            }
+        }
+        let av = g.b.av.clone().ok_or(Error::NoAv)?;
         let addr = av.get(dest).ok_or(Error::Inval)?;
         let sa = addr.sockaddr().ok_or(Error::Inval)?;
         let id = match g.by_name.get(&sa).copied() {
@@ -78,6 +88,7 @@ impl TcpEp {
             _ => self.start_connect(g, sa, None)?,
         };
         g.by_addr.insert(dest, id);
+        g.last_addr = Some((dest, id));
         Ok(id)
     }
 

@@ -99,6 +99,9 @@ struct Inner {
     by_name: HashMap<SocketAddr, ConnId>,
     /// RDM: cache of AV handle to connection, valid for `cache_version`.
     by_addr: HashMap<FiAddr, ConnId>,
+    /// RDM: the last lookup of `by_addr`, valid for `cache_version` while its
+    /// connection lives.
+    last_addr: Option<(FiAddr, ConnId)>,
     cache_version: u64,
     /// RDM: our listening socket and name.
     listener: Option<TcpListener>,
@@ -143,6 +146,7 @@ impl TcpEp {
             slots: Vec::new(),
             by_name: HashMap::new(),
             by_addr: HashMap::new(),
+            last_addr: None,
             cache_version: u64::MAX,
             listener: None,
             name: info.src_addr.as_ref().and_then(|a| a.sockaddr()),

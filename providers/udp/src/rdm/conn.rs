@@ -20,7 +20,14 @@ impl UdpRdmEp {
 
     /// The peer at `addr`, created if new (`None` when over the peer limit).
     pub(super) fn peer_by_sock(&self, g: &mut Inner, addr: SocketAddr, now: Instant) -> Option<PeerId> {
+        // The last peer first: datagrams come in runs from one peer.
+        if let Some((a, id)) = g.last_sock {
+            if a == addr && Self::peer(g, id).is_some() {
+                return Some(id);
+            }
+        }
         if let Some(&id) = g.by_sock.get(&addr) {
+            g.last_sock = Some((addr, id));
             return Some(id);
         }
         if g.by_sock.len() >= PEERS_MAX {
@@ -53,21 +60,24 @@ impl UdpRdmEp {
     /// The peer behind an AV handle, to post to: `FI_EHOSTUNREACH` when its
     /// channel has failed (and the peer is not yet forgotten).
     pub(super) fn peer_for(&self, g: &mut Inner, dest: FiAddr, now: Instant) -> Result<PeerId> {
-        let av = g.b.av.clone().ok_or(Error::NoAv)?;
-        let v = av.version();
+        let v = g.b.av.as_ref().ok_or(Error::NoAv)?.version();
         if g.cache_version != v {
             g.by_addr.clear();
+            g.last_addr = None;
             g.cache_version = v;
         }
-        let id = match g.by_addr.get(&dest).copied() {
+        let last = g.last_addr.filter(|&(a, _)| a == dest).map(|(_, id)| id);
+        let id = match last.or_else(|| g.by_addr.get(&dest).copied()) {
             Some(id) if Self::peer(g, id).is_some() => id,
             _ => {
+                let av = g.b.av.clone().ok_or(Error::NoAv)?;
                 let addr = av.get(dest).and_then(|a| a.sockaddr()).ok_or(Error::Inval)?;
                 let id = self.peer_by_sock(g, addr, now).ok_or(Error::Again)?;
                 g.by_addr.insert(dest, id);
                 id
             }
         };
+        g.last_addr = Some((dest, id));
         if Self::peer(g, id).is_some_and(|p| p.chan.is_failed()) {
             return Err(Error::HostUnreach);
         }

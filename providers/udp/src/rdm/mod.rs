@@ -129,8 +129,13 @@ struct Inner {
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_sock: HashMap<SocketAddr, PeerId>,
+    /// The last lookup of `by_sock`, while its peer lives.
+    last_sock: Option<(SocketAddr, PeerId)>,
     /// AV handle to peer, valid for `cache_version`.
     by_addr: HashMap<FiAddr, PeerId>,
+    /// The last lookup of `by_addr`, valid for `cache_version` while its peer
+    /// lives.
+    last_addr: Option<(FiAddr, PeerId)>,
     cache_version: u64,
     /// The protocol: operations in flight, receives, frames to send.
     eng: Engine<PeerId>,
@@ -216,7 +221,9 @@ impl UdpRdmEp {
             b: Bindings::default(),
             peers: Vec::new(),
             by_sock: HashMap::new(),
+            last_sock: None,
             by_addr: HashMap::new(),
+            last_addr: None,
             cache_version: u64::MAX,
             eng: Engine::new(engine_config()),
             frames: Slab::new(),
