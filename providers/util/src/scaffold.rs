@@ -88,7 +88,7 @@ impl<K: FabricKind> FabricOps for UtilFabric<K> {
 /// Implement `fabric_core::prov::Provider` for a provider's unit struct: its name,
 /// version, parameters, `getinfo` and the fabric it opens.
 ///
-/// ```ignore
+/// ```text
 /// fabric_util::provider_ops!(TcpProvider {
 ///     name: NAME, version: VERSION, params: params(), getinfo: attr::getinfo,
 ///     fabric: fabric::TcpFabric::new,
