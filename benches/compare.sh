@@ -10,11 +10,28 @@
 #   RUNS=5 benches/compare.sh tcp rdm 64    # one case
 #   CAPI=1 benches/compare.sh tcp           # the C ABI: Debian's own fi_pingpong, the same
 #                                           # binary, over our libfabric.so.1 vs over libfabric
+# Each case runs ours, Debian's libfabric 1.17 and, where the repository sits beside
+# ../shared/anchors/libfabric-2.6.0 (or ANCHOR26 names that directory), libfabric
+# 2.6.0's own fi_pingpong over its own library, alternately, and prints both ratios.
+#   VS=1.17 benches/compare.sh ...          # only 1.17 (VS=2.6: only 2.6.0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 command -v fi_pingpong >/dev/null || { echo "libfabric's fi_pingpong is missing: apt-get install libfabric-bin" >&2; exit 1; }
 theirs=$(command -v fi_pingpong)
+# libfabric 2.6.0, built in ../shared (ANCHORS.md): its fi_pingpong and library.
+anchor=${ANCHOR26:-$(cd .. && pwd)/shared/anchors/libfabric-2.6.0}
+VS=${VS:-both}
+case $VS in
+  1.17) anchor= ;;
+  2.6 | both)
+    if [ ! -x "$anchor/bin/fi_pingpong" ]; then
+      [ "$VS" = 2.6 ] && { echo "compare.sh: no libfabric 2.6.0 at $anchor (set ANCHOR26)" >&2; exit 1; }
+      echo "compare.sh: no libfabric 2.6.0 at $anchor: comparing with 1.17 only" >&2
+      anchor=
+    fi ;;
+  *) echo "compare.sh: VS is 1.17, 2.6 or both" >&2; exit 2 ;;
+esac
 # "ours": the fi_pingpong this very build produced, wherever cargo put it; with
 # CAPI=1, libfabric's own fi_pingpong over the libfabric.so.1 this build produced.
 ourlib=
@@ -63,20 +80,42 @@ if [ $# -ge 3 ]; then cases=("$1 $2 $3"); else
     esac
   done
 fi
-printf '%-5s %-5s %8s | %9s %9s %6s | %9s %9s %6s\n' prov ep bytes "ours med" "lf med" ratio "ours best" "lf best" ratio
+# Columns: medians, then best runs; each libfabric with the ratio ours/it.
+with17=1; [ "$VS" = 2.6 ] && with17=
+head=$(printf '%-5s %-5s %8s |' prov ep bytes)
+for kind in med best; do
+  head+=$(printf ' %9s' "ours $kind")
+  [ -n "$with17" ] && head+=$(printf ' %9s %6s' "1.17 $kind" ratio)
+  [ -n "$anchor" ] && head+=$(printf ' %9s %6s' "2.6 $kind" ratio)
+  head+=' |'
+done
+echo "${head% |}"
 for c in "${cases[@]}"; do
   set -- $c
-  o=(); t=()
+  o=(); t=(); n=()
   for _ in $(seq "$RUNS"); do
     if [ -n "$ourlib" ]; then
       o+=("$(one "$ours" "$(lfprov "$1" "$2")" "$2" "$3" "$ourlib")")
     else
       o+=("$(one "$ours" "$1" "$2" "$3")")
     fi
-    t+=("$(one "$theirs" "$(lfprov "$1" "$2")" "$2" "$3")")
+    [ -n "$with17" ] && t+=("$(one "$theirs" "$(lfprov "$1" "$2")" "$2" "$3")")
+    [ -n "$anchor" ] && n+=("$(one "$anchor/bin/fi_pingpong" "$(lfprov "$1" "$2")" "$2" "$3" "$anchor/lib")")
   done
-  om=$(printf '%s\n' "${o[@]}" | median); tm=$(printf '%s\n' "${t[@]}" | median)
-  ob=$(printf '%s\n' "${o[@]}" | best); tb=$(printf '%s\n' "${t[@]}" | best)
-  printf '%-5s %-5s %8s | %9s %9s %6s | %9s %9s %6s\n' "$1" "$2" "$3" "$om" "$tm" "$(ratio "$om" "$tm")" "$ob" "$tb" "$(ratio "$ob" "$tb")"
-  if [ -n "${VERBOSE:-}" ]; then echo "    ours: ${o[*]}  libfabric: ${t[*]}"; fi
+  row=$(printf '%-5s %-5s %8s |' "$1" "$2" "$3")
+  for pick in median best; do
+    om=$(printf '%s\n' "${o[@]}" | $pick)
+    row+=$(printf ' %9s' "$om")
+    if [ -n "$with17" ]; then
+      tm=$(printf '%s\n' "${t[@]}" | $pick)
+      row+=$(printf ' %9s %6s' "$tm" "$(ratio "$om" "$tm")")
+    fi
+    if [ -n "$anchor" ]; then
+      nm=$(printf '%s\n' "${n[@]}" | $pick)
+      row+=$(printf ' %9s %6s' "$nm" "$(ratio "$om" "$nm")")
+    fi
+    row+=' |'
+  done
+  echo "${row% |}"
+  if [ -n "${VERBOSE:-}" ]; then echo "    ours: ${o[*]}  1.17: ${t[*]:-}  2.6: ${n[*]:-}"; fi
 done
