@@ -978,3 +978,106 @@ fn transport_error_numbers_reach_the_completions() {
     assert_eq!(got, vec![(1, Error::TimedOut, 12), (2, Error::TimedOut, 12)]);
     assert_eq!(p.a.eng.in_flight(), 0);
 }
+
+/// Random frames from a hostile peer (every op code, random flags, lengths, ids
+/// near and far from real ones, payloads cut anywhere, whole frames with bodies
+/// of the wrong length): the engine answers each with a frame, a hold or a
+/// violation, never a panic; a peer it drops leaves nothing behind; and the
+/// endpoint keeps working with a well-behaved peer afterwards.
+#[test]
+fn hostile_random_frames_never_break_the_endpoint() {
+    use crate::wire::{HdrFlags, CONTROL_MAX};
+    let ops = [
+        OpCode::Msg,
+        OpCode::Rts,
+        OpCode::Cts,
+        OpCode::Data,
+        OpCode::Nack,
+        OpCode::WriteReq,
+        OpCode::ReadReq,
+        OpCode::AtomicReq,
+        OpCode::RmaResp,
+        OpCode::Ack,
+    ];
+    for seed in 0..60u64 {
+        let mut p = Pair::new(seed);
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let mut region = vec![0u8; 4096];
+        let _mr = p.b.reg(&mut region, 5);
+        // Something in flight on B, so that some hostile ids are real ones.
+        let mut back = vec![0u8; 64];
+        let bv = [piece(&mut back)];
+        let rma = [RmaIov { addr: 0, len: 64, key: 5 }];
+        let o = RmaOp { iov: &bv, addr: FiAddr(0), rma: &rma, context: 1, user_context: 1, data: 0 };
+        p.b.eng.post_rma(&p.b.b, 0, &o, OpFlags::COMPLETION, true, None).unwrap();
+        let real = p.b.eng.ops.ids(|_| true);
+        let mut dropped = 0;
+        for _ in 0..200 {
+            let op = ops[rng.index(ops.len())];
+            let mut h = Header::new(op);
+            h.flags = HdrFlags(rng.below(HdrFlags::ALL as u64 + 1) as u32 & !HdrFlags::DC);
+            h.len = match rng.below(4) {
+                0 => 0,
+                1 => rng.below(64),
+                2 => 16 + rng.below(CONTROL_MAX),
+                _ => rng.below(1 << 20),
+            };
+            h.id = if rng.chance(0.3) && !real.is_empty() { real[0] } else { rng.next() };
+            h.tag = rng.below(8192);
+            h.data = if rng.chance(0.5) { 5 } else { rng.next() };
+            let cx = Ctx { b: &p.b.b, objs: &p.b.objs };
+            let mut body = vec![0u8; h.payload_len().min(1 << 16) as usize];
+            rng.fill(&mut body);
+            let r = if rng.chance(0.3) {
+                p.b.eng.frame(cx, &mut p.b.pr, 0, FiAddr(0), h, &body).map(|_| Begin::Done)
+            } else {
+                match p.b.eng.begin(cx, &mut p.b.pr, 0, FiAddr(0), h) {
+                    Ok(Begin::Payload) => {
+                        let mut r = Ok(Begin::Payload);
+                        let mut rest = &body[..];
+                        while r.is_ok() && !rest.is_empty() {
+                            let k = 1 + rng.index(rest.len());
+                            r = p.b.eng.write(cx, &mut p.b.pr, &rest[..k]).map(|_| Begin::Payload);
+                            rest = &rest[k..];
+                        }
+                        r.and_then(|_| p.b.eng.end(cx, &mut p.b.pr, 0).map(|_| Begin::Done))
+                    }
+                    r => r,
+                }
+            };
+            if r.is_err() {
+                dropped += 1;
+                p.b.eng.peer_lost(cx, &mut p.b.pr, 0, Error::Io);
+                assert!(!p.b.pr.arriving());
+                assert_eq!(p.b.pr.answers.owed(), 0);
+            } else if r == Ok(Begin::Hold) {
+                // Answers owed: the transport sends them, then retries.
+                while let Some((peer, f)) = p.b.eng.poll_transmit() {
+                    p.b.eng.frame_done(cx, peer, Some(&mut p.b.pr), f);
+                }
+            }
+            // Whatever it queued goes nowhere (the hostile peer does not read).
+            while let Some((peer, f)) = p.b.eng.poll_transmit() {
+                p.b.eng.frame_failed(&p.b.b, peer, f, Error::Io);
+            }
+        }
+        assert!(dropped > 0, "seed {seed}: the hostile peer was never caught");
+        assert_eq!(p.b.eng.in_flight(), 0, "seed {seed}: what the lost peer had in flight failed");
+        // A well-behaved peer (another id) still gets its message through.
+        let mut q = End::new(0, false);
+        let mut s = pattern(300, 7);
+        let sv = [piece(&mut s)];
+        q.eng.post_send(&q.b, 9, &op(&sv, 1, 3), OpFlags::TAGGED | OpFlags::COMPLETION, None, false).unwrap();
+        let (_, f) = q.eng.poll_transmit().unwrap();
+        let bytes = bytes_of(&f);
+        let mut d = vec![0u8; 300];
+        let dv = [piece(&mut d)];
+        p.b.eng.post_recv(&p.b.b, &op(&dv, 77, 3), OpFlags::TAGGED | OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+        let mut pr = PeerRx::new();
+        let hdr = Header::decode(bytes[..HDR_LEN].try_into().unwrap(), u64::MAX).unwrap();
+        let cx = Ctx { b: &p.b.b, objs: &p.b.objs };
+        p.b.eng.frame(cx, &mut pr, 9, FiAddr(9), hdr, &bytes[HDR_LEN..]).unwrap();
+        assert_eq!(d, s, "seed {seed}");
+        assert!(End::comps(&p.b.rx).iter().any(|e| e.op_context == 77), "seed {seed}");
+    }
+}
