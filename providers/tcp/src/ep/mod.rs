@@ -157,7 +157,6 @@ impl TcpEp {
                 eager_max: config().eager_max,
                 unexp_max_one: config().eager_max.max(UNEXP_EAGER_LIMIT) as u64,
                 unexp_max_count: usize::MAX,
-                hold_unexpected: false,
             }),
             parked: Vec::new(),
             connect_param: Vec::new(),

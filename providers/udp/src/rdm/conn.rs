@@ -46,7 +46,7 @@ impl UdpRdmEp {
             addr,
             uri: Address::from(addr),
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
-            pr: PeerRx::new(),
+            pr: PeerRx::holding(),
             broken: None,
             fi_addr: FiAddr::NOTAVAIL,
             av_version: u64::MAX,

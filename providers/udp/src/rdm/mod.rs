@@ -194,7 +194,6 @@ fn engine_config() -> rdm::Config {
         unexp_max_count: UNEXP_MAX_COUNT,
         // Beyond the limits, an unexpected message stays with its channel, whose
         // window closes: the sender waits.
-        hold_unexpected: true,
     }
 }
 

@@ -104,11 +104,6 @@ pub struct Config {
     pub unexp_max_one: u64,
     /// The most unexpected messages buffered at once.
     pub unexp_max_count: usize,
-    /// What happens to an unexpected message beyond those limits: `true` leaves
-    /// it with the transport ([`Begin::Hold`]: a channel's window closes and the
-    /// sender waits); `false` is the peer's protocol error (a stream transport,
-    /// which cannot leave bytes unread without stopping the connection).
-    pub hold_unexpected: bool,
 }
 
 /// What a fetch-mode transport puts in a rendezvous announcement
@@ -384,12 +379,26 @@ pub struct PeerRx {
     /// The answers it is owed; at [`crate::rma_target::ANSWERS_MAX`] its requests
     /// wait ([`Begin::Hold`]).
     pub answers: Answers,
+    /// What happens to an unexpected message beyond the engine's buffering limits
+    /// ([`Config::unexp_max_one`], [`Config::unexp_max_count`]): `true` leaves it
+    /// with the transport ([`Begin::Hold`]: a channel's window closes and the
+    /// sender waits); `false` is the peer's protocol error (a stream, which cannot
+    /// leave bytes unread without stopping the connection). Per peer, so that one
+    /// engine can be fed by transports of both kinds.
+    hold: bool,
 }
 
 impl PeerRx {
-    /// Nothing arriving, nothing owed.
+    /// A peer over a stream: nothing arriving, nothing owed; an unexpected
+    /// message past the limits is its protocol error.
     pub fn new() -> PeerRx {
         PeerRx::default()
+    }
+
+    /// A peer over a channel that can hold what the engine does not take yet:
+    /// an unexpected message past the limits waits there ([`Begin::Hold`]).
+    pub fn holding() -> PeerRx {
+        PeerRx { hold: true, ..PeerRx::default() }
     }
 
     /// Whether a frame's payload is arriving.

@@ -22,7 +22,7 @@ pub enum Begin {
     Done,
     /// Not now: the peer is owed too many answers, or an unexpected message
     /// would exceed the buffering limits of a transport that holds
-    /// ([`super::Config::hold_unexpected`]). Offer the same header again later
+    /// ([`PeerRx::holding`]). Offer the same header again later
     /// (after answers were sent, or a receive was posted); meanwhile take
     /// nothing more from this peer.
     Hold,
@@ -55,7 +55,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
                 match self.rx.match_arrival(&m, hdr.len) {
                     Some(target) => Dest::Recv(target),
-                    None => match self.unexp_buf(hdr.len)? {
+                    None => match self.unexp_buf(hdr.len, pr.hold)? {
                         Some(buf) => Dest::Unexp(buf),
                         None => return Ok(Begin::Hold),
                     },
@@ -161,10 +161,10 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     }
 
     /// A buffer for an unexpected eager message of `len` bytes; `None` to hold it.
-    fn unexp_buf(&mut self, len: u64) -> Result<Option<Vec<u8>>, Violation> {
+    fn unexp_buf(&mut self, len: u64, hold: bool) -> Result<Option<Vec<u8>>, Violation> {
         let cfg = self.cfg;
         if len > cfg.unexp_max_one || self.rx.unexpected_len() >= cfg.unexp_max_count {
-            if cfg.hold_unexpected {
+            if hold {
                 return Ok(None);
             }
             return Err(Violation {
@@ -177,7 +177,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         }
         match self.rx.unexp_buf(len as usize) {
             Ok(b) => Ok(Some(b)),
-            Err(_) if cfg.hold_unexpected => Ok(None),
+            Err(_) if hold => Ok(None),
             Err(_) => Err(Violation { err: Error::NoMem, why: "no memory for an unexpected message".into() }),
         }
     }

@@ -301,7 +301,6 @@ impl VerbsEp {
                     eager_max: EAGER_MAX,
                     unexp_max_one: EAGER_MAX as u64,
                     unexp_max_count: usize::MAX,
-                    hold_unexpected: false,
                 })
                 .with_fetch(),
                 ops: Slab::new(),
