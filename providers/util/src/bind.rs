@@ -68,6 +68,18 @@ impl Bindings {
         Ok(())
     }
 
+    /// What posting a receive requires: an endpoint enabled and not closed
+    /// (`ready`; else `FI_EOPBADSTATE`), and a receive queue (`FI_ENOCQ`).
+    pub fn check_recv(&self, ready: bool) -> Result<(), Error> {
+        if !ready {
+            return Err(Error::OpBadState);
+        }
+        if self.rx_cq.is_none() {
+            return Err(Error::NoCq);
+        }
+        Ok(())
+    }
+
     /// Bind a counter to the events `flags` names: transmit and receive
     /// completions, remote writes and remote reads of our regions.
     pub fn set_cntr(&mut self, c: &Arc<UtilCntr>, flags: BindFlags) {

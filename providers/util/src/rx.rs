@@ -236,9 +236,12 @@ impl<R> RxEngine<R> {
     }
 
     /// Post a receive (`fi_recv`, `fi_trecv`, `fi_recvmsg` with `flags`). `src` is
-    /// the source filter already resolved (`FiAddr::UNSPEC` for any). `op.iov` has
-    /// at most [`IOV_LIMIT`] pieces (checked by the caller).
+    /// the source filter already resolved (`FiAddr::UNSPEC` for any). More than
+    /// [`IOV_LIMIT`] pieces is `FI_EINVAL`.
     pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::Inval);
+        }
         let tagged = flags.contains(OpFlags::TAGGED);
         let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
         let rec = PostedRecv {

@@ -101,15 +101,7 @@ impl ShmEp {
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        if g.closed || !g.enabled {
-            return Err(Error::OpBadState);
-        }
-        if g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        if op.iov.len() > IOV_LIMIT {
-            return Err(Error::Inval);
-        }
+        g.b.check_recv(g.enabled && !g.closed)?;
         g.rx.post(&g.b, op, flags, op.addr)?;
         self.run_rx_actions(g);
         Ok(())

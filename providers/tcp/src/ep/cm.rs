@@ -320,13 +320,7 @@ impl TcpEp {
         if name == ours {
             // Our own connection to ourselves: the outgoing side carries the sends
             // (and stays the one `by_name` knows); this incoming side the receives.
-            let c = Self::conn_mut(g, id).expect("exists");
-            c.peer = Some(name);
-            c.peer_epoch = epoch;
-            c.state = ConnState::Ready;
-            c.av_version = u64::MAX;
-            let ack = Header { id: self.epoch, ..Header::new(OpCode::HelloAck) };
-            c.txq.push_front(TxOp::control(&ack, Vec::new()));
+            self.accept_hello(g, id, name, epoch);
             self.flush_conn(g, id);
             return Ok(());
         }
@@ -371,15 +365,7 @@ impl TcpEp {
             g.slots[id.idx as usize].conn = None;
             return Ok(());
         }
-        {
-            let c = Self::conn_mut(g, id).expect("exists");
-            c.peer = Some(name);
-            c.peer_epoch = epoch;
-            c.state = ConnState::Ready;
-            c.av_version = u64::MAX;
-            let ack = Header { id: self.epoch, ..Header::new(OpCode::HelloAck) };
-            c.txq.push_front(TxOp::control(&ack, Vec::new()));
-        }
+        self.accept_hello(g, id, name, epoch);
         g.by_name.insert(name, id);
         g.by_addr.retain(|_, c| Some(*c) != existing);
         self.unpark(g, name, id);
@@ -388,6 +374,18 @@ impl TcpEp {
         }
         self.flush_conn(g, id);
         Ok(())
+    }
+
+    /// Accept the hello of `name` (epoch `epoch`) on connection `id`: it is
+    /// ready, and our acceptance goes first in its queue.
+    fn accept_hello(&self, g: &mut Inner, id: ConnId, name: SocketAddr, epoch: u64) {
+        let c = Self::conn_mut(g, id).expect("a connection whose hello arrived exists");
+        c.peer = Some(name);
+        c.peer_epoch = epoch;
+        c.state = ConnState::Ready;
+        c.av_version = u64::MAX;
+        let ack = Header { id: self.epoch, ..Header::new(OpCode::HelloAck) };
+        c.txq.push_front(TxOp::control(&ack, Vec::new()));
     }
 
     /// Close a connection that lost a simultaneous connect before the winner

@@ -23,22 +23,10 @@ impl TcpEp {
 
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
-        if g.closed || !g.enabled {
-            return Err(Error::OpBadState);
-        }
-        if g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        Self::check_iov(op.iov)?;
-        let src = if op.addr.is_unspec() {
-            FiAddr::UNSPEC
-        } else if self.ep_type == EpType::Rdm {
-            // Directed receive: the AV handle as given.
-            op.addr
-        } else {
-            FiAddr::UNSPEC
-        };
         let g = &mut *g;
+        g.b.check_recv(g.enabled && !g.closed)?;
+        // RDM: a directed receive's AV handle as given (FI_ADDR_UNSPEC for any).
+        let src = if self.ep_type == EpType::Rdm { op.addr } else { FiAddr::UNSPEC };
         g.eng.post_recv(&g.b, op, flags, src)?;
         self.pump(g);
         Ok(())

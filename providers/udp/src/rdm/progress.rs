@@ -119,15 +119,14 @@ impl UdpRdmEp {
     /// gone, its channel failed), what waited for it fails, with the error
     /// returned.
     pub(super) fn queue_frame(&self, g: &mut Inner, peer: PeerId, f: Frame, now: Instant) -> Result<(), Error> {
-        let op = Some(f.op);
         // A completion waits for this frame's acknowledgement (an eager send, a
         // rendezvous send's data): the peer acknowledges it at once.
         let awaited = match f.done {
             Done::Send { .. } => true,
-            Done::Op(_) => op == Some(OpCode::Data),
+            Done::Op(_) => f.op == OpCode::Data,
             _ => false,
         };
-        let send = op == Some(OpCode::Msg);
+        let send = f.op == OpCode::Msg;
         let len = f.total;
         let Inner { peers, frames, sends, eng, b, .. } = g;
         let Some(p) = slot(peers, peer) else {

@@ -464,11 +464,6 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         self.fetches.pop_front()
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.cfg
-    }
-
     /// The next frame to send, and its peer.
     pub fn poll_transmit(&mut self) -> Option<(P, Frame)> {
         self.out.pop_front()
@@ -527,9 +522,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// work completion's status that broke the connection), reported with the
     /// error completions of the operations it fails.
     pub fn peer_lost_prov(&mut self, cx: Ctx<'_>, pr: &mut PeerRx, peer: P, err: Error, prov_errno: i32) {
-        if let Some(f) = pr.arriving.take() {
-            self.drop_arriving(cx.b, f, err);
-        }
+        self.abandon(cx.b, pr, err);
         pr.rma.clear();
         pr.answers.clear();
         for id in self.ops.ids(|o| o.peer == peer) {

@@ -352,9 +352,4 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             }
         }
     }
-
-    /// Cancel the receives posted with `user_context`; false when there were none.
-    pub fn cancel(&mut self, b: &crate::bind::Bindings, user_context: u64) -> bool {
-        self.rx.cancel(b, user_context)
-    }
 }

@@ -63,15 +63,7 @@ impl VerbsEp {
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        if g.closed || !g.enabled {
-            return Err(Error::OpBadState);
-        }
-        if g.b.rx_cq.is_none() {
-            return Err(Error::NoCq);
-        }
-        if op.iov.len() > IOV_LIMIT {
-            return Err(Error::Inval);
-        }
+        g.b.check_recv(g.enabled && !g.closed)?;
         let src = if self.rdm() { op.addr } else { FiAddr::UNSPEC };
         g.eng.post_recv(&g.b, op, flags, src)?;
         self.pump(g);
