@@ -10,6 +10,7 @@
 #   RUNS=5 benches/compare.sh tcp rdm 64    # one case
 #   CAPI=1 benches/compare.sh tcp           # the C ABI: Debian's own fi_pingpong, the same
 #                                           # binary, over our libfabric.so.1 vs over libfabric
+#   CAPI=1 OURLIB=DIR benches/compare.sh ...  # ... over the libfabric.so.1 in DIR (an earlier build)
 # Each case runs ours, Debian's libfabric 1.17 and, where the repository sits beside
 # ../shared/anchors/libfabric-2.6.0 (or ANCHOR26 names that directory), libfabric
 # 2.6.0's own fi_pingpong over its own library, alternately, and prints both ratios.
@@ -36,8 +37,12 @@ esac
 # CAPI=1, libfabric's own fi_pingpong over the libfabric.so.1 this build produced.
 ourlib=
 if [ -n "${CAPI:-}" ]; then
-  so=$(fi-tools/built.sh build --release -q -p fabric-capi | awk '$1 == "fabric_capi.so" { print $2 }' | tail -1)
-  ourlib=$(dirname "$so")
+  if [ -n "${OURLIB:-}" ]; then
+    ourlib=$OURLIB
+  else
+    so=$(fi-tools/built.sh build --release -q -p fabric-capi | awk '$1 == "fabric_capi.so" { print $2 }' | tail -1)
+    ourlib=$(dirname "$so")
+  fi
   [ -f "$ourlib/libfabric.so.1" ] || { echo "compare.sh: the build produced no libfabric.so.1" >&2; exit 1; }
   ours=$theirs
 else

@@ -2,9 +2,12 @@
 //! `compare.sh`, which runs our `fi_pingpong` and libfabric's side by side and
 //! prints the ratios.
 //!
-//! This library holds the set-up the benches share: an RDM pair in one process.
+//! This library holds the set-up the benches share: an RDM pair in one process, and
+//! the in-process round trip ([`inproc`]) that `../shared/tools/inproc/instr.sh` counts.
 
 #![forbid(unsafe_code)]
+
+pub mod inproc;
 
 use fabric::{AvAttr, BindFlags, CompletionQueue, CqAttr, Endpoint, EpType, Fabric, FiAddr, Hints, Result};
 

@@ -1,0 +1,105 @@
+//! The in-process round trip of `../shared/tools/inproc` through the safe Rust API:
+//! one thread drives two RDM endpoints of one domain; A sends `size` bytes tagged to
+//! B, B answers, every completion is read. The program `inproc` (same arguments as
+//! libfabric's `lf_inproc`, so `instr.sh` counts both the same way) and the criterion
+//! bench `inproc` run it.
+
+use fabric::{AvAttr, BindFlags, Buf, Caps, CompletionQueue, CqAttr, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
+use fabric::{OpBuffers, Result};
+
+/// The tag every message carries.
+const TAG: u64 = 7;
+
+/// Slots of the four buffers, which are also the operations' contexts: 0 B's
+/// receive, 1 A's send, 2 A's receive, 3 B's send.
+type Slots = [Option<Buf>; 4];
+
+/// Two RDM endpoints of one provider and domain, each with its own CQ and AV, and
+/// the four buffers a round trip recycles.
+pub struct InProc {
+    a: Endpoint,
+    b: Endpoint,
+    qa: CompletionQueue,
+    qb: CompletionQueue,
+    to_a: FiAddr,
+    to_b: FiAddr,
+    slots: Slots,
+    // Kept open for as long as the endpoints are used.
+    _objects: (Fabric, fabric::Domain, fabric::AddressVector, fabric::AddressVector),
+}
+
+/// Read both queues until `na` completions came from `qa` and `nb` from `qb` (at
+/// least one pass when both are 0, to drive progress); each completion's buffer
+/// goes back to its slot.
+fn drive(qa: &CompletionQueue, mut na: usize, qb: &CompletionQueue, mut nb: usize, slots: &mut Slots) -> Result<()> {
+    let mut once = na == 0 && nb == 0;
+    while na > 0 || nb > 0 || once {
+        once = false;
+        for (q, n) in [(qa, &mut na), (qb, &mut nb)] {
+            match q.read_one() {
+                Ok(c) => {
+                    *n = n.saturating_sub(1);
+                    if let OpBuffers::One(b) = c.buffers {
+                        slots[c.context as usize] = Some(b);
+                    }
+                }
+                Err(Error::Again) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+impl InProc {
+    /// Open the pair on `prov` (shm, or a network provider on loopback) with
+    /// `size`-byte buffers.
+    pub fn open(prov: &str, size: usize) -> Result<InProc> {
+        let mut hints = Hints::new().provider(prov).ep_type(EpType::Rdm).caps(Caps::TAGGED);
+        if prov != "shm" {
+            hints = hints.node("127.0.0.1").source(true);
+        }
+        let info = fabric::getinfo(&hints)?.remove(0);
+        let fab = Fabric::open(&info)?;
+        let dom = fab.domain(&info)?;
+        let mk = || -> Result<_> {
+            let cq = dom.cq(CqAttr::default())?;
+            let av = dom.av(AvAttr::default())?;
+            let ep = dom.endpoint(&info)?;
+            ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+            ep.bind_av(&av)?;
+            ep.enable()?;
+            Ok((ep, cq, av))
+        };
+        let (a, qa, ava) = mk()?;
+        let (b, qb, avb) = mk()?;
+        let to_b = ava.insert_one(&b.name()?)?;
+        let to_a = avb.insert_one(&a.name()?)?;
+        let slots = std::array::from_fn(|_| Some(Buf::new(size)));
+        Ok(InProc { a, b, qa, qb, to_a, to_b, slots, _objects: (fab, dom, ava, avb) })
+    }
+
+    /// One round trip: B posts a receive, A sends to it, A posts a receive, B
+    /// answers; returns when all four completions were read.
+    pub fn round_trip(&mut self) -> Result<()> {
+        let InProc { a, b, qa, qb, to_a, to_b, slots, .. } = self;
+        for (rx, tx, rq, tq, dest, r, s) in [(&*b, &*a, 0, 1, *to_b, &*qb, &*qa), (&*a, &*b, 2, 3, *to_a, &*qa, &*qb)] {
+            let buf = slots[rq].take().ok_or(Error::Inval)?;
+            rx.trecv(buf, FiAddr::UNSPEC, TAG, 0, rq as u64).map_err(|e| e.error)?;
+            let mut buf = slots[tq].take().ok_or(Error::Inval)?;
+            loop {
+                match tx.tsend(buf, dest, TAG, tq as u64) {
+                    Ok(()) => break,
+                    Err(e) if e.error == Error::Again => {
+                        let OpBuffers::One(back) = e.buffers else { return Err(Error::Inval) };
+                        buf = back;
+                        drive(qa, 0, qb, 0, slots)?;
+                    }
+                    Err(e) => return Err(e.error),
+                }
+            }
+            drive(s, 1, r, 1, slots)?;
+        }
+        Ok(())
+    }
+}
