@@ -20,6 +20,10 @@ const EAGAIN: isize = -(libc::EAGAIN as isize);
 /// Entries read from the provider per call into it.
 const CHUNK: usize = 16;
 
+/// Entries read from the provider per call into it for a read of at most
+/// this many.
+const SMALL_CHUNK: usize = 8;
+
 /// A completion queue as C holds it.
 #[repr(C)]
 pub(crate) struct Cq {
@@ -293,12 +297,34 @@ unsafe fn read_into<const F: abi::fi_cq_format>(
             Err(e) => fid::serr(e),
         };
     }
+    if count <= SMALL_CHUNK {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<F, SMALL_CHUNK>(q, buf, count, src, block) }
+    } else {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<F, CHUNK>(q, buf, count, src, block) }
+    }
+}
+
+/// [`read_into`] through a stack array of `N` provider entries (all of which
+/// are cleared first: the fewer, the cheaper a read of a few entries).
+///
+/// # Safety
+/// As [`read_into`]; `count` is at least 1.
+#[inline(never)]
+unsafe fn read_chunks<const F: abi::fi_cq_format, const N: usize>(
+    q: &Cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    block: Option<Option<std::time::Duration>>,
+) -> isize {
     let size = entry_size::<F>();
-    let mut entries = [CqEntry::new(0, Caps::empty()); CHUNK];
+    let mut entries = [CqEntry::new(0, Caps::empty()); N];
     let mut got = 0usize;
     let mut first = true;
     while got < count {
-        let want = (count - got).min(CHUNK);
+        let want = (count - got).min(N);
         let r = match block {
             Some(t) if first => {
                 if !q.wait {
