@@ -1,6 +1,9 @@
 //! `fi_cq_open` and the completion queue (`struct fid_cq`): completions are read
 //! from the provider into a small array on the stack and written straight into
-//! the caller's entries in the format the queue was opened with.
+//! the caller's entries in the format the queue was opened with. Each format has
+//! its own ops table (chosen at open), so a read never looks the format up; a
+//! read of one entry (`fi_cq_read(cq, &e, 1)`, the common case) takes a path of
+//! its own through a single stack entry.
 
 use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL};
@@ -11,8 +14,15 @@ use fabric_core::{Caps, CqAttr, CqEntry, CqFormat, Error, WaitObj};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
+/// `-FI_EAGAIN`: no completion to read.
+const EAGAIN: isize = -(libc::EAGAIN as isize);
+
 /// Entries read from the provider per call into it.
 const CHUNK: usize = 16;
+
+/// Entries read from the provider per call into it for a read of at most
+/// this many.
+const SMALL_CHUNK: usize = 8;
 
 /// A completion queue as C holds it.
 #[repr(C)]
@@ -20,8 +30,9 @@ pub(crate) struct Cq {
     c: abi::fid_cq,
     /// The provider's queue.
     pub(crate) ops: Arc<dyn CqOps>,
-    /// `FI_CQ_FORMAT_*` of the caller's entries.
-    format: abi::fi_cq_format,
+    /// `ops` as a plain pointer, for the reads: calling through it skips
+    /// locating the object inside the `Arc`'s allocation on every call.
+    prov: *const dyn CqOps,
     /// Whether the queue has a wait object (`fi_cq_sread` allowed).
     wait: bool,
     /// The endpoints bound to it.
@@ -45,16 +56,38 @@ impl fid::Parent for Cq {
 
 static FID_OPS: abi::fi_ops = fid::fi_ops!(close, fid::no_bind, control);
 
-static CQ_OPS: abi::fi_ops_cq = abi::fi_ops_cq {
-    size: std::mem::size_of::<abi::fi_ops_cq>(),
-    read: Some(read),
-    readfrom: Some(readfrom),
-    readerr: Some(readerr),
-    sread: Some(sread),
-    sreadfrom: Some(sreadfrom),
-    signal: Some(signal),
-    strerror: Some(strerror),
-};
+/// The ops tables of the four entry formats, `FI_CQ_FORMAT_CONTEXT` (1) to
+/// `FI_CQ_FORMAT_TAGGED` (4), at index format - 1.
+static CQ_OPS: [abi::fi_ops_cq; 4] = [
+    cq_ops::<{ abi::FI_CQ_FORMAT_CONTEXT }>(),
+    cq_ops::<{ abi::FI_CQ_FORMAT_MSG }>(),
+    cq_ops::<{ abi::FI_CQ_FORMAT_DATA }>(),
+    cq_ops::<{ abi::FI_CQ_FORMAT_TAGGED }>(),
+];
+
+/// The ops table of a queue whose caller entries are of format `F`.
+const fn cq_ops<const F: abi::fi_cq_format>() -> abi::fi_ops_cq {
+    abi::fi_ops_cq {
+        size: std::mem::size_of::<abi::fi_ops_cq>(),
+        read: Some(read::<F>),
+        readfrom: Some(readfrom::<F>),
+        readerr: Some(readerr),
+        sread: Some(sread::<F>),
+        sreadfrom: Some(sreadfrom::<F>),
+        signal: Some(signal),
+        strerror: Some(strerror),
+    }
+}
+
+impl Cq {
+    /// The provider's queue.
+    #[inline(always)]
+    fn prov(&self) -> &dyn CqOps {
+        // SAFETY: `prov` points at the object `self.ops` owns, which lives as
+        // long as `self`.
+        unsafe { &*self.prov }
+    }
+}
 
 /// `fi_cq_open` (`domain->ops->cq_open`).
 pub(crate) unsafe extern "C" fn fi_cq_open(
@@ -108,10 +141,11 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
                 return r;
             }
         }
+        let table = &CQ_OPS[(cformat - abi::FI_CQ_FORMAT_CONTEXT) as usize];
         let obj = Cq {
-            c: abi::fid_cq { fid: fid::fid(abi::FI_CLASS_CQ, context, &FID_OPS), ops: &CQ_OPS as *const _ as *mut _ },
+            c: abi::fid_cq { fid: fid::fid(abi::FI_CLASS_CQ, context, &FID_OPS), ops: table as *const _ as *mut _ },
+            prov: Arc::as_ptr(&ops),
             ops,
-            format: cformat,
             wait: wait_obj != WaitObj::None,
             refs: fid::Refs::default(),
             _domain: d.refs.hold(),
@@ -168,9 +202,9 @@ pub(crate) unsafe fn trywait_fid(f: *mut abi::fid) -> c_int {
     }
 }
 
-/// The size of one caller entry in format `format`.
-fn entry_size(format: abi::fi_cq_format) -> usize {
-    match format {
+/// The size of one caller entry of format `F`.
+const fn entry_size<const F: abi::fi_cq_format>() -> usize {
+    match F {
         abi::FI_CQ_FORMAT_MSG => std::mem::size_of::<abi::fi_cq_msg_entry>(),
         abi::FI_CQ_FORMAT_DATA => std::mem::size_of::<abi::fi_cq_data_entry>(),
         abi::FI_CQ_FORMAT_TAGGED => std::mem::size_of::<abi::fi_cq_tagged_entry>(),
@@ -178,11 +212,12 @@ fn entry_size(format: abi::fi_cq_format) -> usize {
     }
 }
 
-/// Write `e` as the caller's entry at `out`.
+/// Write `e` as the caller's entry of format `F` at `out`.
 ///
 /// # Safety
-/// `out` is valid for a write of one entry of `format` (alignment not assumed).
-unsafe fn write_entry(format: abi::fi_cq_format, e: &CqEntry, out: *mut u8) {
+/// `out` is valid for a write of one entry of format `F` (alignment not assumed).
+#[inline(always)]
+unsafe fn write_entry<const F: abi::fi_cq_format>(e: &CqEntry, out: *mut u8) {
     let t = abi::fi_cq_tagged_entry {
         op_context: e.op_context as *mut c_void,
         flags: e.flags.bits(),
@@ -194,7 +229,7 @@ unsafe fn write_entry(format: abi::fi_cq_format, e: &CqEntry, out: *mut u8) {
     // SAFETY: each arm writes one entry of its format, which the caller made room
     // for; the formats are prefixes of `fi_cq_tagged_entry`.
     unsafe {
-        match format {
+        match F {
             abi::FI_CQ_FORMAT_MSG => (out as *mut abi::fi_cq_msg_entry).write_unaligned(abi::fi_cq_msg_entry {
                 op_context: t.op_context,
                 flags: t.flags,
@@ -213,56 +248,78 @@ unsafe fn write_entry(format: abi::fi_cq_format, e: &CqEntry, out: *mut u8) {
     }
 }
 
+/// Read one completion into `buf` (its source into `src`), without blocking:
+/// the path of `fi_cq_read(cq, &e, 1)`.
+///
+/// # Safety
+/// `buf` is valid for one entry of format `F`; `src` is NULL or valid for one
+/// address.
+#[inline(always)]
+unsafe fn read_one<const F: abi::fi_cq_format>(q: &Cq, buf: *mut c_void, src: *mut abi::fi_addr_t) -> isize {
+    let mut e = [CqEntry::new(0, Caps::empty())];
+    match q.prov().read(&mut e) {
+        Ok(0) | Err(Error::Again) => EAGAIN,
+        Ok(_) => {
+            // SAFETY: as this function's contract.
+            unsafe {
+                write_entry::<F>(&e[0], buf as *mut u8);
+                if !src.is_null() {
+                    src.write_unaligned(e[0].src.0);
+                }
+            }
+            1
+        }
+        Err(err) => fid::serr(err),
+    }
+}
+
 /// Read up to `count` completions into `buf` (and their sources into `src`),
 /// blocking up to `block` first when given.
 ///
 /// # Safety
-/// `buf` is valid for `count` entries of the queue's format; `src` is NULL or
-/// valid for `count` addresses.
-unsafe fn read_into(
-    cq: *mut abi::fid_cq,
-    buf: *mut c_void,
-    count: usize,
-    src: *mut abi::fi_addr_t,
-    block: Option<Option<std::time::Duration>>,
-) -> isize {
-    // SAFETY: the caller's queue, class-checked.
-    let Some(q) = (unsafe { fid::get::<Cq>(cq as *const c_void) }) else {
-        return EINVAL as isize;
-    };
-    if buf.is_null() && count > 0 {
-        return EINVAL as isize;
-    }
-    if count == 0 {
-        // Nothing to read: progress only (as libfabric's queues do).
-        return match q.ops.read(&mut []) {
-            Ok(_) | Err(Error::Again) => 0,
-            Err(e) => fid::serr(e),
-        };
-    }
-    // A single-entry read (the common case: `fi_cq_read(cq, &e, 1)` in a loop)
-    // fills a one-entry array rather than a whole chunk.
-    if count == 1 {
-        // SAFETY: as this function's contract.
-        unsafe { read_chunks::<1>(q, buf, count, src, block) }
-    } else {
-        // SAFETY: as this function's contract.
-        unsafe { read_chunks::<CHUNK>(q, buf, count, src, block) }
-    }
-}
-
-/// [`read_into`] through a stack array of `N` provider entries.
-///
-/// # Safety
-/// As [`read_into`].
-unsafe fn read_chunks<const N: usize>(
+/// `buf` is valid for `count` entries of format `F`; `src` is NULL or valid for
+/// `count` addresses.
+#[inline(never)]
+unsafe fn read_into<const F: abi::fi_cq_format>(
     q: &Cq,
     buf: *mut c_void,
     count: usize,
     src: *mut abi::fi_addr_t,
     block: Option<Option<std::time::Duration>>,
 ) -> isize {
-    let size = entry_size(q.format);
+    if buf.is_null() && count > 0 {
+        return EINVAL as isize;
+    }
+    if count == 0 {
+        // Nothing to read: progress only (as libfabric's queues do).
+        return match q.prov().read(&mut []) {
+            Ok(_) | Err(Error::Again) => 0,
+            Err(e) => fid::serr(e),
+        };
+    }
+    if count <= SMALL_CHUNK {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<F, SMALL_CHUNK>(q, buf, count, src, block) }
+    } else {
+        // SAFETY: as this function's contract.
+        unsafe { read_chunks::<F, CHUNK>(q, buf, count, src, block) }
+    }
+}
+
+/// [`read_into`] through a stack array of `N` provider entries (all of which
+/// are cleared first: the fewer, the cheaper a read of a few entries).
+///
+/// # Safety
+/// As [`read_into`]; `count` is at least 1.
+#[inline(never)]
+unsafe fn read_chunks<const F: abi::fi_cq_format, const N: usize>(
+    q: &Cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    block: Option<Option<std::time::Duration>>,
+) -> isize {
+    let size = entry_size::<F>();
     let mut entries = [CqEntry::new(0, Caps::empty()); N];
     let mut got = 0usize;
     let mut first = true;
@@ -273,9 +330,9 @@ unsafe fn read_chunks<const N: usize>(
                 if !q.wait {
                     return fid::serr(Error::NoSys);
                 }
-                q.ops.sread(&mut entries[..want], t)
+                q.prov().sread(&mut entries[..want], t)
             }
-            _ => q.ops.read(&mut entries[..want]),
+            _ => q.prov().read(&mut entries[..want]),
         };
         first = false;
         let n = match r {
@@ -285,7 +342,7 @@ unsafe fn read_chunks<const N: usize>(
         };
         for (i, e) in entries[..n].iter().enumerate() {
             // SAFETY: entry `got + i` of the caller's `count` entries.
-            unsafe { write_entry(q.format, e, (buf as *mut u8).add((got + i) * size)) };
+            unsafe { write_entry::<F>(e, (buf as *mut u8).add((got + i) * size)) };
             if !src.is_null() {
                 // SAFETY: `src` has room for `count` addresses.
                 unsafe { src.add(got + i).write_unaligned(e.src.0) };
@@ -302,17 +359,47 @@ unsafe fn read_chunks<const N: usize>(
     got as isize
 }
 
-unsafe extern "C" fn read(cq: *mut abi::fid_cq, buf: *mut c_void, count: usize) -> isize {
+/// `fi_cq_read` and `fi_cq_readfrom` (`src` NULL or not): one entry through
+/// [`read_one`], more (or none) through [`read_into`]. Out of line, so that
+/// the guard around it stays small enough to be inlined into the entry point.
+///
+/// # Safety
+/// As `fi_cq_readfrom` documents its arguments.
+#[inline(never)]
+unsafe fn read_common<const F: abi::fi_cq_format>(
+    cq: *mut abi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+) -> isize {
+    // SAFETY: the caller's queue, class-checked.
+    let Some(q) = (unsafe { fid::get::<Cq>(cq as *const c_void) }) else {
+        return EINVAL as isize;
+    };
+    if count == 1 && !buf.is_null() {
+        // SAFETY: the caller's entry and source address.
+        return unsafe { read_one::<F>(q, buf, src) };
+    }
+    // SAFETY: the caller's `count` entries and sources.
+    unsafe { read_into::<F>(q, buf, count, src, None) }
+}
+
+unsafe extern "C" fn read<const F: abi::fi_cq_format>(cq: *mut abi::fid_cq, buf: *mut c_void, count: usize) -> isize {
     // SAFETY: the caller's arguments, as fi_cq_read documents them.
-    guard("fi_cq_read", EINVAL as isize, || unsafe { read_into(cq, buf, count, std::ptr::null_mut(), None) })
+    guard("fi_cq_read", EINVAL as isize, || unsafe { read_common::<F>(cq, buf, count, std::ptr::null_mut()) })
 }
 
-unsafe extern "C" fn readfrom(cq: *mut abi::fid_cq, buf: *mut c_void, count: usize, src: *mut abi::fi_addr_t) -> isize {
+unsafe extern "C" fn readfrom<const F: abi::fi_cq_format>(
+    cq: *mut abi::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+) -> isize {
     // SAFETY: the caller's arguments, as fi_cq_readfrom documents them.
-    guard("fi_cq_readfrom", EINVAL as isize, || unsafe { read_into(cq, buf, count, src, None) })
+    guard("fi_cq_readfrom", EINVAL as isize, || unsafe { read_common::<F>(cq, buf, count, src) })
 }
 
-unsafe extern "C" fn sread(
+unsafe extern "C" fn sread<const F: abi::fi_cq_format>(
     cq: *mut abi::fid_cq,
     buf: *mut c_void,
     count: usize,
@@ -320,10 +407,10 @@ unsafe extern "C" fn sread(
     timeout: c_int,
 ) -> isize {
     // SAFETY: forwarded as received.
-    unsafe { sreadfrom(cq, buf, count, std::ptr::null_mut(), cond, timeout) }
+    unsafe { sreadfrom::<F>(cq, buf, count, std::ptr::null_mut(), cond, timeout) }
 }
 
-unsafe extern "C" fn sreadfrom(
+unsafe extern "C" fn sreadfrom<const F: abi::fi_cq_format>(
     cq: *mut abi::fid_cq,
     buf: *mut c_void,
     count: usize,
@@ -332,8 +419,14 @@ unsafe extern "C" fn sreadfrom(
     timeout: c_int,
 ) -> isize {
     let t = fid::timeout(timeout);
-    // SAFETY: the caller's arguments, as fi_cq_sreadfrom documents them.
-    guard("fi_cq_sread", EINVAL as isize, || unsafe { read_into(cq, buf, count, src, Some(t)) })
+    guard("fi_cq_sread", EINVAL as isize, || {
+        // SAFETY: the caller's queue, class-checked.
+        let Some(q) = (unsafe { fid::get::<Cq>(cq as *const c_void) }) else {
+            return EINVAL as isize;
+        };
+        // SAFETY: the caller's arguments, as fi_cq_sreadfrom documents them.
+        unsafe { read_into::<F>(q, buf, count, src, Some(t)) }
+    })
 }
 
 /// Error data handed out with `fi_cq_readerr` (none is kept: `err_data_size` 0).

@@ -17,6 +17,9 @@ pub(crate) struct Ep {
     c: abi::fid_ep,
     /// The provider's endpoint.
     pub(crate) ops: Arc<dyn EndpointOps>,
+    /// `ops` as a plain pointer, for the data-transfer calls: calling through
+    /// it skips locating the object inside the `Arc`'s allocation on every call.
+    prov: *const dyn EndpointOps,
     /// The provider's domain (atomic queries).
     pub(crate) domain: Arc<dyn DomainOps>,
     /// Flags every transmit operation is posted with (`FI_COMPLETION` unless the
@@ -68,17 +71,27 @@ unsafe impl CObject for Ep {
 }
 
 impl Ep {
+    /// The provider's endpoint.
+    #[inline(always)]
+    pub(crate) fn prov(&self) -> &dyn EndpointOps {
+        // SAFETY: `prov` points at the object `self.ops` owns, which lives as
+        // long as `self`.
+        unsafe { &*self.prov }
+    }
+
     /// The bound event queue, if any.
     pub(crate) fn eq(&self) -> Option<Arc<dyn EqOps>> {
         self.eq.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(ops, _)| Arc::clone(ops))
     }
 
     /// Flags for a transmit operation without its own (`fi_send`, `fi_tsend`...).
+    #[inline(always)]
     pub(crate) fn tx_flags(&self) -> OpFlags {
         OpFlags::from_bits_retain(self.tx_flags.load(Ordering::Relaxed))
     }
 
     /// Flags for a receive operation without its own.
+    #[inline(always)]
     pub(crate) fn rx_flags(&self) -> OpFlags {
         OpFlags::from_bits_retain(self.rx_flags.load(Ordering::Relaxed))
     }
@@ -108,6 +121,7 @@ const TX_STICKY: OpFlags = OpFlags::DELIVERY_COMPLETE.union(OpFlags::MULTICAST);
 ///
 /// # Safety
 /// `ep` is NULL or a live fid.
+#[inline(always)]
 pub(crate) unsafe fn ep<'a>(ep: *mut abi::fid_ep) -> Option<&'a Ep> {
     // SAFETY: as the caller guarantees; class-checked.
     unsafe { fid::get::<Ep>(ep as *const c_void) }
@@ -118,6 +132,7 @@ pub(crate) unsafe fn ep<'a>(ep: *mut abi::fid_ep) -> Option<&'a Ep> {
 ///
 /// # Safety
 /// `ep_` is NULL or a live fid.
+#[inline(always)]
 pub(crate) unsafe fn with_ep<T: Copy>(what: &str, ep_: *mut abi::fid_ep, err: T, f: impl FnOnce(&Ep) -> T) -> T {
     crate::exports::guard(what, err, || {
         // SAFETY: the caller's endpoint, class-checked.
@@ -191,6 +206,7 @@ pub(crate) unsafe extern "C" fn fi_endpoint2(
                 atomic: crate::ep_atomic::ops(),
                 collective: std::ptr::null_mut(),
             },
+            prov: Arc::as_ptr(&ops),
             ops,
             domain: Arc::clone(&d.ops),
             tx_flags: AtomicU64::new((OpFlags::COMPLETION | (info.tx_attr.op_flags & TX_STICKY)).bits()),

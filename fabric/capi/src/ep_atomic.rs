@@ -127,10 +127,10 @@ unsafe fn post(e: &Ep, c: &Call, flags: OpFlags, copy: bool) -> isize {
     if inject || copy {
         // SAFETY: the operands are valid during the call, the result until
         // completion (libfabric's rule).
-        return fid::sret(unsafe { e.ops.inject_atomic(&d, flags) });
+        return fid::sret(unsafe { e.prov().inject_atomic(&d, flags) });
     }
     // SAFETY: the caller's buffers, valid until completion (libfabric's rule).
-    fid::sret(unsafe { e.ops.post_atomic(&d, flags) })
+    fid::sret(unsafe { e.prov().post_atomic(&d, flags) })
 }
 
 /// Run `c` on the endpoint behind `ep_` with its default transmit flags, or

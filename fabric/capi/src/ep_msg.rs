@@ -45,6 +45,7 @@ pub(crate) struct Post {
 ///
 /// # Safety
 /// `iov` is NULL or valid for reads of `count` entries, for `'a`.
+#[inline(always)]
 pub(crate) unsafe fn iovs<'a>(iov: *const abi::iovec, count: usize, limit: usize) -> Option<&'a [IoVec]> {
     if count > limit || (iov.is_null() && count > 0) {
         return None;
@@ -63,6 +64,7 @@ pub(crate) unsafe fn iovs<'a>(iov: *const abi::iovec, count: usize, limit: usize
 /// # Safety
 /// The buffers `iov` describes stay valid (for reads of a send, writes of a
 /// receive) until the operation's completion, as libfabric requires of callers.
+#[inline(always)]
 pub(crate) unsafe fn post(e: &Ep, rx: bool, iov: &[IoVec], p: &Post, flags: OpFlags) -> isize {
     let addr = if rx && !e.directed { FiAddr::UNSPEC } else { FiAddr(p.addr) };
     let op = Op {
@@ -77,9 +79,9 @@ pub(crate) unsafe fn post(e: &Ep, rx: bool, iov: &[IoVec], p: &Post, flags: OpFl
     // SAFETY: the caller's buffers, valid until completion (see above).
     let r = unsafe {
         if rx {
-            e.ops.post_recv(&op, flags)
+            e.prov().post_recv(&op, flags)
         } else {
-            e.ops.post_send(&op, flags)
+            e.prov().post_send(&op, flags)
         }
     };
     fid::sret(r)
@@ -89,6 +91,7 @@ pub(crate) unsafe fn post(e: &Ep, rx: bool, iov: &[IoVec], p: &Post, flags: OpFl
 ///
 /// # Safety
 /// `ep` is NULL or a live fid; `buf` valid for `len` bytes until completion.
+#[inline(always)]
 pub(crate) unsafe fn post_buf(
     what: &str,
     ep_: *mut abi::fid_ep,
@@ -115,6 +118,7 @@ pub(crate) unsafe fn post_buf(
 ///
 /// # Safety
 /// As [`post_buf`], for each of the `count` entries of `iov`.
+#[inline(always)]
 pub(crate) unsafe fn post_iov(
     what: &str,
     ep_: *mut abi::fid_ep,
@@ -142,6 +146,7 @@ pub(crate) unsafe fn post_iov(
 ///
 /// # Safety
 /// `ep` is NULL or a live fid; `buf` valid for `len` bytes during the call.
+#[inline(always)]
 pub(crate) unsafe fn inject_buf(
     what: &str,
     ep_: *mut abi::fid_ep,
@@ -158,7 +163,7 @@ pub(crate) unsafe fn inject_buf(
         let op =
             Op { iov: &[], addr: FiAddr(p.addr), context: 0, user_context: 0, data: p.data, tag: p.tag, ignore: 0 };
         // An endpoint whose tx_attr.op_flags has FI_MULTICAST sends to groups.
-        fid::sret(e.ops.inject(data, &op, flags | (e.tx_flags() & OpFlags::MULTICAST)))
+        fid::sret(e.prov().inject(data, &op, flags | (e.tx_flags() & OpFlags::MULTICAST)))
     };
     // SAFETY: the caller's endpoint.
     unsafe { with_ep(what, ep_, EINVAL as isize, f) }
@@ -170,6 +175,7 @@ pub(crate) unsafe fn inject_buf(
 /// # Safety
 /// `msg` NULL or valid; its buffers as [`post_iov`]'s.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) unsafe fn post_msg<M>(
     what: &str,
     ep_: *mut abi::fid_ep,
@@ -208,6 +214,7 @@ fn msg_parts(m: &abi::fi_msg) -> (*const abi::iovec, usize, Post) {
 ///
 /// # Safety
 /// `buf` NULL or valid for reads of `len` bytes, for `'a`.
+#[inline(always)]
 pub(crate) unsafe fn inject_bytes<'a>(e: &Ep, buf: *const c_void, len: usize) -> Option<&'a [u8]> {
     if (buf.is_null() && len > 0) || len > e.inject_size {
         return None;

@@ -50,9 +50,9 @@ unsafe fn post(
     // SAFETY: the caller's buffers, valid until completion (libfabric's rule).
     let r = unsafe {
         if read {
-            e.ops.post_read(&op, flags)
+            e.prov().post_read(&op, flags)
         } else {
-            e.ops.post_write(&op, flags)
+            e.prov().post_write(&op, flags)
         }
     };
     fid::sret(r)
@@ -231,7 +231,7 @@ fn inject_any(
         };
         let rma = [RmaIov { addr, len, key }];
         let op = RmaOp { iov: &[], addr: FiAddr(dest), rma: &rma, context: 0, user_context: 0, data };
-        fid::sret(e.ops.inject_write(bytes, &op, flags))
+        fid::sret(e.prov().inject_write(bytes, &op, flags))
     };
     // SAFETY: the caller's endpoint.
     unsafe { with_ep(what, ep_, EINVAL as isize, f) }

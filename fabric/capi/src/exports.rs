@@ -48,20 +48,30 @@ symver!("fi_dupinfo", "fabric_capi_dupinfo_compat", "1.2", "12", "@");
 symver!("fi_fabric", "fabric_capi_fabric_compat", "1.0", "10", "@");
 
 /// Run `f`, turning a panic into `err` (and a log line): no Rust panic may
-/// unwind into C.
+/// unwind into C. Inlined into every entry point, so that the data-transfer
+/// calls pay no call or argument packing for it; the panic's handling is out
+/// of line ([`panicked`]).
+#[inline(always)]
 pub fn guard<T>(what: &str, err: T, f: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(p) => {
-            let why = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            fabric_core::fi_log!(fabric_core::log::Level::Warn, "core", "core", "{what}: internal error: {why}");
+            panicked(what, p);
             err
         }
     }
+}
+
+/// Log the panic `p` caught in the entry point `what`.
+#[cold]
+#[inline(never)]
+fn panicked(what: &str, p: Box<dyn std::any::Any + Send>) {
+    let why = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    fabric_core::fi_log!(fabric_core::log::Level::Warn, "core", "core", "{what}: internal error: {why}");
 }
 
 /// The warning a pre-1.3 binary gets from a compat entry point, once.

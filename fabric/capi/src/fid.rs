@@ -18,29 +18,43 @@ pub(crate) const ENOSYS: c_int = -libc::ENOSYS;
 pub(crate) const EBUSY: c_int = -libc::EBUSY;
 
 /// An error as a libfabric return value (a negative error number).
+/// `-FI_EAGAIN`, the answer of a busy queue or a full ring that callers
+/// poll through, needs no call into the error table.
+#[inline(always)]
 pub(crate) fn err(e: Error) -> c_int {
-    -e.errno()
+    match e {
+        Error::Again => -libc::EAGAIN,
+        e => -e.errno(),
+    }
 }
 
 /// [`err`] for the `ssize_t` returns of data-transfer calls.
+#[inline(always)]
 pub(crate) fn serr(e: Error) -> isize {
-    -(e.errno() as isize)
+    err(e) as isize
+}
+
+/// [`err`] out of line, for the results of calls that mostly succeed: their
+/// success is then one test.
+#[cold]
+#[inline(never)]
+fn err_cold(e: Error) -> c_int {
+    err(e)
 }
 
 /// `0` or the negative error number of a result.
+#[inline(always)]
 pub(crate) fn ret(r: fabric_core::Result<()>) -> c_int {
     match r {
         Ok(()) => 0,
-        Err(e) => err(e),
+        Err(e) => err_cold(e),
     }
 }
 
 /// [`ret`] as `ssize_t`.
+#[inline(always)]
 pub(crate) fn sret(r: fabric_core::Result<()>) -> isize {
-    match r {
-        Ok(()) => 0,
-        Err(e) => serr(e),
-    }
+    ret(r) as isize
 }
 
 /// A Rust object whose first field is the C `fid_*` struct of `CLASS`.
@@ -277,5 +291,23 @@ pub(crate) fn wait_obj(w: abi::fi_wait_obj) -> Result<fabric_core::WaitObj, c_in
         abi::FI_WAIT_NONE => Ok(fabric_core::WaitObj::None),
         abi::FI_WAIT_UNSPEC | abi::FI_WAIT_FD => Ok(fabric_core::WaitObj::Fd),
         _ => Err(err(Error::NoSys)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_numbers_are_libfabrics_negated() {
+        for e in [Error::Again, Error::Inval, Error::NoSys, Error::Avail, Error::Other(1234)] {
+            assert_eq!(err(e), -e.errno());
+            assert_eq!(serr(e), -(e.errno() as isize));
+            assert_eq!(ret(Err(e)), -e.errno());
+            assert_eq!(sret(Err(e)), -(e.errno() as isize));
+        }
+        assert_eq!(err(Error::Again), -11);
+        assert_eq!(ret(Ok(())), 0);
+        assert_eq!(sret(Ok(())), 0);
     }
 }
