@@ -105,22 +105,25 @@ impl ShmEp {
         };
         let mut consumed = false;
         loop {
-            let mut raw = [0u8; ENTRY_PAYLOAD];
-            let got = {
+            let at = {
                 let Some(p) = Self::peer(g, pid) else { return };
-                let Some(rx) = p.rx.as_mut() else { return };
-                rx.cons.peek(|b| raw = *b).is_some()
+                let Some(rx) = p.rx.as_ref() else { return };
+                rx.cons.peek_ptr()
             };
-            if !got {
-                break;
-            }
-            if let Some(p) = Self::peer(g, pid) {
-                if let Some(rx) = p.rx.as_mut() {
-                    rx.cons.advance();
-                }
+            let Some(at) = at else { break };
+            // SAFETY: the entry is published and ours to read until the consumer
+            // advances past it, which only the lines below do, after `on_entry`
+            // returns (nothing `on_entry` reaches polls, advances or releases this
+            // slot); the ring lies in our own segment, mapped while `self` lives. A
+            // peer breaking the protocol can only make the bytes garbage, which
+            // `decode` checks.
+            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
+            let res = self.on_entry(g, pid, i, raw);
+            if let Some(rx) = Self::peer(g, pid).and_then(|p| p.rx.as_mut()) {
+                rx.cons.advance();
             }
             consumed = true;
-            if let Err(why) = self.on_entry(g, pid, i, &raw) {
+            if let Err(why) = res {
                 fi_log!(Level::Warn, NAME, "ep_data", "peer sent a bad entry ({why}): dropping it");
                 self.peer_down(g, pid, Error::Io);
                 return;
