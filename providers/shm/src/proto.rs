@@ -141,6 +141,7 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
+#[inline(always)]
 fn u64_at(b: &[u8; ENTRY_PAYLOAD], at: usize) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[at..at + 8]);
@@ -171,6 +172,7 @@ impl Entry {
     /// Decode and check an entry's header: after this, an `Inline` payload fits in
     /// the entry, a `Bounce` index names a buffer and its length fits in one, and
     /// an `Iov` list has at most [`IOV_LIMIT`] pieces whose lengths sum to `len`.
+    #[inline]
     pub fn decode(b: &[u8; ENTRY_PAYLOAD]) -> Result<Entry, DecodeError> {
         let kind = match b[0] {
             1 => Kind::Msg,

@@ -174,6 +174,12 @@ impl ShmEp {
             fi_log!(Level::Info, NAME, "ep_data", "cannot answer a peer ({err}): it is gone");
             return;
         }
+        self.push_entry(g, id, e, fill);
+    }
+
+    /// [`send_entry`](Self::send_entry) to a peer we have a path to already.
+    #[inline]
+    pub(super) fn push_entry(&self, g: &mut Inner, id: PeerId, e: &Entry, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) {
         let Some(p) = Self::peer(g, id) else { return };
         let mut fill = Some(fill);
         if p.queue.is_empty() {
