@@ -50,7 +50,9 @@ impl ShmEp {
             while word != 0 {
                 let i = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                self.poll_slot(g, i);
+                if !self.slot_idle(g, i) {
+                    self.poll_slot(g, i);
+                }
             }
         }
         if !g.backlog.is_empty() {
@@ -73,6 +75,17 @@ impl ShmEp {
                 self.check_peers(g);
             }
         }
+    }
+
+    /// Whether polling slot `i` of our segment would do nothing: its sender is
+    /// known, its ring empty and the slot not closed.
+    #[inline]
+    fn slot_idle(&self, g: &Inner, i: usize) -> bool {
+        let Some(id) = g.by_slot[i] else { return false };
+        let Some(Some(p)) = g.peers.get(id.idx as usize) else { return false };
+        p.gen == id.gen
+            && p.rx.as_ref().is_some_and(|r| r.slot == i && r.cons.is_empty())
+            && self.seg.slot(i).state() != segment::SLOT_CLOSED
     }
 
     /// Drain the ring of slot `i` of our segment.
