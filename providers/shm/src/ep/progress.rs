@@ -206,10 +206,10 @@ impl ShmEp {
         slot: usize,
         raw: &[u8; ENTRY_PAYLOAD],
     ) -> std::result::Result<(), Violation> {
-        let e = Entry::decode(raw).map_err(|d| d.to_string())?;
-        if e.kind == Kind::Msg && e.mode == Mode::Inline {
+        if let Some(e) = Entry::decode_inline_msg(raw) {
             return self.on_msg_inline(g, peer, &e, raw);
         }
+        let e = Entry::decode(raw).map_err(|d| d.to_string())?;
         self.on_other_entry(g, peer, slot, &e, raw)
     }
 
