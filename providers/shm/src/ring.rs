@@ -307,6 +307,26 @@ impl Consumer {
         }))
     }
 
+    /// The oldest published entry, as a pointer to its payload, or `None` when the ring
+    /// is empty; like [`peek`](Consumer::peek), it marks the entry seen, and
+    /// [`advance`](Consumer::advance) consumes it.
+    ///
+    /// The payload is the consumer's to read (after the Acquire load done here) until
+    /// `advance` hands it back; reading it through the pointer is the caller's `unsafe`,
+    /// sound while the ring stays mapped and this consumer has not advanced past it.
+    #[inline]
+    pub fn peek_ptr(&self) -> Option<NonNull<[u8; ENTRY_PAYLOAD]>> {
+        let entry = self.ring().entry(self.pos);
+        // Acquire: as in `peek`.
+        if entry.seq.load(Ordering::Acquire) != self.pos.wrapping_add(1) {
+            self.peeked.set(false);
+            return None;
+        }
+        self.peeked.set(true);
+        // The cell's pointer is never null.
+        NonNull::new(entry.payload.with(|p| p.cast_mut()))
+    }
+
     /// Consume the entry the last successful [`peek`](Consumer::peek) saw, handing it back
     /// to the producer (with Release). A no-op when that peek found the ring empty, when
     /// there was no peek, or when the entry has been consumed already: it never frees an

@@ -148,6 +148,24 @@ fn loom_full_then_consumer_frees() {
     });
 }
 
+/// `peek_ptr` sees what `peek` sees, marks it seen for `advance`, and finds an empty ring
+/// empty.
+#[test]
+fn loom_peek_ptr_then_advance() {
+    loom::model(|| {
+        let ring = TestRing::new();
+        let (mut p, mut c) = ring.ends();
+        assert!(c.peek_ptr().is_none());
+        assert!(p.try_push(|e| fill(e, 3)));
+        let at = c.peek_ptr().expect("published");
+        // SAFETY: published and not yet advanced past; the ring lives until `ring` drops.
+        assert_eq!(read(unsafe { at.as_ref() }), 3);
+        c.advance();
+        assert!(c.peek_ptr().is_none());
+        assert!(c.is_empty());
+    });
+}
+
 /// `advance` without a successful `peek` does nothing, even while the producer publishes
 /// concurrently: no message is ever skipped or freed unseen.
 #[test]

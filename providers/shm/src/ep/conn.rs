@@ -53,14 +53,36 @@ impl ShmEp {
     }
 
     /// The peer behind an AV handle, with a path to send to it.
+    #[inline]
     pub(super) fn peer_for(&self, g: &mut Inner, dest: FiAddr) -> Result<PeerId> {
+        let v = g.b.av.as_ref().ok_or(Error::NoAv)?.version();
+        if g.cache_version == v {
+            if let Some(Some((a, id))) = g.by_addr.get(dest.0 as u32 as usize) {
+                let (a, id) = (*a, *id);
+                if a == dest {
+                    if let Some(Peer { tx: Some(_), .. }) = Self::peer(g, id) {
+                        return Ok(id);
+                    }
+                }
+            }
+        }
+        self.peer_for_slow(g, dest)
+    }
+
+    /// [`peer_for`](Self::peer_for) when the handle is not cached (or has no path yet).
+    #[cold]
+    fn peer_for_slow(&self, g: &mut Inner, dest: FiAddr) -> Result<PeerId> {
         let av = g.b.av.clone().ok_or(Error::NoAv)?;
         let v = av.version();
         if g.cache_version != v {
-            g.by_addr.clear();
+            g.by_addr.iter_mut().for_each(|x| *x = None);
             g.cache_version = v;
         }
-        let cached = g.by_addr.get(&dest).copied();
+        let at = dest.0 as u32 as usize;
+        let cached = match g.by_addr.get(at) {
+            Some(Some((a, id))) if *a == dest => Some(*id),
+            _ => None,
+        };
         let id = match cached {
             Some(id) if Self::peer(g, id).is_some() => id,
             _ => {
@@ -68,7 +90,11 @@ impl ShmEp {
                 let Address::Str(s) = &addr else { return Err(Error::Inval) };
                 let name = s.strip_prefix(SCHEME).ok_or(Error::Inval)?;
                 let id = Self::peer_by_name(g, name, 0, 0);
-                g.by_addr.insert(dest, id);
+                // The AV resolved the handle: its slot index is below the AV's size.
+                if g.by_addr.len() <= at {
+                    g.by_addr.resize(at + 1, None);
+                }
+                g.by_addr[at] = Some((dest, id));
                 id
             }
         };
@@ -128,10 +154,13 @@ impl ShmEp {
     }
 
     /// The AV handle of a peer (resolved lazily, cached per AV version).
+    #[inline]
     pub(super) fn src_of(g: &mut Inner, id: PeerId) -> FiAddr {
-        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let Some(av) = g.b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
-        let Some(p) = Self::peer(g, id) else { return FiAddr::NOTAVAIL };
+        let Some(p) = g.peers.get_mut(id.idx as usize).and_then(|p| p.as_mut()).filter(|p| p.gen == id.gen) else {
+            return FiAddr::NOTAVAIL;
+        };
         if p.av_version != v {
             p.fi_addr = av.find(&p.uri).unwrap_or(FiAddr::NOTAVAIL);
             p.av_version = v;
@@ -145,17 +174,33 @@ impl ShmEp {
             fi_log!(Level::Info, NAME, "ep_data", "cannot answer a peer ({err}): it is gone");
             return;
         }
+        self.push_entry(g, id, e, fill);
+    }
+
+    /// [`send_entry`](Self::send_entry) to a peer we have a path to already.
+    #[inline]
+    pub(super) fn push_entry(&self, g: &mut Inner, id: PeerId, e: &Entry, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) {
         let Some(p) = Self::peer(g, id) else { return };
-        let mut b = [0u8; ENTRY_PAYLOAD];
-        e.encode(&mut b);
-        fill(&mut b);
+        let mut fill = Some(fill);
         if p.queue.is_empty() {
             if let Some(t) = p.tx.as_mut() {
-                if t.prod.try_push(|slot| *slot = b) {
+                // Written in place, straight into the ring's entry.
+                let pushed = t.prod.try_push(|slot| {
+                    e.encode(slot);
+                    if let Some(f) = fill.take() {
+                        f(slot);
+                    }
+                });
+                if pushed {
                     Self::wake(p);
                     return;
                 }
             }
+        }
+        let mut b = [0u8; ENTRY_PAYLOAD];
+        e.encode(&mut b);
+        if let Some(f) = fill.take() {
+            f(&mut b);
         }
         p.queue.push_back(Pending::Entry(b));
         g.backlog.push_back(id);
@@ -341,7 +386,9 @@ impl ShmEp {
         // Forget it: a later send attaches afresh (a restarted peer has a new
         // segment under a new name anyway).
         g.by_name.remove(&name);
-        g.by_addr.retain(|_, v| *v != id);
+        for x in g.by_addr.iter_mut().filter(|x| x.is_some_and(|(_, v)| v == id)) {
+            *x = None;
+        }
         g.peers[id.idx as usize] = None;
     }
 }

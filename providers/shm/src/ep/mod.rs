@@ -212,8 +212,10 @@ struct Inner {
     by_name: HashMap<String, PeerId>,
     /// The peer sending through each slot of our segment.
     by_slot: Vec<Option<PeerId>>,
-    /// AV handle to peer, valid for `cache_version`.
-    by_addr: HashMap<FiAddr, PeerId>,
+    /// AV handle to peer, valid for `cache_version`: indexed by the handle's slot
+    /// index (its low 32 bits), holding the whole handle it was found for. Grows
+    /// only to handles the AV resolved, so to the AV's size.
+    by_addr: Vec<Option<(FiAddr, PeerId)>>,
     cache_version: u64,
     rx: RxEngine<Rts>,
     ops: Slab<TxOp>,
@@ -289,7 +291,7 @@ impl ShmEp {
             peers: Vec::new(),
             by_name: HashMap::new(),
             by_slot: vec![None; SLOTS],
-            by_addr: HashMap::new(),
+            by_addr: Vec::new(),
             cache_version: u64::MAX,
             rx: RxEngine::new(BOUNCE_SIZE),
             ops: Slab::new(),

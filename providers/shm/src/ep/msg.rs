@@ -45,10 +45,16 @@ impl ShmEp {
         let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
         if len <= INLINE_MAX && !dc {
             e.mode = Mode::Inline;
-            self.send_entry(g, id, &e, |b| {
-                // SAFETY: the entry has INLINE_MAX >= len bytes after the header;
-                // the pieces are valid for reads under the post contract.
-                unsafe { gather(iov, 0, b[proto::HDR..].as_mut_ptr(), len) }
+            // `peer_for` made the path.
+            self.push_entry(g, id, &e, |b| {
+                let dst = b[proto::HDR..].as_mut_ptr();
+                match iov {
+                    // SAFETY: the entry has INLINE_MAX >= len bytes after the header;
+                    // the piece (len bytes) is valid for reads under the post contract.
+                    [v] => unsafe { std::ptr::copy_nonoverlapping(v.base, dst, len) },
+                    // SAFETY: as above, for the pieces.
+                    _ => unsafe { gather(iov, 0, dst, len) },
+                }
             });
         } else if len <= BOUNCE_SIZE && !dc {
             self.send_bounce(g, id, e, iov, len);
@@ -108,15 +114,22 @@ impl ShmEp {
     }
 
     /// Put on the wire what the receive engine asks for.
+    #[inline]
     pub(super) fn run_rx_actions(&self, g: &mut Inner) {
         while let Some(a) = g.rx.take_action() {
-            match a {
-                RxAction::Start(m) => self.start_rts(g, m.target, m.hdr, m.src, m.rts),
-                RxAction::Discard(r) => {
-                    let mut e = Entry::new(Kind::Ack);
-                    e.id = r.id;
-                    self.send_entry(g, r.peer, &e, |_| {});
-                }
+            self.run_rx_action(g, a);
+        }
+    }
+
+    /// One action of the receive engine: start a large transfer, or discard one.
+    #[inline(never)]
+    fn run_rx_action(&self, g: &mut Inner, a: RxAction<Rts>) {
+        match a {
+            RxAction::Start(m) => self.start_rts(g, m.target, m.hdr, m.src, m.rts),
+            RxAction::Discard(r) => {
+                let mut e = Entry::new(Kind::Ack);
+                e.id = r.id;
+                self.send_entry(g, r.peer, &e, |_| {});
             }
         }
     }

@@ -50,7 +50,9 @@ impl ShmEp {
             while word != 0 {
                 let i = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                self.poll_slot(g, i);
+                if !self.slot_idle(g, i) {
+                    self.poll_slot(g, i);
+                }
             }
         }
         if !g.backlog.is_empty() {
@@ -75,54 +77,48 @@ impl ShmEp {
         }
     }
 
+    /// Whether polling slot `i` of our segment would do nothing: its sender is
+    /// known, its ring empty and the slot not closed.
+    #[inline]
+    fn slot_idle(&self, g: &Inner, i: usize) -> bool {
+        let Some(id) = g.by_slot[i] else { return false };
+        let Some(Some(p)) = g.peers.get(id.idx as usize) else { return false };
+        p.gen == id.gen
+            && p.rx.as_ref().is_some_and(|r| r.slot == i && r.cons.is_empty())
+            && self.seg.slot(i).state() != segment::SLOT_CLOSED
+    }
+
     /// Drain the ring of slot `i` of our segment.
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
         let cached = g.by_slot[i];
         let pid = match cached {
             Some(id) if Self::peer(g, id).is_some_and(|p| p.rx.as_ref().is_some_and(|r| r.slot == i)) => id,
-            _ => {
-                // A new sender: who is it?
-                let s = self.seg.slot(i);
-                if s.state() != segment::SLOT_ACTIVE {
-                    return;
-                }
-                let Some(name) = s.peer_name() else { return };
-                let (ppid, pstart) = s.peer_id();
-                let id = Self::peer_by_name(g, &name, ppid, pstart);
-                let p = Self::peer(g, id).expect("just found");
-                if p.pid == 0 || p.pid != ppid || p.start != pstart {
-                    p.pid = ppid;
-                    p.start = pstart;
-                }
-                // SAFETY: the ring lies in slot `i` of our own segment, mapped
-                // while the endpoint lives; the slot's sender is its only producer
-                // and we its only consumer.
-                let cons = unsafe { Consumer::new(s.ring_ptr()) };
-                p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
-                g.by_slot[i] = Some(id);
-                id
-            }
+            _ => match self.attach_rx(g, i) {
+                Some(id) => id,
+                None => return,
+            },
         };
         let mut consumed = false;
         loop {
-            let mut raw = [0u8; ENTRY_PAYLOAD];
-            let got = {
-                let Some(p) = Self::peer(g, pid) else { return };
-                let Some(rx) = p.rx.as_mut() else { return };
-                rx.cons.peek(|b| raw = *b).is_some()
+            let at = match Self::peer(g, pid).and_then(|p| p.rx.as_ref()) {
+                Some(rx) => rx.cons.peek_ptr(),
+                None => return,
             };
-            if !got {
-                break;
-            }
-            if let Some(p) = Self::peer(g, pid) {
-                if let Some(rx) = p.rx.as_mut() {
-                    rx.cons.advance();
-                }
+            let Some(at) = at else { break };
+            // SAFETY: the entry is published and ours to read until the consumer
+            // advances past it, which only the lines below do, after `on_entry`
+            // returns (nothing `on_entry` reaches polls, advances or releases this
+            // slot); the ring lies in our own segment, mapped while `self` lives. A
+            // peer breaking the protocol can only make the bytes garbage, which
+            // `decode` checks.
+            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
+            let res = self.on_entry(g, pid, i, raw);
+            if let Some(rx) = Self::peer(g, pid).and_then(|p| p.rx.as_mut()) {
+                rx.cons.advance();
             }
             consumed = true;
-            if let Err(why) = self.on_entry(g, pid, i, &raw) {
-                fi_log!(Level::Warn, NAME, "ep_data", "peer sent a bad entry ({why}): dropping it");
-                self.peer_down(g, pid, Error::Io);
+            if let Err(why) = res {
+                self.bad_entry(g, pid, why);
                 return;
             }
         }
@@ -137,6 +133,40 @@ impl ShmEp {
         if self.seg.slot(i).state() == segment::SLOT_CLOSED {
             self.release_rx(g, pid, i);
         }
+    }
+
+    /// A new sender in slot `i` of our segment: who is it? Its peer, with the
+    /// receiving end of the slot's ring, or `None` while the slot is not active.
+    #[cold]
+    #[inline(never)]
+    fn attach_rx(&self, g: &mut Inner, i: usize) -> Option<PeerId> {
+        let s = self.seg.slot(i);
+        if s.state() != segment::SLOT_ACTIVE {
+            return None;
+        }
+        let name = s.peer_name()?;
+        let (ppid, pstart) = s.peer_id();
+        let id = Self::peer_by_name(g, &name, ppid, pstart);
+        let p = Self::peer(g, id).expect("just found");
+        if p.pid == 0 || p.pid != ppid || p.start != pstart {
+            p.pid = ppid;
+            p.start = pstart;
+        }
+        // SAFETY: the ring lies in slot `i` of our own segment, mapped while the
+        // endpoint lives; the slot's sender is its only producer and we its only
+        // consumer.
+        let cons = unsafe { Consumer::new(s.ring_ptr()) };
+        p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
+        g.by_slot[i] = Some(id);
+        Some(id)
+    }
+
+    /// A peer sent an entry that breaks the protocol: forget it.
+    #[cold]
+    #[inline(never)]
+    fn bad_entry(&self, g: &mut Inner, pid: PeerId, why: Violation) {
+        fi_log!(Level::Warn, NAME, "ep_data", "peer sent a bad entry ({why}): dropping it");
+        self.peer_down(g, pid, Error::Io);
     }
 
     pub(super) fn release_rx(&self, g: &mut Inner, pid: PeerId, i: usize) {
@@ -167,6 +197,8 @@ impl ShmEp {
         }
     }
 
+    /// Handle one entry of a peer's ring (`raw`, in the ring, checked here).
+    #[inline]
     fn on_entry(
         &self,
         g: &mut Inner,
@@ -174,7 +206,71 @@ impl ShmEp {
         slot: usize,
         raw: &[u8; ENTRY_PAYLOAD],
     ) -> std::result::Result<(), Violation> {
+        if let Some(e) = Entry::decode_inline_msg(raw) {
+            return self.on_msg_inline(g, peer, &e, raw);
+        }
         let e = Entry::decode(raw).map_err(|d| d.to_string())?;
+        self.on_other_entry(g, peer, slot, &e, raw)
+    }
+
+    /// A message carried in its entry: straight into its receive, or held as
+    /// unexpected.
+    #[inline]
+    fn on_msg_inline(
+        &self,
+        g: &mut Inner,
+        peer: PeerId,
+        e: &Entry,
+        raw: &[u8; ENTRY_PAYLOAD],
+    ) -> std::result::Result<(), Violation> {
+        let src = Self::src_of(g, peer);
+        let tagged = e.flags & flags::TAGGED != 0;
+        let m = MsgSpec { tagged, src, tag: e.tag };
+        match g.rx.match_arrival(&m, e.len) {
+            Some(target) => {
+                g.rx.write(&target, 0, e.inline(raw));
+                let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
+                if e.flags & flags::CQ_DATA != 0 {
+                    hf |= HdrFlags::CQ_DATA;
+                }
+                let hdr = Header { flags: HdrFlags(hf), len: e.len, tag: e.tag, data: e.data, id: 0, op: OpCode::Msg };
+                // Completing a receive queues no action for the wire.
+                g.rx.complete(&g.b, target, &hdr, src, false);
+            }
+            None => return self.msg_unexpected(g, m, e, e.inline(raw)),
+        }
+        Ok(())
+    }
+
+    /// A small message no receive was posted for: held, with a copy of its payload.
+    #[inline(never)]
+    fn msg_unexpected(
+        &self,
+        g: &mut Inner,
+        m: MsgSpec,
+        e: &Entry,
+        payload: &[u8],
+    ) -> std::result::Result<(), Violation> {
+        let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+        let mut buf = g.rx.unexp_buf(0).map_err(|_| "no memory".to_string())?;
+        buf.extend_from_slice(payload);
+        let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
+        g.rx.arrive(&g.b, m, u);
+        self.run_rx_actions(g);
+        Ok(())
+    }
+
+    /// Every entry but an inline message.
+    #[inline(never)]
+    fn on_other_entry(
+        &self,
+        g: &mut Inner,
+        peer: PeerId,
+        slot: usize,
+        e: &Entry,
+        raw: &[u8; ENTRY_PAYLOAD],
+    ) -> std::result::Result<(), Violation> {
+        let e = *e;
         match e.kind {
             Kind::Msg => {
                 let src = Self::src_of(g, peer);
