@@ -95,10 +95,9 @@ impl CqInner {
         let rec = t.take(i);
         drop(t);
         let buffers = match rec.bufs {
-            RecBufs::Owned(mut bufs) => {
-                if rec.recv {
-                    set_recv_len(&mut bufs, e.len);
-                }
+            RecBufs::Owned(bufs) => bufs,
+            RecBufs::Recv(mut bufs) => {
+                set_recv_len(&mut bufs, e.len);
                 bufs
             }
             RecBufs::Multi(shared) => unwrap_shared(shared),
@@ -202,15 +201,14 @@ impl CqInner {
         }
         let rec = t.take(i);
         drop(t);
-        match rec.bufs {
-            RecBufs::Multi(shared) => ce.buffers = unwrap_shared(shared),
-            RecBufs::Owned(mut bufs) => {
-                if rec.recv {
-                    set_recv_len(&mut bufs, e.entry.len);
-                }
-                ce.buffers = bufs;
+        ce.buffers = match rec.bufs {
+            RecBufs::Multi(shared) => unwrap_shared(shared),
+            RecBufs::Owned(bufs) => bufs,
+            RecBufs::Recv(mut bufs) => {
+                set_recv_len(&mut bufs, e.entry.len);
+                bufs
             }
-        }
+        };
         Some(ce)
     }
 }
@@ -330,7 +328,9 @@ impl CompletionQueue {
         self.inner.format
     }
 
-    /// Operations posted through this queue whose completions have not been read.
+    /// Operations posted through this queue whose completions have not been read
+    /// (counted by a walk over the queue's table: for diagnostics, not the data
+    /// path).
     pub fn in_flight(&self) -> usize {
         self.inner.table().live()
     }

@@ -454,7 +454,7 @@ impl Endpoint {
         let buffers = match buffers.single() {
             Ok(mut b) if !multi => {
                 let iov = [IoVec { base: b.raw_ptr(), len: if whole { b.capacity() } else { b.len() } }];
-                let rec = Record { user_context: context, bufs: RecBufs::Owned(OpBuffers::One(b)), recv: rx };
+                let rec = Record { user_context: context, bufs: RecBufs::own(OpBuffers::One(b), rx) };
                 let key = cq.table().insert(rec);
                 return match call(&iov, key) {
                     Ok(()) => Ok(()),
@@ -501,9 +501,9 @@ impl Endpoint {
         }
         let bufs = match buffers {
             OpBuffers::One(b) if multi => RecBufs::Multi(share(b)),
-            b => RecBufs::Owned(b),
+            b => RecBufs::own(b, rx),
         };
-        let key = cq.table().insert(Record { user_context: context, bufs, recv: rx });
+        let key = cq.table().insert(Record { user_context: context, bufs });
         Ok((iovs, key))
     }
 
@@ -513,7 +513,7 @@ impl Endpoint {
     fn post_failed(&self, cq: &CqInner, key: u64, error: Error) -> PostError {
         let rec = cq.table().remove(key);
         let buffers = match rec {
-            Some(Record { bufs: RecBufs::Owned(b), .. }) => b,
+            Some(Record { bufs: RecBufs::Owned(b) | RecBufs::Recv(b), .. }) => b,
             Some(Record { bufs: RecBufs::Multi(s), .. }) => {
                 Arc::try_unwrap(s).map_or(OpBuffers::None, |m| OpBuffers::One(m.buf))
             }

@@ -31,10 +31,26 @@ pub(crate) struct MultiRecvBuf {
 /// What an in-flight record owns.
 #[derive(Debug)]
 pub(crate) enum RecBufs {
-    /// The operation's own buffers, given back whole at its completion.
+    /// The operation's own buffers, given back whole at its completion with
+    /// their lengths as posted.
     Owned(OpBuffers),
+    /// A receive's own buffers, given back whole at its completion; a single
+    /// buffer's length becomes the bytes received.
+    Recv(OpBuffers),
     /// A multi-receive buffer.
     Multi(Arc<MultiRecvBuf>),
+}
+
+impl RecBufs {
+    /// An operation's own buffers: a receive's (`recv`) or another's.
+    #[inline(always)]
+    pub(crate) fn own(bufs: OpBuffers, recv: bool) -> RecBufs {
+        if recv {
+            RecBufs::Recv(bufs)
+        } else {
+            RecBufs::Owned(bufs)
+        }
+    }
 }
 
 /// One in-flight operation.
@@ -44,8 +60,6 @@ pub(crate) struct Record {
     pub(crate) user_context: u64,
     /// The buffers, owned until the provider's completion is read.
     pub(crate) bufs: RecBufs,
-    /// A receive (the completion sets a single buffer's length).
-    pub(crate) recv: bool,
 }
 
 /// A buffer-released completion split off a provider completion that also carried
@@ -59,6 +73,9 @@ pub(crate) struct PendingRelease {
 
 /// No slot (the end of the free list).
 const NIL: u32 = u32::MAX;
+
+// A key's high half is a stamp, never 0, so no key is the reserved context.
+const _: () = assert!(fabric_core::prov::NO_CONTEXT == 0);
 
 #[derive(Debug)]
 struct Slot {
@@ -121,10 +138,11 @@ impl Table {
     /// Insert a record; its key (never `NO_CONTEXT`).
     #[inline(always)]
     pub(crate) fn insert(&mut self, rec: Record) -> u64 {
-        let idx = self.free;
-        let Some(slot) = self.slots.get_mut(idx as usize) else {
-            return self.insert_new(rec);
-        };
+        let mut idx = self.free;
+        if idx as usize >= self.slots.len() {
+            idx = self.grow();
+        }
+        let slot = &mut self.slots[idx as usize];
         self.free = slot.next_free;
         // A free slot holds no record: nothing to drop.
         debug_assert!(slot.rec.is_none());
@@ -133,17 +151,16 @@ impl Table {
         self.key(idx, stamp)
     }
 
-    /// Insert into a new slot (the free list is empty).
+    /// A new free slot (the free list is empty): its index.
     #[cold]
     #[inline(never)]
-    fn insert_new(&mut self, rec: Record) -> u64 {
+    fn grow(&mut self) -> u32 {
         // An index is below NIL: beyond u32::MAX - 1 in-flight operations the
         // process is out of memory long before.
         let idx = self.slots.len() as u32;
         assert!(idx != NIL, "in-flight operation table full");
-        let stamp = self.first_stamp;
-        self.slots.push(Slot { stamp, next_free: NIL, rec: Some(rec) });
-        self.key(idx, stamp)
+        self.slots.push(Slot { stamp: self.first_stamp, next_free: self.free, rec: None });
+        idx
     }
 
     /// The slot of a live record under `key`.
@@ -205,6 +222,12 @@ pub(crate) struct TableLock {
     locked: AtomicBool,
     table: UnsafeCell<Table>,
 }
+
+// The `Sync` below hands the table from thread to thread: it must be `Send`.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Table>();
+};
 
 // SAFETY: the table is reached only through a `TableGuard`, and at most one guard
 // exists at a time (`lock` returns one only after its compare-and-swap took the
@@ -283,7 +306,7 @@ mod tests {
     use super::*;
 
     fn rec(ctx: u64) -> Record {
-        Record { user_context: ctx, bufs: RecBufs::Owned(OpBuffers::None), recv: false }
+        Record { user_context: ctx, bufs: RecBufs::Owned(OpBuffers::None) }
     }
 
     #[test]
@@ -350,11 +373,13 @@ mod tests {
     #[test]
     fn the_lock_excludes() {
         let l = Arc::new(TableLock::new(Table::new(16, 3)));
+        let start = Arc::new(std::sync::Barrier::new(4));
         let threads: Vec<_> = (0..4)
             .map(|_| {
-                let l = Arc::clone(&l);
+                let (l, start) = (Arc::clone(&l), Arc::clone(&start));
                 std::thread::spawn(move || {
-                    for i in 0..20_000 {
+                    start.wait();
+                    for i in 0..1_000_000 {
                         let k = l.lock().insert(rec(i));
                         assert_eq!(l.lock().remove(k).map(|r| r.user_context), Some(i));
                     }
