@@ -73,13 +73,13 @@ impl CqInner {
     }
 
     /// Turn a provider entry into a completion, taking the record out of the table
-    /// (a multi-receive record stays until its buffer is released). `None` for an
-    /// unknown context (logged). `split` is set when the entry both completed a
-    /// message and released its multi-receive buffer: the release then waits in
-    /// `pending` for the next read.
+    /// (a multi-receive record stays until its buffer is released). `Err(Again)`
+    /// for an unknown context (logged; the caller skips the entry). `split` is set
+    /// when the entry both completed a message and released its multi-receive
+    /// buffer: the release then waits in `pending` for the next read.
     ///
-    /// A `Result` rather than an `Option` (`Err(Again)`: skip the entry), so that a
-    /// read returns the completion where it was built rather than a copy.
+    /// A `Result` rather than an `Option`, so that `read_one` returns the
+    /// completion where it was built rather than a copy.
     #[inline(always)]
     fn convert(&self, e: &CqEntry, split: &mut bool) -> Result<Completion> {
         let key = e.op_context;
@@ -115,7 +115,8 @@ impl CqInner {
     }
 
     /// [`CqInner::convert`] for a multi-receive record, in slot `i` of the locked
-    /// table `t`.
+    /// table `t` (out of line and marked cold, which keeps the common path short:
+    /// a multi-receive buffer's completions pay a call, not the others).
     #[cold]
     #[inline(never)]
     fn convert_multi(&self, mut t: TableGuard<'_>, i: usize, e: &CqEntry, split: &mut bool) -> Option<Completion> {

@@ -24,13 +24,13 @@ const SMALL_IOV: usize = 8;
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 
 /// An IoVec list built off the fast path: on the stack when short.
-pub(crate) enum Iovs {
+enum Iovs {
     Small([IoVec; SMALL_IOV], usize),
     Large(Vec<IoVec>),
 }
 
 impl Iovs {
-    pub(crate) fn as_slice(&self) -> &[IoVec] {
+    fn as_slice(&self) -> &[IoVec] {
         match self {
             Iovs::Small(a, n) => &a[..*n],
             Iovs::Large(v) => v,
@@ -436,8 +436,8 @@ impl Endpoint {
     /// failed (see `close_inner`). The safe API binds no queue with selective
     /// completion, so every operation posted here gets a completion.
     ///
-    /// The common case, no buffer or one, is inline; several buffers and
-    /// multi-receive buffers take [`Endpoint::post_general`].
+    /// The common case, one buffer, is inline; no buffer, several, or a
+    /// multi-receive buffer take `Endpoint::record_general`.
     #[inline(always)]
     pub(crate) fn post_with(
         &self,
