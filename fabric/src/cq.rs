@@ -2,7 +2,7 @@
 
 use crate::buf::{Buf, OpBuffers};
 use crate::domain::Domain;
-use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Table};
+use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Table, TableGuard, TableLock};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::CqOps;
@@ -11,7 +11,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Entries read from the provider per call when reading in batches: a stack
@@ -22,7 +22,7 @@ const CHUNK: usize = 16;
 /// operations in flight whose completions it will carry.
 pub(crate) struct CqInner {
     pub(crate) ops: Arc<dyn CqOps>,
-    table: Mutex<Table>,
+    table: TableLock,
     /// Whether `table.pending` may be non-empty: set under the table's lock after a
     /// push, cleared under it when a pop empties it, so a read with nothing
     /// pending skips the lock.
@@ -32,13 +32,13 @@ pub(crate) struct CqInner {
 }
 
 impl CqInner {
-    pub(crate) fn table(&self) -> MutexGuard<'_, Table> {
-        // The table is consistent between any two of its calls (none of them can
-        // panic half-way but for allocation failure, which aborts), so a panic
-        // elsewhere while the lock was held leaves nothing to repair.
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline(always)]
+    pub(crate) fn table(&self) -> TableGuard<'_> {
+        self.table.lock()
     }
 
+    #[cold]
+    #[inline(never)]
     fn unknown(&self, ctx: u64, what: &str) {
         fi_log!(
             Level::Warn,
@@ -53,15 +53,16 @@ impl CqInner {
 
     /// Whether a buffer-released completion waits since a split (the next read
     /// returns it without asking the provider).
+    #[inline]
     pub(crate) fn has_pending(&self) -> bool {
         self.has_pending.load(Ordering::Acquire)
     }
 
-    /// A buffer-released completion waiting since a split, if any.
+    /// A buffer-released completion waiting since a split, if any (callers test
+    /// [`CqInner::has_pending`] first).
+    #[cold]
+    #[inline(never)]
     fn take_pending(&self) -> Option<Completion> {
-        if !self.has_pending.load(Ordering::Acquire) {
-            return None;
-        }
         let mut t = self.table();
         let p = t.pending.pop_front();
         if t.pending.is_empty() {
@@ -72,27 +73,57 @@ impl CqInner {
     }
 
     /// Turn a provider entry into a completion, taking the record out of the table
-    /// (a multi-receive record stays until its buffer is released). `None` for an
-    /// unknown context (logged). The flag is set when the entry both completed a
-    /// message and released its multi-receive buffer: the release then waits in
-    /// `pending` for the next read.
-    fn convert(&self, e: &CqEntry) -> Option<(Completion, bool)> {
+    /// (a multi-receive record stays until its buffer is released). `Err(Again)`
+    /// for an unknown context (logged; the caller skips the entry). `split` is set
+    /// when the entry both completed a message and released its multi-receive
+    /// buffer: the release then waits in `pending` for the next read.
+    ///
+    /// A `Result` rather than an `Option`, so that `read_one` returns the
+    /// completion where it was built rather than a copy.
+    #[inline(always)]
+    fn convert(&self, e: &CqEntry, split: &mut bool) -> Result<Completion> {
         let key = e.op_context;
         let mut t = self.table();
-        let (context, multi) = match t.get(key) {
-            None => {
-                drop(t);
-                self.unknown(key, "completion");
-                return None;
-            }
-            Some(r) => (
-                r.user_context,
-                match &r.bufs {
-                    RecBufs::Multi(s) => Some(Arc::clone(s)),
-                    RecBufs::Owned(_) => None,
-                },
-            ),
+        let Some(i) = t.find(key) else {
+            drop(t);
+            self.unknown(key, "completion");
+            return Err(Error::Again);
         };
+        if let RecBufs::Multi(_) = t.at(i).bufs {
+            return self.convert_multi(t, i, e, split).ok_or(Error::Again);
+        }
+        let rec = t.take(i);
+        drop(t);
+        let buffers = match rec.bufs {
+            RecBufs::Owned(bufs) => bufs,
+            RecBufs::Recv(mut bufs) => {
+                set_recv_len(&mut bufs, e.len);
+                bufs
+            }
+            RecBufs::Multi(shared) => unwrap_shared(shared),
+        };
+        Ok(Completion {
+            context: rec.user_context,
+            flags: e.flags,
+            len: e.len,
+            data: e.data,
+            tag: e.tag,
+            src: e.src,
+            buffers,
+            recv: None,
+        })
+    }
+
+    /// [`CqInner::convert`] for a multi-receive record, in slot `i` of the locked
+    /// table `t` (out of line and marked cold, which keeps the common path short:
+    /// a multi-receive buffer's completions pay a call, not the others).
+    #[cold]
+    #[inline(never)]
+    fn convert_multi(&self, mut t: TableGuard<'_>, i: usize, e: &CqEntry, split: &mut bool) -> Option<Completion> {
+        let r = t.at(i);
+        let context = r.user_context;
+        let RecBufs::Multi(shared) = &r.bufs else { unreachable!("a multi-receive record") };
+        let shared = Arc::clone(shared);
         let mut c = Completion {
             context,
             flags: e.flags,
@@ -103,50 +134,35 @@ impl CqInner {
             buffers: OpBuffers::None,
             recv: None,
         };
-        match multi {
-            Some(shared) => {
-                if !e.flags.contains(Caps::MULTI_RECV) {
-                    // One message: the record stays, the buffer stays the provider's
-                    // except for the bytes this completion reports.
-                    drop(t);
-                    c.recv = make_view(shared, e, self.ops.fid());
-                    return Some((c, false));
-                }
-                let rec = t.remove(key);
-                if e.len > 0 {
-                    // The last message and the release in one entry: deliver the
-                    // message now and the release at the next read, when the
-                    // application has had a chance to drop this message's view.
-                    t.pending.push_back(PendingRelease {
-                        context,
-                        flags: (e.flags & (Caps::RECV | Caps::MSG | Caps::TAGGED)) | Caps::MULTI_RECV,
-                        shared: Arc::clone(&shared),
-                    });
-                    self.has_pending.store(true, Ordering::Release);
-                    drop(t);
-                    drop(rec);
-                    c.flags.remove(Caps::MULTI_RECV);
-                    c.recv = make_view(shared, e, self.ops.fid());
-                    Some((c, true))
-                } else {
-                    drop(t);
-                    drop(rec);
-                    c.buffers = unwrap_shared(shared);
-                    Some((c, false))
-                }
-            }
-            None => {
-                let rec = t.remove(key)?;
-                drop(t);
-                if let RecBufs::Owned(mut bufs) = rec.bufs {
-                    if rec.recv {
-                        set_recv_len(&mut bufs, e.len);
-                    }
-                    c.buffers = bufs;
-                }
-                Some((c, false))
-            }
+        if !e.flags.contains(Caps::MULTI_RECV) {
+            // One message: the record stays, the buffer stays the provider's
+            // except for the bytes this completion reports.
+            drop(t);
+            c.recv = make_view(shared, e, self.ops.fid());
+            return Some(c);
         }
+        let rec = t.take(i);
+        if e.len > 0 {
+            // The last message and the release in one entry: deliver the
+            // message now and the release at the next read, when the
+            // application has had a chance to drop this message's view.
+            t.pending.push_back(PendingRelease {
+                context,
+                flags: (e.flags & (Caps::RECV | Caps::MSG | Caps::TAGGED)) | Caps::MULTI_RECV,
+                shared: Arc::clone(&shared),
+            });
+            self.has_pending.store(true, Ordering::Release);
+            drop(t);
+            drop(rec);
+            c.flags.remove(Caps::MULTI_RECV);
+            c.recv = make_view(shared, e, self.ops.fid());
+            *split = true;
+        } else {
+            drop(t);
+            drop(rec);
+            c.buffers = unwrap_shared(shared);
+        }
+        Some(c)
     }
 
     /// Turn a provider error entry into an error completion; `None` for an unknown
@@ -172,37 +188,35 @@ impl CqInner {
             return Some(ce);
         }
         let mut t = self.table();
-        let multi = match t.get(key) {
-            None => {
-                drop(t);
-                self.unknown(key, "error completion");
-                return None;
-            }
-            Some(r) => {
-                ce.context = r.user_context;
-                matches!(r.bufs, RecBufs::Multi(_))
-            }
+        let Some(i) = t.find(key) else {
+            drop(t);
+            self.unknown(key, "error completion");
+            return None;
         };
-        if multi && !(e.entry.flags.contains(Caps::MULTI_RECV) || e.err == Error::Canceled) {
+        let r = t.at(i);
+        ce.context = r.user_context;
+        if matches!(r.bufs, RecBufs::Multi(_))
+            && !(e.entry.flags.contains(Caps::MULTI_RECV) || e.err == Error::Canceled)
+        {
             return Some(ce);
         }
-        let rec = t.remove(key)?;
+        let rec = t.take(i);
         drop(t);
-        match rec.bufs {
-            RecBufs::Multi(shared) => ce.buffers = unwrap_shared(shared),
-            RecBufs::Owned(mut bufs) => {
-                if rec.recv {
-                    set_recv_len(&mut bufs, e.entry.len);
-                }
-                ce.buffers = bufs;
+        ce.buffers = match rec.bufs {
+            RecBufs::Multi(shared) => unwrap_shared(shared),
+            RecBufs::Owned(bufs) => bufs,
+            RecBufs::Recv(mut bufs) => {
+                set_recv_len(&mut bufs, e.entry.len);
+                bufs
             }
-        }
+        };
         Some(ce)
     }
 }
 
 /// A single receive buffer's length becomes the bytes received; vectored receives
 /// keep their lengths as posted.
+#[inline]
 fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
     if let OpBuffers::One(b) = bufs {
         let n = len.min(b.capacity());
@@ -212,6 +226,7 @@ fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
 }
 
 /// The buffer of a released multi-receive record, if no view of it is alive.
+#[cold]
 fn unwrap_shared(shared: Arc<MultiRecvBuf>) -> OpBuffers {
     match Arc::try_unwrap(shared) {
         Ok(m) => OpBuffers::One(m.buf),
@@ -291,7 +306,7 @@ impl CompletionQueue {
     pub(crate) fn open(domain: &Domain, attr: CqAttr) -> Result<CompletionQueue> {
         let ops = domain.inner.ops.cq_open(&attr)?;
         let size = if attr.size > 0 { attr.size } else { domain.info().tx_attr.size + domain.info().rx_attr.size };
-        let table = Mutex::new(Table::new(size, ops.fid()));
+        let table = TableLock::new(Table::new(size, ops.fid()));
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 ops,
@@ -314,7 +329,9 @@ impl CompletionQueue {
         self.inner.format
     }
 
-    /// Operations posted through this queue whose completions have not been read.
+    /// Operations posted through this queue whose completions have not been read
+    /// (counted by a walk over the queue's table: for diagnostics, not the data
+    /// path).
     pub fn in_flight(&self) -> usize {
         self.inner.table().live()
     }
@@ -323,17 +340,21 @@ impl CompletionQueue {
     /// `Err(Avail)` when an error completion is at the head (read it with
     /// [`CompletionQueue::readerr`], or use [`CompletionQueue::next`], which reads
     /// either).
+    #[inline]
     pub fn read_one(&self) -> Result<Completion> {
-        if let Some(c) = self.inner.take_pending() {
-            return Ok(c);
+        if self.inner.has_pending() {
+            if let Some(c) = self.inner.take_pending() {
+                return Ok(c);
+            }
         }
         let mut e = [CqEntry::new(0, Caps::empty())];
         loop {
             if self.inner.ops.read(&mut e)? == 0 {
                 return Err(Error::Again);
             }
-            if let Some((c, _)) = self.inner.convert(&e[0]) {
-                return Ok(c);
+            let c = self.inner.convert(&e[0], &mut false);
+            if c.is_ok() {
+                return c;
             }
         }
     }
@@ -349,10 +370,12 @@ impl CompletionQueue {
     pub fn read(&self, out: &mut Vec<Completion>, max: usize) -> Result<usize> {
         let mut got = 0;
         while got < max {
-            if let Some(c) = self.inner.take_pending() {
-                out.push(c);
-                got += 1;
-                continue;
+            if self.inner.has_pending() {
+                if let Some(c) = self.inner.take_pending() {
+                    out.push(c);
+                    got += 1;
+                    continue;
+                }
             }
             let mut entries = [CqEntry::new(0, Caps::empty()); CHUNK];
             let want = (max - got).min(CHUNK);
@@ -363,10 +386,9 @@ impl CompletionQueue {
             };
             let mut split = false;
             for e in &entries[..n.min(want)] {
-                if let Some((c, s)) = self.inner.convert(e) {
+                if let Ok(c) = self.inner.convert(e, &mut split) {
                     out.push(c);
                     got += 1;
-                    split |= s;
                 }
             }
             if split || n < want {
@@ -394,16 +416,19 @@ impl CompletionQueue {
     /// briefly and then sleeping. `Err(Again)` on time-out, `Err(Avail)` when an
     /// error completion is at the head.
     pub fn sread(&self, timeout: Option<Duration>) -> Result<Completion> {
-        if let Some(c) = self.inner.take_pending() {
-            return Ok(c);
+        if self.inner.has_pending() {
+            if let Some(c) = self.inner.take_pending() {
+                return Ok(c);
+            }
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut e = [CqEntry::new(0, Caps::empty())];
         loop {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if self.inner.ops.sread(&mut e, left)? > 0 {
-                if let Some((c, _)) = self.inner.convert(&e[0]) {
-                    return Ok(c);
+                let c = self.inner.convert(&e[0], &mut false);
+                if c.is_ok() {
+                    return c;
                 }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {

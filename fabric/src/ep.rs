@@ -20,6 +20,65 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// are built in a short-lived `Vec`.
 const SMALL_IOV: usize = 8;
 
+/// An empty IoVec.
+const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
+
+/// An IoVec list built off the fast path: on the stack when short.
+enum Iovs {
+    Small([IoVec; SMALL_IOV], usize),
+    Large(Vec<IoVec>),
+}
+
+impl Iovs {
+    fn as_slice(&self) -> &[IoVec] {
+        match self {
+            Iovs::Small(a, n) => &a[..*n],
+            Iovs::Large(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [IoVec] {
+        match self {
+            Iovs::Small(a, n) => &mut a[..*n],
+            Iovs::Large(v) => v,
+        }
+    }
+}
+
+/// The buffers a post takes: a single `Buf` (statically one: the fast path) or
+/// any [`OpBuffers`].
+pub(crate) trait PostBufs {
+    /// The one buffer, or all the buffers when they are not exactly one.
+    fn single(self) -> std::result::Result<Buf, OpBuffers>;
+    /// All the buffers.
+    fn into_op_buffers(self) -> OpBuffers;
+}
+
+impl PostBufs for Buf {
+    #[inline(always)]
+    fn single(self) -> std::result::Result<Buf, OpBuffers> {
+        Ok(self)
+    }
+    #[inline(always)]
+    fn into_op_buffers(self) -> OpBuffers {
+        OpBuffers::One(self)
+    }
+}
+
+impl PostBufs for OpBuffers {
+    #[inline(always)]
+    fn single(self) -> std::result::Result<Buf, OpBuffers> {
+        match self {
+            OpBuffers::One(b) => Ok(b),
+            b => Err(b),
+        }
+    }
+    #[inline(always)]
+    fn into_op_buffers(self) -> OpBuffers {
+        self
+    }
+}
+
 /// What posting an operation returns: `Ok(())`, or the error with the buffers.
 pub type PostResult = std::result::Result<(), PostError>;
 
@@ -324,13 +383,14 @@ impl Endpoint {
 
     /// Post a message operation: record it in the bound queue's table, then hand
     /// its buffers to the provider under the record's key.
-    fn post(&self, rx: bool, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
+    #[inline(always)]
+    fn post(&self, rx: bool, buffers: impl PostBufs, f: Fields, flags: OpFlags) -> PostResult {
         let multi = rx && flags.contains(OpFlags::MULTI_RECV);
         let flags = flags | OpFlags::COMPLETION;
         let ops = &self.ops;
         // SAFETY: `post_with` hands the call IoVecs that satisfy post_send's and
         // post_recv's contracts under the record key it passes (see there).
-        self.post_with(rx, rx, multi, buffers, f.context, |iov, key| unsafe {
+        self.post_with(rx, rx, multi, buffers, f.context, move |iov, key| unsafe {
             let op = Op {
                 iov,
                 addr: f.addr,
@@ -375,19 +435,54 @@ impl Endpoint {
     /// `close` returned (after which it touches no buffer), or never if `close`
     /// failed (see `close_inner`). The safe API binds no queue with selective
     /// completion, so every operation posted here gets a completion.
+    ///
+    /// The common case, one buffer, is inline; no buffer, several, or a
+    /// multi-receive buffer take `Endpoint::record_general`.
+    #[inline(always)]
     pub(crate) fn post_with(
         &self,
         rx: bool,
         whole: bool,
         multi: bool,
-        mut buffers: OpBuffers,
+        buffers: impl PostBufs,
         context: u64,
         call: impl FnOnce(&[IoVec], u64) -> Result<()>,
     ) -> PostResult {
-        let cq = match if rx { self.rx.get() } else { self.tx.get() } {
-            Some(cq) => cq,
-            None => return Err(PostError::new(Error::NoCq, buffers)),
+        let Some(cq) = (if rx { self.rx.get() } else { self.tx.get() }) else {
+            return Err(PostError::new(Error::NoCq, buffers.into_op_buffers()));
         };
+        let buffers = match buffers.single() {
+            Ok(mut b) if !multi => {
+                let iov = [IoVec { base: b.raw_ptr(), len: if whole { b.capacity() } else { b.len() } }];
+                let rec = Record { user_context: context, bufs: RecBufs::own(OpBuffers::One(b), rx) };
+                let key = cq.table().insert(rec);
+                return match call(&iov, key) {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(self.post_failed(cq, key, error)),
+                };
+            }
+            Ok(b) => OpBuffers::One(b),
+            Err(bufs) => bufs,
+        };
+        let (iovs, key) = self.record_general(cq, rx, whole, multi, buffers, context)?;
+        match call(iovs.as_slice(), key) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.post_failed(cq, key, error)),
+        }
+    }
+
+    /// [`Endpoint::post_with`]'s record and IoVecs for no buffer, several buffers
+    /// or a multi-receive buffer.
+    #[inline(never)]
+    fn record_general(
+        &self,
+        cq: &CqInner,
+        rx: bool,
+        whole: bool,
+        multi: bool,
+        mut buffers: OpBuffers,
+        context: u64,
+    ) -> std::result::Result<(Iovs, u64), PostError> {
         if multi {
             buffers = match buffers {
                 OpBuffers::Many(mut v) if v.len() == 1 => OpBuffers::One(v.remove(0)),
@@ -397,73 +492,80 @@ impl Endpoint {
         }
         // The IoVec list: on the stack for short lists. It need only outlive the
         // provider call (a provider keeps copies).
-        let null = IoVec { base: std::ptr::null_mut(), len: 0 };
-        let mut small = [null; SMALL_IOV];
-        let mut large = Vec::new();
         let n = buffers.count();
-        let iov: &mut [IoVec] = if n <= SMALL_IOV {
-            &mut small[..n]
-        } else {
-            large.resize(n, null);
-            &mut large
-        };
-        for (v, b) in iov.iter_mut().zip(buffers.as_mut_slice()) {
+        let mut iovs =
+            if n <= SMALL_IOV { Iovs::Small([NULL_IOV; SMALL_IOV], n) } else { Iovs::Large(vec![NULL_IOV; n]) };
+        for (v, b) in iovs.as_mut_slice().iter_mut().zip(buffers.as_mut_slice()) {
             v.len = if whole { b.capacity() } else { b.len() };
             v.base = b.raw_ptr();
         }
         let bufs = match buffers {
             OpBuffers::One(b) if multi => RecBufs::Multi(share(b)),
-            b => RecBufs::Owned(b),
+            b => RecBufs::own(b, rx),
         };
-        let key = cq.table().insert(Record { user_context: context, bufs, recv: rx });
-        if let Err(error) = call(iov, key) {
-            let buffers = match cq.table().remove(key) {
-                Some(Record { bufs: RecBufs::Owned(b), .. }) => b,
-                Some(Record { bufs: RecBufs::Multi(s), .. }) => {
-                    Arc::try_unwrap(s).map_or(OpBuffers::None, |m| OpBuffers::One(m.buf))
-                }
-                None => {
-                    fi_log!(
-                        Level::Warn,
-                        "core",
-                        "ep",
-                        "endpoint {}: post failed ({}) but its operation was completed anyway",
-                        self.ops.fid(),
-                        error
-                    );
-                    OpBuffers::None
-                }
-            };
-            return Err(PostError::new(error, buffers));
-        }
-        Ok(())
+        let key = cq.table().insert(Record { user_context: context, bufs });
+        Ok((iovs, key))
+    }
+
+    /// A post the provider refused: its record out of the table, its buffers back.
+    #[cold]
+    #[inline(never)]
+    fn post_failed(&self, cq: &CqInner, key: u64, error: Error) -> PostError {
+        let rec = cq.table().remove(key);
+        let buffers = match rec {
+            Some(Record { bufs: RecBufs::Owned(b) | RecBufs::Recv(b), .. }) => b,
+            Some(Record { bufs: RecBufs::Multi(s), .. }) => {
+                Arc::try_unwrap(s).map_or(OpBuffers::None, |m| OpBuffers::One(m.buf))
+            }
+            None => {
+                fi_log!(
+                    Level::Warn,
+                    "core",
+                    "ep",
+                    "endpoint {}: post failed ({}) but its operation was completed anyway",
+                    self.ops.fid(),
+                    error
+                );
+                OpBuffers::None
+            }
+        };
+        PostError::new(error, buffers)
     }
 
     /// `Err(BadFlags)` for a send flag the endpoint's capabilities do not cover:
     /// `MULTICAST` without `FI_MULTICAST` (the provider would read the group's
     /// handle as a peer's).
+    #[inline]
     fn check_send_flags(&self, flags: OpFlags) -> Result<()> {
         if flags.contains(OpFlags::MULTICAST) && !self.caps.contains(Caps::MULTICAST) {
-            fi_log!(
-                Level::Info,
-                "core",
-                "ep",
-                "endpoint {}: FI_MULTICAST send on an endpoint without FI_MULTICAST",
-                self.ops.fid()
-            );
-            return Err(Error::BadFlags);
+            return Err(self.multicast_refused());
         }
         Ok(())
     }
 
-    fn send_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
+    #[cold]
+    #[inline(never)]
+    fn multicast_refused(&self) -> Error {
+        fi_log!(
+            Level::Info,
+            "core",
+            "ep",
+            "endpoint {}: FI_MULTICAST send on an endpoint without FI_MULTICAST",
+            self.ops.fid()
+        );
+        Error::BadFlags
+    }
+
+    #[inline(always)]
+    fn send_op(&self, buffers: impl PostBufs, f: Fields, flags: OpFlags) -> PostResult {
         if let Err(e) = self.check_send_flags(flags) {
-            return Err(PostError::new(e, buffers));
+            return Err(PostError::new(e, buffers.into_op_buffers()));
         }
         self.post(false, buffers, f, flags)
     }
 
-    fn recv_op(&self, buffers: OpBuffers, f: Fields, flags: OpFlags) -> PostResult {
+    #[inline(always)]
+    fn recv_op(&self, buffers: impl PostBufs, f: Fields, flags: OpFlags) -> PostResult {
         self.post(true, buffers, f, flags)
     }
 
@@ -477,17 +579,21 @@ impl Endpoint {
     /// Send the contents of `buf` to `dest` (`fi_send`). The buffer comes back in
     /// the send's completion.
     pub fn send(&self, buf: Buf, dest: FiAddr, context: u64) -> PostResult {
-        self.send_op(buf.into(), Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
+        self.send_op(buf, Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
     /// Send with remote CQ data (`fi_senddata`).
     pub fn senddata(&self, buf: Buf, data: u64, dest: FiAddr, context: u64) -> PostResult {
-        self.send_op(buf.into(), Fields { addr: dest, context, data, tag: 0, ignore: 0 }, OpFlags::REMOTE_CQ_DATA)
+        self.send_op(buf, Fields { addr: dest, context, data, tag: 0, ignore: 0 }, OpFlags::REMOTE_CQ_DATA)
     }
 
     /// Send the contents of several buffers as one message (`fi_sendv`).
     pub fn sendv(&self, bufs: Vec<Buf>, dest: FiAddr, context: u64) -> PostResult {
-        self.send_op(bufs.into(), Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
+        self.send_op(
+            OpBuffers::Many(bufs),
+            Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 },
+            OpFlags::empty(),
+        )
     }
 
     /// Send with explicit flags (`fi_sendmsg`): `REMOTE_CQ_DATA` to send
@@ -502,14 +608,14 @@ impl Endpoint {
     /// (`FiAddr::UNSPEC`: any) (`fi_recv`). The buffer comes back in the
     /// completion, its length set to the bytes received.
     pub fn recv(&self, buf: Buf, src: FiAddr, context: u64) -> PostResult {
-        self.recv_op(buf.into(), Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
+        self.recv_op(buf, Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
     /// Post a receive scattering into several buffers (`fi_recvv`). They come back
     /// with their lengths as posted; the completion's `len` says how many bytes
     /// arrived.
     pub fn recvv(&self, bufs: Vec<Buf>, src: FiAddr, context: u64) -> PostResult {
-        self.recv_op(bufs.into(), Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
+        self.recv_op(OpBuffers::Many(bufs), Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
 
     /// Post a receive with explicit flags (`fi_recvmsg`). With `MULTI_RECV` the one
@@ -537,18 +643,18 @@ impl Endpoint {
 
     /// Send a tagged message (`fi_tsend`).
     pub fn tsend(&self, buf: Buf, dest: FiAddr, tag: u64, context: u64) -> PostResult {
-        self.send_op(buf.into(), Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
+        self.send_op(buf, Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
     }
 
     /// Send a tagged message with remote CQ data (`fi_tsenddata`).
     pub fn tsenddata(&self, buf: Buf, data: u64, dest: FiAddr, tag: u64, context: u64) -> PostResult {
         let f = Fields { addr: dest, context, data, tag, ignore: 0 };
-        self.send_op(buf.into(), f, OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA)
+        self.send_op(buf, f, OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA)
     }
 
     /// Send a tagged message gathered from several buffers (`fi_tsendv`).
     pub fn tsendv(&self, bufs: Vec<Buf>, dest: FiAddr, tag: u64, context: u64) -> PostResult {
-        self.send_op(bufs.into(), Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
+        self.send_op(OpBuffers::Many(bufs), Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
     }
 
     /// Send a tagged message with explicit flags (`fi_tsendmsg`), as
@@ -561,12 +667,12 @@ impl Endpoint {
     /// Post a tagged receive matching `tag` on the bits not set in `ignore`
     /// (`fi_trecv`).
     pub fn trecv(&self, buf: Buf, src: FiAddr, tag: u64, ignore: u64, context: u64) -> PostResult {
-        self.recv_op(buf.into(), Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
+        self.recv_op(buf, Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
     }
 
     /// Post a tagged receive scattering into several buffers (`fi_trecvv`).
     pub fn trecvv(&self, bufs: Vec<Buf>, src: FiAddr, tag: u64, ignore: u64, context: u64) -> PostResult {
-        self.recv_op(bufs.into(), Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
+        self.recv_op(OpBuffers::Many(bufs), Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
     }
 
     /// Post a tagged receive with explicit flags (`fi_trecvmsg`):

@@ -1,15 +1,19 @@
 //! The table of in-flight operations a completion queue owns (see the crate docs,
 //! "Memory safety").
 //!
-//! A slab: a vector of slots and a free list, so that posting and completing
-//! allocate nothing once the table has grown to the queue's depth. A key names a
-//! slot and the slot's generation, so a stale or foreign key finds nothing instead
-//! of another operation's buffers; keys are also mixed with a per-table salt so that
-//! a completion delivered to the wrong queue by a faulty provider is not mistaken
-//! for one of this queue's operations.
+//! A slab: a vector of slots threaded by an intrusive free list, so that posting
+//! and completing allocate nothing once the table has grown to the queue's depth.
+//! A key names a slot and the slot's current stamp (its generation), so a stale or
+//! foreign key finds nothing instead of another operation's buffers. Keys are also
+//! mixed with a per-table salt (the index half is XORed with it, the stamps start
+//! from it) so that a completion delivered to the wrong queue by a faulty provider
+//! is not mistaken for one of this queue's operations.
 
 use crate::buf::{Buf, OpBuffers};
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A multi-receive buffer, shared between its in-flight record and the
@@ -27,10 +31,26 @@ pub(crate) struct MultiRecvBuf {
 /// What an in-flight record owns.
 #[derive(Debug)]
 pub(crate) enum RecBufs {
-    /// The operation's own buffers, given back whole at its completion.
+    /// The operation's own buffers, given back whole at its completion with
+    /// their lengths as posted.
     Owned(OpBuffers),
+    /// A receive's own buffers, given back whole at its completion; a single
+    /// buffer's length becomes the bytes received.
+    Recv(OpBuffers),
     /// A multi-receive buffer.
     Multi(Arc<MultiRecvBuf>),
+}
+
+impl RecBufs {
+    /// An operation's own buffers: a receive's (`recv`) or another's.
+    #[inline(always)]
+    pub(crate) fn own(bufs: OpBuffers, recv: bool) -> RecBufs {
+        if recv {
+            RecBufs::Recv(bufs)
+        } else {
+            RecBufs::Owned(bufs)
+        }
+    }
 }
 
 /// One in-flight operation.
@@ -40,8 +60,6 @@ pub(crate) struct Record {
     pub(crate) user_context: u64,
     /// The buffers, owned until the provider's completion is read.
     pub(crate) bufs: RecBufs,
-    /// A receive (the completion sets a single buffer's length).
-    pub(crate) recv: bool,
 }
 
 /// A buffer-released completion split off a provider completion that also carried
@@ -53,9 +71,20 @@ pub(crate) struct PendingRelease {
     pub(crate) shared: Arc<MultiRecvBuf>,
 }
 
+/// No slot (the end of the free list).
+const NIL: u32 = u32::MAX;
+
+// A key's high half is a stamp, never 0, so no key is the reserved context.
+const _: () = assert!(fabric_core::prov::NO_CONTEXT == 0);
+
 #[derive(Debug)]
 struct Slot {
-    gen: u32,
+    /// The high half of the key of the slot's current (or next) record; never 0,
+    /// so no key is 0 (`NO_CONTEXT`, reserved for entries of no operation). A
+    /// new stamp each time a record leaves, so the old key never finds the next.
+    stamp: u32,
+    /// The next free slot while this one is free.
+    next_free: u32,
     rec: Option<Record>,
 }
 
@@ -63,9 +92,12 @@ struct Slot {
 #[derive(Debug)]
 pub(crate) struct Table {
     slots: Vec<Slot>,
-    free: Vec<u32>,
-    live: usize,
-    salt: u64,
+    /// The first free slot, or `NIL`.
+    free: u32,
+    /// XORed into a key's index half.
+    salt_lo: u32,
+    /// A new slot's first stamp (never 0).
+    first_stamp: u32,
     /// Buffer-released completions waiting to be read.
     pub(crate) pending: VecDeque<PendingRelease>,
 }
@@ -78,73 +110,194 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The stamp after `s`: skips 0.
+#[inline(always)]
+fn next_stamp(s: u32) -> u32 {
+    s.wrapping_add(1).max(1)
+}
+
 impl Table {
     /// A table with room for `capacity` operations before it grows.
     pub(crate) fn new(capacity: usize, seed: u64) -> Table {
         let capacity = capacity.clamp(16, 1 << 16);
+        let salt = mix(seed);
         Table {
             slots: Vec::with_capacity(capacity),
-            free: Vec::with_capacity(capacity),
-            live: 0,
-            salt: mix(seed),
+            free: NIL,
+            salt_lo: salt as u32,
+            first_stamp: ((salt >> 32) as u32).max(1),
             pending: VecDeque::new(),
         }
     }
 
-    /// Insert a record; its key.
+    #[inline(always)]
+    fn key(&self, idx: u32, stamp: u32) -> u64 {
+        ((stamp as u64) << 32) | (idx ^ self.salt_lo) as u64
+    }
+
+    /// Insert a record; its key (never `NO_CONTEXT`).
+    #[inline(always)]
     pub(crate) fn insert(&mut self, rec: Record) -> u64 {
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                // Beyond u32::MAX in-flight operations the process is out of memory
-                // long before; the index still fits a u32 by construction then.
-                let i = self.slots.len() as u32;
-                self.slots.push(Slot { gen: 1, rec: None });
-                i
-            }
-        };
-        let salt = self.salt;
-        let slot = &mut self.slots[idx as usize];
-        slot.rec = Some(rec);
-        self.live += 1;
-        // Context 0 is reserved for entries that belong to no operation (a CQ
-        // overrun report): never hand it out.
-        while (((slot.gen as u64) << 32) | idx as u64) ^ salt == fabric_core::prov::NO_CONTEXT {
-            slot.gen = slot.gen.wrapping_add(1).max(1);
+        let mut idx = self.free;
+        if idx as usize >= self.slots.len() {
+            idx = self.grow();
         }
-        (((slot.gen as u64) << 32) | idx as u64) ^ salt
+        let slot = &mut self.slots[idx as usize];
+        self.free = slot.next_free;
+        // A free slot holds no record: nothing to drop.
+        debug_assert!(slot.rec.is_none());
+        std::mem::forget(slot.rec.replace(rec));
+        let stamp = slot.stamp;
+        self.key(idx, stamp)
     }
 
-    fn index(&self, key: u64) -> Option<usize> {
-        let k = key ^ self.salt;
-        let idx = (k & 0xffff_ffff) as usize;
-        let gen = (k >> 32) as u32;
+    /// A new free slot (the free list is empty): its index.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) -> u32 {
+        // An index is below NIL: beyond u32::MAX - 1 in-flight operations the
+        // process is out of memory long before.
+        let idx = self.slots.len() as u32;
+        assert!(idx != NIL, "in-flight operation table full");
+        self.slots.push(Slot { stamp: self.first_stamp, next_free: self.free, rec: None });
+        idx
+    }
+
+    /// The slot of a live record under `key`.
+    #[inline]
+    pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        let idx = (key as u32 ^ self.salt_lo) as usize;
         let slot = self.slots.get(idx)?;
-        (slot.gen == gen && slot.rec.is_some()).then_some(idx)
+        (slot.stamp == (key >> 32) as u32 && slot.rec.is_some()).then_some(idx)
     }
 
-    /// The record under `key`, if it is live.
-    pub(crate) fn get(&self, key: u64) -> Option<&Record> {
-        let i = self.index(key)?;
-        self.slots[i].rec.as_ref()
+    /// The record in slot `i` (from [`Table::find`]).
+    #[inline]
+    pub(crate) fn at(&self, i: usize) -> &Record {
+        self.slots[i].rec.as_ref().expect("a slot found live")
     }
 
-    /// Remove the record under `key`, if it is live.
-    pub(crate) fn remove(&mut self, key: u64) -> Option<Record> {
-        let i = self.index(key)?;
+    /// Take the record out of slot `i` (from [`Table::find`], no call in between).
+    #[inline]
+    pub(crate) fn take(&mut self, i: usize) -> Record {
+        let free = self.free;
         let slot = &mut self.slots[i];
-        let rec = slot.rec.take();
-        // A new generation: the old key never finds the slot's next record. Skip 0
-        // so that a key is never all-salt.
-        slot.gen = slot.gen.wrapping_add(1).max(1);
-        self.free.push(i as u32);
-        self.live -= 1;
+        let rec = slot.rec.take().expect("a slot found live");
+        slot.stamp = next_stamp(slot.stamp);
+        slot.next_free = free;
+        self.free = i as u32;
         rec
     }
 
-    /// Operations in flight.
+    /// The record under `key`, if it is live.
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: u64) -> Option<&Record> {
+        self.find(key).map(|i| self.at(i))
+    }
+
+    /// Remove the record under `key`, if it is live.
+    #[inline]
+    pub(crate) fn remove(&mut self, key: u64) -> Option<Record> {
+        let i = self.find(key)?;
+        Some(self.take(i))
+    }
+
+    /// Operations in flight (a walk over the slots: for diagnostics, not the
+    /// data path, which keeps no count).
     pub(crate) fn live(&self) -> usize {
-        self.live
+        self.slots.iter().filter(|s| s.rec.is_some()).count()
+    }
+}
+
+/// The lock around a queue's table: a flag taken with one compare-and-swap and
+/// released with one store, with no poisoning.
+///
+/// Posting on any endpoint bound to the queue and reading the queue take it, for a
+/// few dozen instructions that never block (a table call does not wait, and
+/// allocates only to grow), so a waiter spins briefly and then yields its time
+/// slice rather than sleeping. There is nothing to poison: the table is consistent
+/// between any two of its calls, none of which can panic half-way (but for
+/// allocation failure, which aborts), and no caller code runs under the lock.
+pub(crate) struct TableLock {
+    locked: AtomicBool,
+    table: UnsafeCell<Table>,
+}
+
+// The `Sync` below hands the table from thread to thread: it must be `Send`.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Table>();
+};
+
+// SAFETY: the table is reached only through a `TableGuard`, and at most one guard
+// exists at a time (`lock` returns one only after its compare-and-swap took the
+// flag from false to true; the guard's drop stores false), so the `Table` (which is
+// `Send`) is never accessed from two threads at once; Acquire on taking the flag and
+// Release on giving it back order each holder's accesses after the previous one's.
+unsafe impl Sync for TableLock {}
+
+impl TableLock {
+    pub(crate) fn new(table: Table) -> TableLock {
+        TableLock { locked: AtomicBool::new(false), table: UnsafeCell::new(table) }
+    }
+
+    /// Take the lock.
+    #[inline(always)]
+    pub(crate) fn lock(&self) -> TableGuard<'_> {
+        if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended();
+        }
+        TableGuard { lock: self }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        loop {
+            while self.locked.load(Ordering::Relaxed) {
+                if spins < 100 {
+                    spins += 1;
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return;
+            }
+        }
+    }
+}
+
+/// The held lock: the table, until dropped.
+pub(crate) struct TableGuard<'a> {
+    lock: &'a TableLock,
+}
+
+impl Deref for TableGuard<'_> {
+    type Target = Table;
+    #[inline(always)]
+    fn deref(&self) -> &Table {
+        // SAFETY: this guard holds the lock (see `TableLock`'s `Sync`): no other
+        // reference to the table exists until it drops.
+        unsafe { &*self.lock.table.get() }
+    }
+}
+
+impl DerefMut for TableGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Table {
+        // SAFETY: as in `deref`; `&mut self` makes this the only borrow through the
+        // guard.
+        unsafe { &mut *self.lock.table.get() }
+    }
+}
+
+impl Drop for TableGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
     }
 }
 
@@ -153,7 +306,7 @@ mod tests {
     use super::*;
 
     fn rec(ctx: u64) -> Record {
-        Record { user_context: ctx, bufs: RecBufs::Owned(OpBuffers::None), recv: false }
+        Record { user_context: ctx, bufs: RecBufs::Owned(OpBuffers::None) }
     }
 
     #[test]
@@ -181,5 +334,69 @@ mod tests {
         let k1 = t1.insert(rec(1));
         t2.insert(rec(2));
         assert!(t2.get(k1).is_none());
+    }
+
+    #[test]
+    fn no_key_is_zero_and_free_slots_are_reused() {
+        for seed in 0..64 {
+            let mut t = Table::new(4, seed);
+            let mut keys = Vec::new();
+            for round in 0..8u64 {
+                for i in 0..5 {
+                    let k = t.insert(rec(round * 10 + i));
+                    assert_ne!(k, fabric_core::prov::NO_CONTEXT);
+                    keys.push(k);
+                }
+                for k in keys.drain(..) {
+                    assert!(t.remove(k).is_some());
+                    assert!(t.remove(k).is_none(), "a key finds its record once");
+                }
+            }
+            assert_eq!(t.slots.len(), 5, "freed slots are reused");
+            assert_eq!(t.live(), 0);
+        }
+    }
+
+    #[test]
+    fn a_free_slot_is_not_found_by_a_forged_key() {
+        let mut t = Table::new(4, 9);
+        let k = t.insert(rec(1));
+        t.remove(k).unwrap();
+        // A key naming the free slot with its current stamp still finds nothing.
+        let idx = (k as u32 ^ t.salt_lo) as usize;
+        let forged = t.key(idx as u32, t.slots[idx].stamp);
+        assert!(t.get(forged).is_none());
+        assert!(t.remove(forged).is_none());
+        assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn the_lock_excludes() {
+        let l = Arc::new(TableLock::new(Table::new(16, 3)));
+        let start = Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (l, start) = (Arc::clone(&l), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..1_000_000 {
+                        let k = l.lock().insert(rec(i));
+                        assert_eq!(l.lock().remove(k).map(|r| r.user_context), Some(i));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let t = l.lock();
+        assert_eq!(t.live(), 0);
+        assert!(t.slots.len() <= 4, "each thread holds at most one slot at a time");
+    }
+
+    #[test]
+    fn stamps_wrap_without_zero() {
+        assert_eq!(next_stamp(u32::MAX), 1);
+        assert_eq!(next_stamp(1), 2);
     }
 }

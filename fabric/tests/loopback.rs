@@ -514,6 +514,71 @@ fn blocking_reads_across_threads() {
     assert_eq!(t.join().unwrap().unwrap_err(), Error::Again);
 }
 
+/// Posts and reads from several threads at once on the same two queues: each
+/// queue's table (one lock, taken by every post and every read) gives every
+/// buffer back exactly once, to the completion of its own operation.
+#[test]
+fn concurrent_posts_and_reads_share_the_tables() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    const THREADS: u64 = 4;
+    const OPS: u64 = 2000;
+    let total = (2 * THREADS * OPS) as usize;
+    let p = Arc::new(pair());
+    let done = Arc::new(AtomicUsize::new(0));
+    let sends = Arc::new(Mutex::new(Vec::new()));
+    let recvs = Arc::new(Mutex::new(Vec::new()));
+    let start = Arc::new(std::sync::Barrier::new(THREADS as usize));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (p, done, sends, recvs) = (Arc::clone(&p), Arc::clone(&done), Arc::clone(&sends), Arc::clone(&recvs));
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                start.wait();
+                let drain = |p: &Pair| {
+                    if let Ok(c) = p.a.cq.read_one() {
+                        let b = c.buffers.into_buf().unwrap();
+                        sends.lock().unwrap().push((c.context, b.into_vec()));
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Ok(c) = p.b.cq.read_one() {
+                        let b = c.buffers.into_buf().unwrap();
+                        assert_eq!(b.capacity(), 16);
+                        recvs.lock().unwrap().push((c.context, b.into_vec()));
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                };
+                for i in 0..OPS {
+                    let ctx = 1 + t * OPS + i;
+                    p.b.ep.recv(Buf::new(16), FiAddr::UNSPEC, ctx).unwrap();
+                    p.a.ep.send(Buf::from(&ctx.to_le_bytes()), p.a_to_b, ctx).unwrap();
+                    drain(&p);
+                }
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while done.load(Ordering::Relaxed) < total {
+                    assert!(std::time::Instant::now() < deadline, "completions lost");
+                    drain(&p);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let all: Vec<u64> = (1..=THREADS * OPS).collect();
+    let mut sends = std::mem::take(&mut *sends.lock().unwrap());
+    sends.sort();
+    // Each send's own buffer comes back with its own completion.
+    assert_eq!(sends, all.iter().map(|&c| (c, c.to_le_bytes().to_vec())).collect::<Vec<_>>());
+    let mut recvs = std::mem::take(&mut *recvs.lock().unwrap());
+    recvs.sort();
+    assert_eq!(recvs.iter().map(|r| r.0).collect::<Vec<_>>(), all, "every receive completes once");
+    let mut payloads: Vec<Vec<u8>> = recvs.into_iter().map(|r| r.1).collect();
+    payloads.sort_by_key(|v| u64::from_le_bytes(v[..].try_into().unwrap()));
+    assert_eq!(payloads, all.iter().map(|c| c.to_le_bytes().to_vec()).collect::<Vec<_>>());
+    assert_eq!(p.a.cq.in_flight() + p.b.cq.in_flight(), 0);
+}
+
 #[test]
 fn counters_regions_and_addresses() {
     let p = pair();
