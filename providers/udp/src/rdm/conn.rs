@@ -86,9 +86,10 @@ impl UdpRdmEp {
 
     /// The AV handle of a peer (`FI_ADDR_NOTAVAIL` when not in the AV).
     pub(super) fn src_of(g: &mut Inner, id: PeerId) -> FiAddr {
-        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let Inner { b, peers, .. } = g;
+        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
-        let Some(p) = Self::peer(g, id) else { return FiAddr::NOTAVAIL };
+        let Some(p) = slot(peers, id) else { return FiAddr::NOTAVAIL };
         if p.av_version != v {
             p.fi_addr = av.find(&p.uri).unwrap_or(FiAddr::NOTAVAIL);
             p.av_version = v;

@@ -180,8 +180,9 @@ pub(crate) fn channel_config(dgram: usize, rcvbuf: usize) -> reliable::Config {
         rto_min: RTO_MIN,
         rto_max: Duration::from_millis(500),
         unreachable_after: PEER_TIMEOUT,
-        // UDP's own checksum covers the payload end to end.
+        // UDP's own checksum covers each datagram end to end.
         payload_checksum: false,
+        header_checksum: false,
     }
 }
 

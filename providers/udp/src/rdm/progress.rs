@@ -236,7 +236,7 @@ impl UdpRdmEp {
         for idx in 0..g.peers.len() {
             let Some(p) = g.peers[idx].as_mut() else { continue };
             let id = PeerId { idx: idx as u32, gen: p.gen };
-            if p.chan.poll_timeout().is_some_and(|t| t <= now) {
+            if p.chan.timer_due(now) {
                 p.chan.handle_timeout(now);
             }
             if p.chan.held() > 0 {
@@ -250,8 +250,11 @@ impl UdpRdmEp {
     /// and forget the peer if it broke the protocol, closed, or failed.
     fn after_channel(&self, g: &mut Inner, id: PeerId, now: Instant) {
         self.pump(g, now);
-        self.channel_events(g, id);
-        self.pump(g, now);
+        let Some(p) = Self::peer(g, id) else { return };
+        if p.chan.has_events() {
+            self.channel_events(g, id);
+            self.pump(g, now);
+        }
         let Some(p) = Self::peer(g, id) else { return };
         if let Some(v) = p.broken.take() {
             if v.why.is_empty() {
@@ -272,7 +275,11 @@ impl UdpRdmEp {
             self.peer_down(g, id, Error::HostUnreach, now);
             return;
         }
-        self.flush_peer(g, id, now);
+        // A delayed acknowledgement comes due through `handle_timeout`, which
+        // makes it wanted.
+        if p.chan.wants_transmit() {
+            self.flush_peer(g, id, now);
+        }
     }
 
     /// Read the datagrams waiting on the socket.
@@ -290,7 +297,7 @@ impl UdpRdmEp {
                     continue;
                 }
             };
-            let (h, payload) = match reliable::Header::decode(&buf[..n]) {
+            let (h, payload) = match reliable::Header::decode_with(&buf[..n], false) {
                 Ok(r) => r,
                 Err(e) => {
                     fi_log!(Level::Debug, NAME, "ep_data", "dropped a datagram from {from}: {e}");
