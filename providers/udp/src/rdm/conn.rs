@@ -5,6 +5,7 @@ use super::{Inner, Peer, PeerId, UdpRdmEp, PEERS_MAX};
 use fabric_core::{Address, Error, FiAddr, Result};
 use fabric_util::rdm::PeerRx;
 use fabric_util::reliable::Channel;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -46,6 +47,8 @@ impl UdpRdmEp {
             addr,
             uri: Address::from(addr),
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
+            frames: VecDeque::new(),
+            next_fid: 0,
             pr: PeerRx::holding(),
             broken: None,
             fi_addr: FiAddr::NOTAVAIL,

@@ -8,12 +8,12 @@
 //! | a segment, `first` | decodes the header | [`Engine::begin`] |
 //! | its bytes | | [`Engine::write`] |
 //! | `last` | | [`Engine::end`] |
-//! | `Event::Acked(id)` | frame `id` of [`Inner::frames`] | [`Engine::frame_done`] |
+//! | `Event::Acked(id)` | the peer's oldest frame (`Peer::frames`) | [`Engine::frame_done`] |
 //! | `Event::Failed(id)` | | [`Engine::frame_failed`] |
-//! | [`Channel::send`] | frame `id` of [`Inner::frames`] | [`Engine::poll_transmit`] |
+//! | [`Channel::send`] | the peer's newest frame | [`Engine::poll_transmit`] |
 
 use super::conn::slot;
-use super::{Inner, PeerId, Sent, UdpRdmEp, KEEPALIVE, MAX_MSG, RECV_BATCH};
+use super::{Inner, PeerId, UdpRdmEp, KEEPALIVE, MAX_MSG, RECV_BATCH};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::{fi_log, Error, FiAddr};
@@ -128,18 +128,19 @@ impl UdpRdmEp {
         };
         let send = f.op == OpCode::Msg;
         let len = f.total;
-        let Inner { peers, frames, sends, eng, b, .. } = g;
+        let Inner { peers, sends, eng, b, .. } = g;
         let Some(p) = slot(peers, peer) else {
             eng.frame_failed(b, peer, f, Error::ConnReset);
             return Err(Error::ConnReset);
         };
-        let fid = frames.insert(Sent { peer, f, send });
+        let fid = p.next_fid;
         let r = if awaited { p.chan.send_awaited(now, fid, len) } else { p.chan.send(now, fid, len) };
         if r.is_err() {
-            let s = frames.remove(fid).expect("just inserted");
-            eng.frame_failed(b, peer, s.f, Error::HostUnreach);
+            eng.frame_failed(b, peer, f, Error::HostUnreach);
             return Err(Error::HostUnreach);
         }
+        p.next_fid += 1;
+        p.frames.push_back(f);
         if send {
             *sends += 1;
         }
@@ -147,10 +148,15 @@ impl UdpRdmEp {
     }
 
     /// Give the engine's frames to their peers' channels, and transmit.
+    #[inline]
     pub(super) fn pump(&self, g: &mut Inner, now: Instant) {
-        if !g.eng.wants_transmit() {
-            return;
+        if g.eng.wants_transmit() {
+            self.pump_frames(g, now);
         }
+    }
+
+    #[inline(never)]
+    fn pump_frames(&self, g: &mut Inner, now: Instant) {
         while let Some((peer, f)) = g.eng.poll_transmit() {
             if self.queue_frame(g, peer, f, now).is_ok() && !g.touched.contains(&peer) {
                 g.touched.push(peer);
@@ -161,6 +167,7 @@ impl UdpRdmEp {
             self.flush_peer(g, peer, now);
         }
         g.touched = touched;
+        g.timers_armed(now);
     }
 
     /// Ask the peers we wait for answers from, and send nothing else to, for a
@@ -174,39 +181,45 @@ impl UdpRdmEp {
         for peer in g.eng.awaiting() {
             if Self::peer(g, peer).is_some_and(|p| p.chan.is_idle()) {
                 let _ = self.queue_frame(g, peer, Frame::control(&Header::new(OpCode::Hello)), now);
+                // Sent by the look at every peer, now.
+                g.next_scan = Some(now);
             }
         }
     }
 
     /// Tell the engine what a peer's channel learnt about its frames.
     fn channel_events(&self, g: &mut Inner, id: PeerId) {
-        let Inner { peers, eng, frames, sends, b, .. } = g;
+        let Inner { peers, eng, sends, b, .. } = g;
         let cx = self.cx(b);
-        while let Some(p) = slot(peers, id) {
-            let Some(ev) = p.chan.poll_event() else { break };
+        let Some(p) = slot(peers, id) else { return };
+        while let Some(ev) = p.chan.poll_event() {
             let (fid, ok) = match ev {
                 Event::Acked(f) => (f, true),
                 Event::Failed(f) => (f, false),
             };
-            let Some(s) = frames.remove(fid) else { continue };
-            if s.send {
+            // The channel reports its messages in the order given: this is the
+            // oldest frame.
+            debug_assert_eq!(fid, p.next_fid - p.frames.len() as u64);
+            let Some(f) = p.frames.pop_front() else { continue };
+            if f.op == OpCode::Msg {
                 *sends -= 1;
             }
             if ok {
-                eng.frame_done(cx, id, Some(&mut p.pr), s.f);
+                eng.frame_done(cx, id, Some(&mut p.pr), f);
             } else {
                 // The frame is lost, and with it what waited for it.
-                eng.frame_failed(cx.b, id, s.f, Error::HostUnreach);
+                eng.frame_failed(cx.b, id, f, Error::HostUnreach);
             }
         }
     }
 
     /// Transmit what a peer's channel has due.
     pub(super) fn flush_peer(&self, g: &mut Inner, id: PeerId, now: Instant) {
-        let Inner { peers, frames, sbuf, .. } = g;
+        let Inner { peers, sbuf, next_scan, .. } = g;
         let Some(p) = slot(peers, id) else { return };
-        let mut fill = |fid: u64, off: usize, buf: &mut [u8]| match frames.get(fid) {
-            Some(s) => fill_frame(&s.f, off, buf),
+        let (frames, first) = (&p.frames, p.next_fid - p.frames.len() as u64);
+        let mut fill = |fid: u64, off: usize, buf: &mut [u8]| match frames.get(fid.wrapping_sub(first) as usize) {
+            Some(f) => fill_frame(f, off, buf),
             None => buf.fill(0),
         };
         while let Some(n) = p.chan.poll_transmit(now, sbuf, &mut fill) {
@@ -214,7 +227,9 @@ impl UdpRdmEp {
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     // The socket buffer is full: this datagram is lost like any
-                    // other, and retransmitted; stop for now.
+                    // other, and retransmitted; stop for now, and try the rest
+                    // at the next progress.
+                    *next_scan = Some(now);
                     break;
                 }
                 Err(e) => {
@@ -233,6 +248,19 @@ impl UdpRdmEp {
         self.receive(g, now);
         self.pump(g, now);
         self.keepalive(g, now);
+        if g.next_scan.is_some_and(|t| now >= t) {
+            self.scan(g, now);
+        }
+    }
+
+    /// Look at every peer: run its channel's timers, offer its held segments
+    /// again, take its events, transmit; and find when the next look is due
+    /// ([`Inner::next_scan`]): at the earliest deadline of a channel, or at once
+    /// while a peer holds segments (a receive may have been posted, the peer may
+    /// have taken its answers).
+    fn scan(&self, g: &mut Inner, now: Instant) {
+        g.next_scan = None;
+        let mut next: Option<Instant> = None;
         for idx in 0..g.peers.len() {
             let Some(p) = g.peers[idx].as_mut() else { continue };
             let id = PeerId { idx: idx as u32, gen: p.gen };
@@ -243,7 +271,19 @@ impl UdpRdmEp {
                 self.deliver_held(g, id);
             }
             self.after_channel(g, id, now);
+            let Some(p) = Self::peer(g, id) else { continue };
+            let t = if p.chan.held() > 0 { Some(now) } else { p.chan.poll_timeout() };
+            next = match (next, t) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
+        // Peers looked at earlier may have armed timers since (the engine
+        // answering another peer): `after_channel` lowered `next_scan` then.
+        g.next_scan = match (g.next_scan, next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Send what the engine queued, tell it the peer's channel events, transmit,
@@ -280,6 +320,7 @@ impl UdpRdmEp {
         if p.chan.wants_transmit() {
             self.flush_peer(g, id, now);
         }
+        g.timers_armed(now);
     }
 
     /// Read the datagrams waiting on the socket.

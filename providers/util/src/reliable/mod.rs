@@ -364,7 +364,8 @@ impl Channel {
         !self.events.is_empty()
     }
 
-    /// The next thing the sender learnt.
+    /// The next thing the sender learnt. Messages are reported in the order
+    /// they were given to [`Channel::send`], each once.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
