@@ -42,11 +42,24 @@ fn fill_frame(f: &Frame, off: usize, buf: &mut [u8]) {
     let poff = off + done - f.head_len;
     let rest = &mut buf[done..];
     let k = (f.total - f.head_len).saturating_sub(poff).min(rest.len());
-    // SAFETY: the payload pieces are valid for reads until the engine hears of
-    // this frame (`frame_done` or `frame_failed`), and it has not: the frame is
-    // still with the channel. `rest` is our datagram buffer, `k` bytes of it.
-    unsafe { gather(f.payload(), poff, rest.as_mut_ptr(), k) };
-    rest[k..].fill(0);
+    match f.payload() {
+        // One piece (an eager message, copied or not): no walk over pieces.
+        [p] if poff + k <= p.len => {
+            // SAFETY: the piece is valid for reads until the engine hears of
+            // this frame (`frame_done` or `frame_failed`), and it has not: the
+            // frame is still with the channel. `poff..poff + k` lies within the
+            // piece; `rest` is our datagram buffer, `k` bytes of it.
+            unsafe { std::ptr::copy_nonoverlapping(p.base.add(poff), rest.as_mut_ptr(), k) };
+        }
+        // SAFETY: the payload pieces are valid for reads until the engine hears
+        // of this frame (`frame_done` or `frame_failed`), and it has not: the
+        // frame is still with the channel. `rest` is our datagram buffer, `k`
+        // bytes of it.
+        pieces => unsafe { gather(pieces, poff, rest.as_mut_ptr(), k) },
+    }
+    if k < rest.len() {
+        rest[k..].fill(0);
+    }
 }
 
 /// Takes the segments a channel delivers: one peer's view of the engine.
@@ -157,16 +170,30 @@ impl UdpRdmEp {
 
     #[inline(never)]
     fn pump_frames(&self, g: &mut Inner, now: Instant) {
+        // The peer given the last frame; the others in `touched` (the common
+        // case, one peer, leaves it empty).
+        let mut last: Option<PeerId> = None;
         while let Some((peer, f)) = g.eng.poll_transmit() {
-            if self.queue_frame(g, peer, f, now).is_ok() && !g.touched.contains(&peer) {
-                g.touched.push(peer);
+            if self.queue_frame(g, peer, f, now).is_ok() && last != Some(peer) {
+                if let Some(l) = last.replace(peer) {
+                    if !g.touched.contains(&l) {
+                        g.touched.push(l);
+                    }
+                }
             }
         }
-        let mut touched = std::mem::take(&mut g.touched);
-        for peer in touched.drain(..) {
+        if !g.touched.is_empty() {
+            let mut touched = std::mem::take(&mut g.touched);
+            for peer in touched.drain(..) {
+                if last != Some(peer) {
+                    self.flush_peer(g, peer, now);
+                }
+            }
+            g.touched = touched;
+        }
+        if let Some(peer) = last {
             self.flush_peer(g, peer, now);
         }
-        g.touched = touched;
         g.timers_armed(now);
     }
 
@@ -224,7 +251,10 @@ impl UdpRdmEp {
         };
         while let Some(n) = p.chan.poll_transmit(now, sbuf, &mut fill) {
             match self.sock.send_to(&sbuf[..n], p.addr) {
-                Ok(_) => {}
+                // What else is due (a delayed acknowledgement comes due
+                // through `handle_timeout`, which makes it wanted).
+                Ok(_) if p.chan.wants_transmit() => {}
+                Ok(_) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     // The socket buffer is full: this datagram is lost like any
                     // other, and retransmitted; stop for now, and try the rest

@@ -246,6 +246,8 @@ pub struct Channel {
     inflight: VecDeque<TxSeg>,
     /// Segments to send again, oldest first (may hold stale entries: checked).
     retx: VecDeque<u64>,
+    /// Segments of `inflight` sent more than once.
+    resent_inflight: usize,
     /// Smoothed round trip, in nanoseconds, once measured.
     srtt: Option<u64>,
     /// Its mean deviation, in nanoseconds.
@@ -302,6 +304,7 @@ impl Channel {
             cursor: 0,
             inflight: VecDeque::new(),
             retx: VecDeque::new(),
+            resent_inflight: 0,
             srtt: None,
             rttvar: 0,
             rto,
@@ -381,6 +384,7 @@ impl Channel {
         }
         self.cursor = 0;
         self.inflight.clear();
+        self.resent_inflight = 0;
         self.retx.clear();
         self.held.clear();
         self.ooo.clear();
@@ -413,8 +417,10 @@ impl Channel {
     fn ack_fields(&mut self, h: &mut Header) {
         h.ack = self.rcv_nxt;
         let mut sack = 0u64;
-        for (&seq, _) in self.ooo.range(self.rcv_nxt + 1..=self.rcv_nxt + SACK_SPAN) {
-            sack |= 1 << (seq - self.rcv_nxt - 1);
+        if !self.ooo.is_empty() {
+            for (&seq, _) in self.ooo.range(self.rcv_nxt + 1..=self.rcv_nxt + SACK_SPAN) {
+                sack |= 1 << (seq - self.rcv_nxt - 1);
+            }
         }
         h.sack = sack;
         h.wnd = self.delivered + self.cfg.window as u64;

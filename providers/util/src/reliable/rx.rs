@@ -47,7 +47,17 @@ impl Channel {
         }
         if h.ack > self.snd_una {
             let n = (h.ack - self.snd_una) as usize;
-            self.inflight.drain(..n);
+            if self.resent_inflight == 0 {
+                if n == self.inflight.len() {
+                    self.inflight.clear();
+                } else {
+                    self.inflight.drain(..n);
+                }
+            } else {
+                for s in self.inflight.drain(..n) {
+                    self.resent_inflight -= usize::from(s.retx);
+                }
+            }
             self.snd_una = h.ack;
             while let Some(m) = self.msgs.front() {
                 match m.last_seq {
@@ -111,7 +121,7 @@ impl Channel {
         if h.ack > self.snd_una {
             let n = (h.ack - self.snd_una) as usize;
             let newest = &self.inflight[n - 1];
-            if !newest.sacked && !self.inflight.range(..n).any(|s| s.retx) {
+            if !newest.sacked && (self.resent_inflight == 0 || !self.inflight.range(..n).any(|s| s.retx)) {
                 sent = Some(newest.sent_at);
             }
         }
@@ -167,7 +177,7 @@ impl Channel {
         deliver: &mut dyn FnMut(Segment<'_>) -> bool,
     ) {
         let seq = h.seq;
-        if seq < self.rcv_nxt || self.ooo.contains_key(&seq) {
+        if seq < self.rcv_nxt || (!self.ooo.is_empty() && self.ooo.contains_key(&seq)) {
             self.stats.duplicates += 1;
             self.ack_now = true;
             return;
@@ -193,7 +203,7 @@ impl Channel {
         }
         self.rcv_nxt += 1;
         let mut filled = false;
-        while let Some(s) = self.ooo.remove(&self.rcv_nxt) {
+        while let Some(s) = if self.ooo.is_empty() { None } else { self.ooo.remove(&self.rcv_nxt) } {
             filled = true;
             self.held.push_back(s);
             self.rcv_nxt += 1;

@@ -112,7 +112,10 @@ impl Channel {
             if s.sacked {
                 continue;
             }
-            s.retx = true;
+            if !s.retx {
+                s.retx = true;
+                self.resent_inflight += 1;
+            }
             s.sent_at = now;
             let (msg, off, len, flags) = (s.msg, s.off, s.len, s.flags);
             self.stats.retransmits += 1;
