@@ -69,6 +69,14 @@ impl UdpRdmEp {
             g.last_addr = None;
             g.cache_version = v;
         }
+        // The last peer posted to, the common case.
+        if let Some((a, id)) = g.last_addr {
+            if a == dest {
+                if let Some(p) = Self::peer(g, id) {
+                    return if p.chan.is_failed() { Err(Error::HostUnreach) } else { Ok(id) };
+                }
+            }
+        }
         let last = g.last_addr.filter(|&(a, _)| a == dest).map(|(_, id)| id);
         let id = match last.or_else(|| g.by_addr.get(&dest).copied()) {
             Some(id) if Self::peer(g, id).is_some() => id,

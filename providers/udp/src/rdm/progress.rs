@@ -227,15 +227,14 @@ impl UdpRdmEp {
             // The channel reports its messages in the order given: this is the
             // oldest frame.
             debug_assert_eq!(fid, p.next_fid - p.frames.len() as u64);
-            let Some(f) = p.frames.pop_front() else { continue };
-            if f.op == OpCode::Msg {
+            if p.frames.front().is_some_and(|f| f.op == OpCode::Msg) {
                 *sends -= 1;
             }
-            if ok {
-                eng.frame_done(cx, id, Some(&mut p.pr), f);
-            } else {
+            match p.frames.pop_front() {
+                Some(f) if ok => eng.frame_done(cx, id, Some(&mut p.pr), f),
                 // The frame is lost, and with it what waited for it.
-                eng.frame_failed(cx.b, id, f, Error::HostUnreach);
+                Some(f) => eng.frame_failed(cx.b, id, f, Error::HostUnreach),
+                None => {}
             }
         }
     }
@@ -317,7 +316,8 @@ impl UdpRdmEp {
     }
 
     /// Send what the engine queued, tell it the peer's channel events, transmit,
-    /// and forget the peer if it broke the protocol, closed, or failed.
+    /// and forget the peer if it broke the protocol, closed, or failed. (The
+    /// timers this arms are the caller's to note: [`Inner::timers_armed`].)
     fn after_channel(&self, g: &mut Inner, id: PeerId, now: Instant) {
         self.pump(g, now);
         let Some(p) = Self::peer(g, id) else { return };
@@ -350,12 +350,12 @@ impl UdpRdmEp {
         if p.chan.wants_transmit() {
             self.flush_peer(g, id, now);
         }
-        g.timers_armed(now);
     }
 
     /// Read the datagrams waiting on the socket.
     fn receive(&self, g: &mut Inner, now: Instant) {
         let mut buf = std::mem::take(&mut g.rbuf);
+        let mut got = false;
         for _ in 0..RECV_BATCH {
             let (n, from) = match self.sock.recv_from(&mut buf) {
                 Ok(r) => r,
@@ -378,6 +378,7 @@ impl UdpRdmEp {
             let Some(mut id) = self.peer_by_sock(g, from, now) else {
                 continue;
             };
+            got = true;
             let mut r = self.handle(g, id, &h, payload, now);
             if let Err(reliable::Violation::OtherEpoch(e)) = r {
                 fi_log!(Level::Info, NAME, "ep_data", "peer {from} restarted (epoch {e:#x})");
@@ -392,6 +393,9 @@ impl UdpRdmEp {
             self.after_channel(g, id, now);
         }
         g.rbuf = buf;
+        if got {
+            g.timers_armed(now);
+        }
     }
 
     /// Feed one datagram to a peer's channel, taking its segments.
