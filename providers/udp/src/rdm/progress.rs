@@ -131,6 +131,7 @@ impl UdpRdmEp {
     /// Give a frame to a peer's channel; when it cannot be sent (the peer is
     /// gone, its channel failed), what waited for it fails, with the error
     /// returned.
+    #[inline]
     pub(super) fn queue_frame(&self, g: &mut Inner, peer: PeerId, f: Frame, now: Instant) -> Result<(), Error> {
         // A completion waits for this frame's acknowledgement (an eager send, a
         // rendezvous send's data): the peer acknowledges it at once.
@@ -359,6 +360,9 @@ impl UdpRdmEp {
         for _ in 0..RECV_BATCH {
             let (n, from) = match self.sock.recv_from(&mut buf) {
                 Ok(r) => r,
+                // (The raw error number: cheaper to test than the kind, and this
+                // ends every receive pass.)
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
