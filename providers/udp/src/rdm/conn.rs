@@ -5,6 +5,7 @@ use super::{Inner, Peer, PeerId, UdpRdmEp, PEERS_MAX};
 use fabric_core::{Address, Error, FiAddr, Result};
 use fabric_util::rdm::PeerRx;
 use fabric_util::reliable::Channel;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -46,6 +47,8 @@ impl UdpRdmEp {
             addr,
             uri: Address::from(addr),
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
+            frames: VecDeque::new(),
+            next_fid: 0,
             pr: PeerRx::holding(),
             broken: None,
             fi_addr: FiAddr::NOTAVAIL,
@@ -65,6 +68,14 @@ impl UdpRdmEp {
             g.by_addr.clear();
             g.last_addr = None;
             g.cache_version = v;
+        }
+        // The last peer posted to, the common case.
+        if let Some((a, id)) = g.last_addr {
+            if a == dest {
+                if let Some(p) = Self::peer(g, id) {
+                    return if p.chan.is_failed() { Err(Error::HostUnreach) } else { Ok(id) };
+                }
+            }
         }
         let last = g.last_addr.filter(|&(a, _)| a == dest).map(|(_, id)| id);
         let id = match last.or_else(|| g.by_addr.get(&dest).copied()) {
@@ -86,9 +97,10 @@ impl UdpRdmEp {
 
     /// The AV handle of a peer (`FI_ADDR_NOTAVAIL` when not in the AV).
     pub(super) fn src_of(g: &mut Inner, id: PeerId) -> FiAddr {
-        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let Inner { b, peers, .. } = g;
+        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
-        let Some(p) = Self::peer(g, id) else { return FiAddr::NOTAVAIL };
+        let Some(p) = slot(peers, id) else { return FiAddr::NOTAVAIL };
         if p.av_version != v {
             p.fi_addr = av.find(&p.uri).unwrap_or(FiAddr::NOTAVAIL);
             p.av_version = v;

@@ -51,9 +51,8 @@ use fabric_util::progress::Progress;
 use fabric_util::rdm::{self, Engine, Frame, PeerRx, Violation, HEAD_MAX};
 use fabric_util::reliable::{self, Channel, HEADER_LEN};
 use fabric_util::scaffold;
-use fabric_util::slab::Slab;
 use fabric_util::wire::{Header, OpCode};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -98,19 +97,16 @@ struct PeerId {
     gen: u32,
 }
 
-/// A frame given to a peer's channel, until acknowledged or failed; the channel
-/// knows it by its id in [`Inner::frames`].
-struct Sent {
-    peer: PeerId,
-    f: Frame,
-    /// An eager send (`Msg`): counted against [`TX_DEPTH`] until acknowledged.
-    send: bool,
-}
-
 struct Peer {
     addr: SocketAddr,
     uri: Address,
     chan: Channel,
+    /// The frames given to `chan`, until acknowledged or failed, in the order
+    /// given: the channel reports them in that order, and knows the frame
+    /// `frames[i]` by the id `next_fid - frames.len() + i`.
+    frames: VecDeque<Frame>,
+    /// The id of the next frame given to `chan`.
+    next_fid: u64,
     /// What the engine keeps of this peer: the frame arriving, its RMA
     /// operations in progress here, the answers it is owed.
     pr: PeerRx,
@@ -139,9 +135,8 @@ struct Inner {
     cache_version: u64,
     /// The protocol: operations in flight, receives, frames to send.
     eng: Engine<PeerId>,
-    /// Frames given to the channels, by the id the channels know them by.
-    frames: Slab<Sent>,
-    /// Eager sends among `frames`.
+    /// Eager sends (`Msg` frames) given to the channels and not yet
+    /// acknowledged: counted against [`TX_DEPTH`].
     sends: usize,
     /// Peers given frames since their last transmission (reused, never shrunk).
     touched: Vec<PeerId>,
@@ -150,6 +145,24 @@ struct Inner {
     sbuf: Vec<u8>,
     /// When to look for peers that need a keep-alive.
     next_keepalive: Instant,
+    /// When to look at every peer's channel (`None`: no timer armed).
+    /// Conservative: a channel arms no timer sooner than `min_timer` after the
+    /// time it is given, so touching channels at `now` lowers this to
+    /// `now + min_timer` ([`Inner::timers_armed`]), and a look computes it
+    /// exactly.
+    next_scan: Option<Instant>,
+    /// The shortest time-out a channel arms (the acknowledgement delay, the
+    /// smallest retransmission time-out).
+    min_timer: Duration,
+}
+
+impl Inner {
+    /// Channels were given datagrams, frames or time at `now`: any timer they
+    /// armed falls due no sooner than `now + min_timer`.
+    fn timers_armed(&mut self, now: Instant) {
+        let soon = now + self.min_timer;
+        self.next_scan = Some(self.next_scan.map_or(soon, |t| t.min(soon)));
+    }
 }
 
 /// A udp RDM endpoint.
@@ -180,8 +193,9 @@ pub(crate) fn channel_config(dgram: usize, rcvbuf: usize) -> reliable::Config {
         rto_min: RTO_MIN,
         rto_max: Duration::from_millis(500),
         unreachable_after: PEER_TIMEOUT,
-        // UDP's own checksum covers the payload end to end.
+        // UDP's own checksum covers each datagram end to end.
         payload_checksum: false,
+        header_checksum: false,
     }
 }
 
@@ -225,12 +239,13 @@ impl UdpRdmEp {
             last_addr: None,
             cache_version: u64::MAX,
             eng: Engine::new(engine_config()),
-            frames: Slab::new(),
             sends: 0,
             touched: Vec::new(),
             rbuf: vec![0u8; DGRAM_MAX + 1],
             sbuf: vec![0u8; cfg.mss + HEADER_LEN],
             next_keepalive: Instant::now(),
+            next_scan: None,
+            min_timer: cfg.ack_delay.min(cfg.rto_min).min(cfg.rto_initial).min(cfg.unreachable_after),
         };
         Ok(Arc::new_cyclic(|me| UdpRdmEp {
             fid: fabric_core::prov::next_fid(),
@@ -299,9 +314,12 @@ impl UdpRdmEp {
         }
         // What waited for the frames with the channels fails, then everything
         // else in flight.
-        for fid in g.frames.ids(|_| true) {
-            if let Some(s) = g.frames.remove(fid) {
-                g.eng.frame_failed(&g.b, s.peer, s.f, Error::Canceled);
+        let Inner { peers, eng, b, .. } = g;
+        for (idx, p) in peers.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            let id = PeerId { idx: idx as u32, gen: p.gen };
+            for f in p.frames.drain(..) {
+                eng.frame_failed(b, id, f, Error::Canceled);
             }
         }
         g.sends = 0;
@@ -313,7 +331,6 @@ impl UdpRdmEp {
         g.peers.clear();
         g.by_sock.clear();
         g.by_addr.clear();
-        g.frames = Slab::new();
         g.closed = true;
     }
 }

@@ -40,7 +40,9 @@ impl UdpRdmEp {
         g.b.check_recv(g.enabled && !g.closed)?;
         g.eng.post_recv(&g.b, op, flags, op.addr)?;
         // Clear the rendezvous messages it matched.
-        self.pump(g, Instant::now());
+        if g.eng.wants_transmit() {
+            self.pump(g, Instant::now());
+        }
         Ok(())
     }
 }

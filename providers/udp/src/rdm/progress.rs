@@ -8,12 +8,12 @@
 //! | a segment, `first` | decodes the header | [`Engine::begin`] |
 //! | its bytes | | [`Engine::write`] |
 //! | `last` | | [`Engine::end`] |
-//! | `Event::Acked(id)` | frame `id` of [`Inner::frames`] | [`Engine::frame_done`] |
+//! | `Event::Acked(id)` | the peer's oldest frame (`Peer::frames`) | [`Engine::frame_done`] |
 //! | `Event::Failed(id)` | | [`Engine::frame_failed`] |
-//! | [`Channel::send`] | frame `id` of [`Inner::frames`] | [`Engine::poll_transmit`] |
+//! | [`Channel::send`] | the peer's newest frame | [`Engine::poll_transmit`] |
 
 use super::conn::slot;
-use super::{Inner, PeerId, Sent, UdpRdmEp, KEEPALIVE, MAX_MSG, RECV_BATCH};
+use super::{Inner, PeerId, UdpRdmEp, KEEPALIVE, MAX_MSG, RECV_BATCH};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::{fi_log, Error, FiAddr};
@@ -42,11 +42,24 @@ fn fill_frame(f: &Frame, off: usize, buf: &mut [u8]) {
     let poff = off + done - f.head_len;
     let rest = &mut buf[done..];
     let k = (f.total - f.head_len).saturating_sub(poff).min(rest.len());
-    // SAFETY: the payload pieces are valid for reads until the engine hears of
-    // this frame (`frame_done` or `frame_failed`), and it has not: the frame is
-    // still with the channel. `rest` is our datagram buffer, `k` bytes of it.
-    unsafe { gather(f.payload(), poff, rest.as_mut_ptr(), k) };
-    rest[k..].fill(0);
+    match f.payload() {
+        // One piece (an eager message, copied or not): no walk over pieces.
+        [p] if poff + k <= p.len => {
+            // SAFETY: the piece is valid for reads until the engine hears of
+            // this frame (`frame_done` or `frame_failed`), and it has not: the
+            // frame is still with the channel. `poff..poff + k` lies within the
+            // piece; `rest` is our datagram buffer, `k` bytes of it.
+            unsafe { std::ptr::copy_nonoverlapping(p.base.add(poff), rest.as_mut_ptr(), k) };
+        }
+        // SAFETY: the payload pieces are valid for reads until the engine hears
+        // of this frame (`frame_done` or `frame_failed`), and it has not: the
+        // frame is still with the channel. `rest` is our datagram buffer, `k`
+        // bytes of it.
+        pieces => unsafe { gather(pieces, poff, rest.as_mut_ptr(), k) },
+    }
+    if k < rest.len() {
+        rest[k..].fill(0);
+    }
 }
 
 /// Takes the segments a channel delivers: one peer's view of the engine.
@@ -118,6 +131,7 @@ impl UdpRdmEp {
     /// Give a frame to a peer's channel; when it cannot be sent (the peer is
     /// gone, its channel failed), what waited for it fails, with the error
     /// returned.
+    #[inline]
     pub(super) fn queue_frame(&self, g: &mut Inner, peer: PeerId, f: Frame, now: Instant) -> Result<(), Error> {
         // A completion waits for this frame's acknowledgement (an eager send, a
         // rendezvous send's data): the peer acknowledges it at once.
@@ -128,18 +142,19 @@ impl UdpRdmEp {
         };
         let send = f.op == OpCode::Msg;
         let len = f.total;
-        let Inner { peers, frames, sends, eng, b, .. } = g;
+        let Inner { peers, sends, eng, b, .. } = g;
         let Some(p) = slot(peers, peer) else {
             eng.frame_failed(b, peer, f, Error::ConnReset);
             return Err(Error::ConnReset);
         };
-        let fid = frames.insert(Sent { peer, f, send });
+        let fid = p.next_fid;
         let r = if awaited { p.chan.send_awaited(now, fid, len) } else { p.chan.send(now, fid, len) };
         if r.is_err() {
-            let s = frames.remove(fid).expect("just inserted");
-            eng.frame_failed(b, peer, s.f, Error::HostUnreach);
+            eng.frame_failed(b, peer, f, Error::HostUnreach);
             return Err(Error::HostUnreach);
         }
+        p.next_fid += 1;
+        p.frames.push_back(f);
         if send {
             *sends += 1;
         }
@@ -147,20 +162,40 @@ impl UdpRdmEp {
     }
 
     /// Give the engine's frames to their peers' channels, and transmit.
+    #[inline]
     pub(super) fn pump(&self, g: &mut Inner, now: Instant) {
-        if !g.eng.wants_transmit() {
-            return;
+        if g.eng.wants_transmit() {
+            self.pump_frames(g, now);
         }
+    }
+
+    #[inline(never)]
+    fn pump_frames(&self, g: &mut Inner, now: Instant) {
+        // The peer given the last frame; the others in `touched` (the common
+        // case, one peer, leaves it empty).
+        let mut last: Option<PeerId> = None;
         while let Some((peer, f)) = g.eng.poll_transmit() {
-            if self.queue_frame(g, peer, f, now).is_ok() && !g.touched.contains(&peer) {
-                g.touched.push(peer);
+            if self.queue_frame(g, peer, f, now).is_ok() && last != Some(peer) {
+                if let Some(l) = last.replace(peer) {
+                    if !g.touched.contains(&l) {
+                        g.touched.push(l);
+                    }
+                }
             }
         }
-        let mut touched = std::mem::take(&mut g.touched);
-        for peer in touched.drain(..) {
+        if !g.touched.is_empty() {
+            let mut touched = std::mem::take(&mut g.touched);
+            for peer in touched.drain(..) {
+                if last != Some(peer) {
+                    self.flush_peer(g, peer, now);
+                }
+            }
+            g.touched = touched;
+        }
+        if let Some(peer) = last {
             self.flush_peer(g, peer, now);
         }
-        g.touched = touched;
+        g.timers_armed(now);
     }
 
     /// Ask the peers we wait for answers from, and send nothing else to, for a
@@ -174,47 +209,57 @@ impl UdpRdmEp {
         for peer in g.eng.awaiting() {
             if Self::peer(g, peer).is_some_and(|p| p.chan.is_idle()) {
                 let _ = self.queue_frame(g, peer, Frame::control(&Header::new(OpCode::Hello)), now);
+                // Sent by the look at every peer, now.
+                g.next_scan = Some(now);
             }
         }
     }
 
     /// Tell the engine what a peer's channel learnt about its frames.
     fn channel_events(&self, g: &mut Inner, id: PeerId) {
-        let Inner { peers, eng, frames, sends, b, .. } = g;
+        let Inner { peers, eng, sends, b, .. } = g;
         let cx = self.cx(b);
-        while let Some(p) = slot(peers, id) {
-            let Some(ev) = p.chan.poll_event() else { break };
+        let Some(p) = slot(peers, id) else { return };
+        while let Some(ev) = p.chan.poll_event() {
             let (fid, ok) = match ev {
                 Event::Acked(f) => (f, true),
                 Event::Failed(f) => (f, false),
             };
-            let Some(s) = frames.remove(fid) else { continue };
-            if s.send {
+            // The channel reports its messages in the order given: this is the
+            // oldest frame.
+            debug_assert_eq!(fid, p.next_fid - p.frames.len() as u64);
+            if p.frames.front().is_some_and(|f| f.op == OpCode::Msg) {
                 *sends -= 1;
             }
-            if ok {
-                eng.frame_done(cx, id, Some(&mut p.pr), s.f);
-            } else {
+            match p.frames.pop_front() {
+                Some(f) if ok => eng.frame_done(cx, id, Some(&mut p.pr), f),
                 // The frame is lost, and with it what waited for it.
-                eng.frame_failed(cx.b, id, s.f, Error::HostUnreach);
+                Some(f) => eng.frame_failed(cx.b, id, f, Error::HostUnreach),
+                None => {}
             }
         }
     }
 
     /// Transmit what a peer's channel has due.
     pub(super) fn flush_peer(&self, g: &mut Inner, id: PeerId, now: Instant) {
-        let Inner { peers, frames, sbuf, .. } = g;
+        let Inner { peers, sbuf, next_scan, .. } = g;
         let Some(p) = slot(peers, id) else { return };
-        let mut fill = |fid: u64, off: usize, buf: &mut [u8]| match frames.get(fid) {
-            Some(s) => fill_frame(&s.f, off, buf),
+        let (frames, first) = (&p.frames, p.next_fid - p.frames.len() as u64);
+        let mut fill = |fid: u64, off: usize, buf: &mut [u8]| match frames.get(fid.wrapping_sub(first) as usize) {
+            Some(f) => fill_frame(f, off, buf),
             None => buf.fill(0),
         };
         while let Some(n) = p.chan.poll_transmit(now, sbuf, &mut fill) {
             match self.sock.send_to(&sbuf[..n], p.addr) {
-                Ok(_) => {}
+                // What else is due (a delayed acknowledgement comes due
+                // through `handle_timeout`, which makes it wanted).
+                Ok(_) if p.chan.wants_transmit() => {}
+                Ok(_) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     // The socket buffer is full: this datagram is lost like any
-                    // other, and retransmitted; stop for now.
+                    // other, and retransmitted; stop for now, and try the rest
+                    // at the next progress.
+                    *next_scan = Some(now);
                     break;
                 }
                 Err(e) => {
@@ -233,25 +278,54 @@ impl UdpRdmEp {
         self.receive(g, now);
         self.pump(g, now);
         self.keepalive(g, now);
+        if g.next_scan.is_some_and(|t| now >= t) {
+            self.scan(g, now);
+        }
+    }
+
+    /// Look at every peer: run its channel's timers, offer its held segments
+    /// again, take its events, transmit; and find when the next look is due
+    /// ([`Inner::next_scan`]): at the earliest deadline of a channel, or at once
+    /// while a peer holds segments (a receive may have been posted, the peer may
+    /// have taken its answers).
+    fn scan(&self, g: &mut Inner, now: Instant) {
+        g.next_scan = None;
+        let mut next: Option<Instant> = None;
         for idx in 0..g.peers.len() {
             let Some(p) = g.peers[idx].as_mut() else { continue };
             let id = PeerId { idx: idx as u32, gen: p.gen };
-            if p.chan.poll_timeout().is_some_and(|t| t <= now) {
+            if p.chan.timer_due(now) {
                 p.chan.handle_timeout(now);
             }
             if p.chan.held() > 0 {
                 self.deliver_held(g, id);
             }
             self.after_channel(g, id, now);
+            let Some(p) = Self::peer(g, id) else { continue };
+            let t = if p.chan.held() > 0 { Some(now) } else { p.chan.poll_timeout() };
+            next = match (next, t) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
+        // Peers looked at earlier may have armed timers since (the engine
+        // answering another peer): `after_channel` lowered `next_scan` then.
+        g.next_scan = match (g.next_scan, next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Send what the engine queued, tell it the peer's channel events, transmit,
-    /// and forget the peer if it broke the protocol, closed, or failed.
+    /// and forget the peer if it broke the protocol, closed, or failed. (The
+    /// timers this arms are the caller's to note: [`Inner::timers_armed`].)
     fn after_channel(&self, g: &mut Inner, id: PeerId, now: Instant) {
         self.pump(g, now);
-        self.channel_events(g, id);
-        self.pump(g, now);
+        let Some(p) = Self::peer(g, id) else { return };
+        if p.chan.has_events() {
+            self.channel_events(g, id);
+            self.pump(g, now);
+        }
         let Some(p) = Self::peer(g, id) else { return };
         if let Some(v) = p.broken.take() {
             if v.why.is_empty() {
@@ -272,15 +346,23 @@ impl UdpRdmEp {
             self.peer_down(g, id, Error::HostUnreach, now);
             return;
         }
-        self.flush_peer(g, id, now);
+        // A delayed acknowledgement comes due through `handle_timeout`, which
+        // makes it wanted.
+        if p.chan.wants_transmit() {
+            self.flush_peer(g, id, now);
+        }
     }
 
     /// Read the datagrams waiting on the socket.
     fn receive(&self, g: &mut Inner, now: Instant) {
         let mut buf = std::mem::take(&mut g.rbuf);
+        let mut got = false;
         for _ in 0..RECV_BATCH {
             let (n, from) = match self.sock.recv_from(&mut buf) {
                 Ok(r) => r,
+                // (The raw error number: cheaper to test than the kind, and this
+                // ends every receive pass.)
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -290,7 +372,7 @@ impl UdpRdmEp {
                     continue;
                 }
             };
-            let (h, payload) = match reliable::Header::decode(&buf[..n]) {
+            let (h, payload) = match reliable::Header::decode_with(&buf[..n], false) {
                 Ok(r) => r,
                 Err(e) => {
                     fi_log!(Level::Debug, NAME, "ep_data", "dropped a datagram from {from}: {e}");
@@ -300,6 +382,7 @@ impl UdpRdmEp {
             let Some(mut id) = self.peer_by_sock(g, from, now) else {
                 continue;
             };
+            got = true;
             let mut r = self.handle(g, id, &h, payload, now);
             if let Err(reliable::Violation::OtherEpoch(e)) = r {
                 fi_log!(Level::Info, NAME, "ep_data", "peer {from} restarted (epoch {e:#x})");
@@ -314,6 +397,9 @@ impl UdpRdmEp {
             self.after_channel(g, id, now);
         }
         g.rbuf = buf;
+        if got {
+            g.timers_armed(now);
+        }
     }
 
     /// Feed one datagram to a peer's channel, taking its segments.

@@ -105,7 +105,7 @@ impl Hostile {
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return,
             Err(e) => panic!("receive: {e}"),
         };
-        let Ok((h, payload)) = reliable::Header::decode(&self.rbuf[..n]) else { return };
+        let Ok((h, payload)) = reliable::Header::decode_with(&self.rbuf[..n], false) else { return };
         let Hostile { chan, partial, frames, .. } = self;
         let _ = chan.handle(Instant::now(), &h, payload, &mut |seg| {
             if seg.first {

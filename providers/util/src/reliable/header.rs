@@ -208,6 +208,21 @@ impl Header {
     /// # Panics
     /// If `dgram` is shorter than the header plus `len` (a caller's bug).
     pub fn encode(&self, dgram: &mut [u8]) {
+        self.write(dgram);
+        let end = HEADER_LEN + self.len as usize;
+        let sum =
+            if self.flags & FLAG_SUMMED != 0 { checksum(&[&dgram[..end]]) } else { checksum(&[&dgram[..HEADER_LEN]]) };
+        dgram[8..12].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    /// Write the header into the first [`HEADER_LEN`] bytes of `dgram` with a
+    /// zero checksum field: for a transport that checks its datagrams end to end
+    /// (UDP's own checksum), whose receivers decode with
+    /// [`Header::decode_with`] and `verify` off.
+    ///
+    /// # Panics
+    /// If `dgram` is shorter than the header (a caller's bug).
+    pub fn write(&self, dgram: &mut [u8]) {
         let b = &mut dgram[..HEADER_LEN];
         b[0] = MAGIC;
         b[1] = VERSION;
@@ -220,15 +235,19 @@ impl Header {
         b[24..32].copy_from_slice(&self.ack.to_le_bytes());
         b[32..40].copy_from_slice(&self.sack.to_le_bytes());
         b[40..48].copy_from_slice(&self.wnd.to_le_bytes());
-        let end = HEADER_LEN + self.len as usize;
-        let sum =
-            if self.flags & FLAG_SUMMED != 0 { checksum(&[&dgram[..end]]) } else { checksum(&[&dgram[..HEADER_LEN]]) };
-        dgram[8..12].copy_from_slice(&sum.to_le_bytes());
     }
 
     /// Decode and check a datagram: magic, version, kind, flags, length and
     /// checksum. Returns the header and the payload.
     pub fn decode(dgram: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
+        Header::decode_with(dgram, true)
+    }
+
+    /// [`Header::decode`], checking the checksum only if `verify` or the
+    /// sender covered the payload ([`FLAG_SUMMED`]): a transport that checks its
+    /// datagrams end to end (UDP's own checksum) and whose senders write headers
+    /// with [`Header::write`] turns `verify` off. Every other check is made.
+    pub fn decode_with(dgram: &[u8], verify: bool) -> Result<(Header, &[u8]), DecodeError> {
         if dgram.len() < HEADER_LEN {
             return Err(DecodeError::Short);
         }
@@ -259,17 +278,19 @@ impl Header {
         if len as usize != dgram.len() - HEADER_LEN || (kind != Kind::Data && len != 0) {
             return Err(DecodeError::Length);
         }
-        let want = u32_at(8);
-        let mut head = [0u8; HEADER_LEN];
-        head.copy_from_slice(&dgram[..HEADER_LEN]);
-        head[8..12].copy_from_slice(&[0; 4]);
-        let got = if flags & FLAG_SUMMED != 0 {
-            checksum(&[&head[..], &dgram[HEADER_LEN..]])
-        } else {
-            checksum(&[&head[..]])
-        };
-        if got != want {
-            return Err(DecodeError::Checksum);
+        if verify || flags & FLAG_SUMMED != 0 {
+            let want = u32_at(8);
+            let mut head = [0u8; HEADER_LEN];
+            head.copy_from_slice(&dgram[..HEADER_LEN]);
+            head[8..12].copy_from_slice(&[0; 4]);
+            let got = if flags & FLAG_SUMMED != 0 {
+                checksum(&[&head[..], &dgram[HEADER_LEN..]])
+            } else {
+                checksum(&[&head[..]])
+            };
+            if got != want {
+                return Err(DecodeError::Checksum);
+            }
         }
         let seq = u64_at(16);
         if kind != Kind::Data && seq != 0 {

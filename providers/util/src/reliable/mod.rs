@@ -36,8 +36,10 @@
 //! - Integrity: a 32-bit checksum (CRC-32C) covers the header, and the payload
 //!   too when the sender sets [`FLAG_SUMMED`] ([`Config::payload_checksum`]);
 //!   transports whose datagrams are already checked end to end (UDP's own
-//!   checksum) can leave the payload out. A datagram that fails any check is
-//!   dropped, as if lost.
+//!   checksum) can leave the payload out, or the checksum altogether
+//!   ([`Config::header_checksum`], with receivers decoding by
+//!   [`Header::decode_with`] without `verify`). A datagram that fails any check
+//!   is dropped, as if lost.
 //!
 //! Datagram layout (little-endian, [`HEADER_LEN`] bytes, then the payload):
 //!
@@ -86,8 +88,12 @@ pub struct Config {
     pub rto_max: Duration,
     /// A peer silent this long while we wait for it is unreachable.
     pub unreachable_after: Duration,
-    /// Cover payloads with the checksum (headers always are).
+    /// Cover payloads with the checksum.
     pub payload_checksum: bool,
+    /// Cover headers with the checksum (without it, and without
+    /// `payload_checksum`, the checksum field is zero: for transports that check
+    /// their datagrams end to end).
+    pub header_checksum: bool,
 }
 
 impl Default for Config {
@@ -102,6 +108,7 @@ impl Default for Config {
             rto_max: Duration::from_millis(500),
             unreachable_after: Duration::from_secs(10),
             payload_checksum: true,
+            header_checksum: true,
         }
     }
 }
@@ -110,6 +117,11 @@ impl Default for Config {
 /// before a silent peer is declared unreachable (the back-off stops short of
 /// `rto_max` where it must).
 pub const PROBES_BEFORE_UNREACHABLE: u32 = 8;
+
+/// [`Channel::rto_cap`] of a configuration.
+fn rto_cap(cfg: &Config) -> Duration {
+    cfg.rto_max.min(cfg.unreachable_after / PROBES_BEFORE_UNREACHABLE).max(cfg.rto_min)
+}
 
 /// What the sender learns about a message it gave to [`Channel::send`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,9 +246,15 @@ pub struct Channel {
     inflight: VecDeque<TxSeg>,
     /// Segments to send again, oldest first (may hold stale entries: checked).
     retx: VecDeque<u64>,
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    /// Segments of `inflight` sent more than once.
+    resent_inflight: usize,
+    /// Smoothed round trip, in nanoseconds, once measured.
+    srtt: Option<u64>,
+    /// Its mean deviation, in nanoseconds.
+    rttvar: u64,
     rto: Duration,
+    /// The largest `rto` ([`Channel::rto_cap`], computed once).
+    rto_cap: Duration,
     /// When the oldest unacknowledged segment times out.
     rto_at: Option<Instant>,
     /// When to probe a closed window.
@@ -272,6 +290,7 @@ impl Channel {
     /// A channel to one peer, sending `epoch` as our incarnation.
     pub fn new(cfg: Config, epoch: u32, now: Instant) -> Channel {
         let rto = cfg.rto_initial;
+        let cap = rto_cap(&cfg);
         let wnd = cfg.window as u64;
         Channel {
             cfg,
@@ -285,9 +304,11 @@ impl Channel {
             cursor: 0,
             inflight: VecDeque::new(),
             retx: VecDeque::new(),
+            resent_inflight: 0,
             srtt: None,
-            rttvar: Duration::ZERO,
+            rttvar: 0,
             rto,
+            rto_cap: cap,
             rto_at: None,
             probe_at: None,
             probe_due: false,
@@ -341,7 +362,13 @@ impl Channel {
         !self.waiting() && !self.ack_now && self.ack_at.is_none() && !self.probe_due
     }
 
-    /// The next thing the sender learnt.
+    /// Whether [`Channel::poll_event`] has something.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// The next thing the sender learnt. Messages are reported in the order
+    /// they were given to [`Channel::send`], each once.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -357,6 +384,7 @@ impl Channel {
         }
         self.cursor = 0;
         self.inflight.clear();
+        self.resent_inflight = 0;
         self.retx.clear();
         self.held.clear();
         self.ooo.clear();
@@ -375,7 +403,7 @@ impl Channel {
     /// short: with 10 % loss each way, four unanswered probes in a row are
     /// likely enough to happen in a long stall.
     fn rto_cap(&self) -> Duration {
-        self.cfg.rto_max.min(self.cfg.unreachable_after / PROBES_BEFORE_UNREACHABLE).max(self.cfg.rto_min)
+        self.rto_cap
     }
 
     /// A message waits to be cut but the peer's window (or our in-flight limit)
@@ -389,14 +417,25 @@ impl Channel {
     fn ack_fields(&mut self, h: &mut Header) {
         h.ack = self.rcv_nxt;
         let mut sack = 0u64;
-        for (&seq, _) in self.ooo.range(self.rcv_nxt + 1..=self.rcv_nxt + SACK_SPAN) {
-            sack |= 1 << (seq - self.rcv_nxt - 1);
+        if !self.ooo.is_empty() {
+            for (&seq, _) in self.ooo.range(self.rcv_nxt + 1..=self.rcv_nxt + SACK_SPAN) {
+                sack |= 1 << (seq - self.rcv_nxt - 1);
+            }
         }
         h.sack = sack;
         h.wnd = self.delivered + self.cfg.window as u64;
         self.ack_owed = 0;
         self.ack_at = None;
         self.ack_now = false;
+    }
+
+    /// Write `h` into `out`, with the checksum the configuration asks for.
+    fn seal(&self, h: &Header, out: &mut [u8]) {
+        if self.cfg.header_checksum || h.flags & FLAG_SUMMED != 0 {
+            h.encode(out);
+        } else {
+            h.write(out);
+        }
     }
 
     fn header(&self, kind: Kind, flags: u8, seq: u64, len: usize) -> Header {
@@ -409,14 +448,18 @@ impl Channel {
         self.held.len()
     }
 
-    /// Whether an acknowledgement or probe is due at once (the caller should call
-    /// [`Channel::poll_transmit`]).
+    /// Whether [`Channel::poll_transmit`] has work now: a datagram to send (an
+    /// acknowledgement or probe due, a retransmission, new data the window
+    /// allows), or the probe timer of a closed window to start. A delayed
+    /// acknowledgement is due once [`Channel::handle_timeout`] found its time
+    /// come.
     pub fn wants_transmit(&self) -> bool {
         !self.failed
             && (self.ack_now
                 || self.probe_due
                 || !self.retx.is_empty()
-                || (self.cursor < self.msgs.len() && !self.window_closed()))
+                || (self.cursor < self.msgs.len()
+                    && (!self.window_closed() || (self.inflight.is_empty() && self.probe_at.is_none()))))
     }
 }
 

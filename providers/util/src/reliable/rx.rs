@@ -47,7 +47,17 @@ impl Channel {
         }
         if h.ack > self.snd_una {
             let n = (h.ack - self.snd_una) as usize;
-            self.inflight.drain(..n);
+            if self.resent_inflight == 0 {
+                if n == self.inflight.len() {
+                    self.inflight.clear();
+                } else {
+                    self.inflight.drain(..n);
+                }
+            } else {
+                for s in self.inflight.drain(..n) {
+                    self.resent_inflight -= usize::from(s.retx);
+                }
+            }
             self.snd_una = h.ack;
             while let Some(m) = self.msgs.front() {
                 match m.last_seq {
@@ -62,7 +72,7 @@ impl Channel {
             self.rto_at = if self.inflight.is_empty() { None } else { Some(now + self.rto) };
         }
         if h.sack != 0 && !self.inflight.is_empty() {
-            let guard = self.srtt.unwrap_or(self.rto);
+            let guard = self.srtt.map_or(self.rto, Duration::from_nanos);
             let top = h.ack + SACK_SPAN - h.sack.leading_zeros() as u64; // highest sacked seq
             for i in 0..SACK_SPAN {
                 let seq = h.ack + 1 + i;
@@ -111,7 +121,7 @@ impl Channel {
         if h.ack > self.snd_una {
             let n = (h.ack - self.snd_una) as usize;
             let newest = &self.inflight[n - 1];
-            if !newest.sacked && !self.inflight.range(..n).any(|s| s.retx) {
+            if !newest.sacked && (self.resent_inflight == 0 || !self.inflight.range(..n).any(|s| s.retx)) {
                 sent = Some(newest.sent_at);
             }
         }
@@ -134,19 +144,22 @@ impl Channel {
     }
 
     pub(super) fn sample_rtt(&mut self, r: Duration) {
-        match self.srtt {
+        // In nanoseconds (u64: 584 years), which is cheaper than `Duration`'s
+        // arithmetic on every acknowledgement.
+        let r = u64::try_from(r.as_nanos()).unwrap_or(u64::MAX);
+        let s = match self.srtt {
             None => {
-                self.srtt = Some(r);
                 self.rttvar = r / 2;
+                r
             }
             Some(s) => {
-                let d = if s > r { s - r } else { r - s };
-                self.rttvar = (self.rttvar * 3 + d) / 4;
-                self.srtt = Some((s * 7 + r) / 8);
+                self.rttvar = self.rttvar.saturating_mul(3).saturating_add(s.abs_diff(r)) / 4;
+                s.saturating_mul(7).saturating_add(r) / 8
             }
-        }
-        let s = self.srtt.unwrap_or(r);
-        self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(100))).clamp(self.cfg.rto_min, self.rto_cap());
+        };
+        self.srtt = Some(s);
+        let rto = Duration::from_nanos(s.saturating_add(self.rttvar.saturating_mul(4).max(100_000)));
+        self.rto = rto.clamp(self.cfg.rto_min, self.rto_cap());
     }
 
     pub(super) fn stored(&mut self, flags: u8, payload: &[u8]) -> Held {
@@ -164,7 +177,7 @@ impl Channel {
         deliver: &mut dyn FnMut(Segment<'_>) -> bool,
     ) {
         let seq = h.seq;
-        if seq < self.rcv_nxt || self.ooo.contains_key(&seq) {
+        if seq < self.rcv_nxt || (!self.ooo.is_empty() && self.ooo.contains_key(&seq)) {
             self.stats.duplicates += 1;
             self.ack_now = true;
             return;
@@ -190,7 +203,7 @@ impl Channel {
         }
         self.rcv_nxt += 1;
         let mut filled = false;
-        while let Some(s) = self.ooo.remove(&self.rcv_nxt) {
+        while let Some(s) = if self.ooo.is_empty() { None } else { self.ooo.remove(&self.rcv_nxt) } {
             filled = true;
             self.held.push_back(s);
             self.rcv_nxt += 1;

@@ -41,6 +41,18 @@ impl Channel {
         [self.ack_at, self.rto_at, self.probe_at, dead].into_iter().flatten().min()
     }
 
+    /// Whether [`Channel::handle_timeout`] has work at `now` (what
+    /// `poll_timeout().is_some_and(|t| t <= now)` says, without computing the
+    /// earliest deadline).
+    pub fn timer_due(&self, now: Instant) -> bool {
+        let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+        !self.failed
+            && (due(self.ack_at)
+                || due(self.rto_at)
+                || due(self.probe_at)
+                || (self.waiting() && self.last_heard + self.cfg.unreachable_after <= now))
+    }
+
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.failed {
@@ -100,7 +112,10 @@ impl Channel {
             if s.sacked {
                 continue;
             }
-            s.retx = true;
+            if !s.retx {
+                s.retx = true;
+                self.resent_inflight += 1;
+            }
             s.sent_at = now;
             let (msg, off, len, flags) = (s.msg, s.off, s.len, s.flags);
             self.stats.retransmits += 1;
@@ -152,13 +167,13 @@ impl Channel {
             self.probe_due = false;
             let mut h = self.header(Kind::Probe, 0, 0, 0);
             self.ack_fields(&mut h);
-            h.encode(out);
+            self.seal(&h, out);
             return Some(HEADER_LEN);
         }
         if self.ack_now || self.ack_at.is_some_and(|t| now >= t) {
             let mut h = self.header(Kind::Ack, 0, 0, 0);
             self.ack_fields(&mut h);
-            h.encode(out);
+            self.seal(&h, out);
             self.stats.acks_sent += 1;
             return Some(HEADER_LEN);
         }
@@ -179,7 +194,7 @@ impl Channel {
         fill(msg, off, &mut out[HEADER_LEN..HEADER_LEN + len]);
         let mut h = self.header(Kind::Data, flags, seq, len);
         self.ack_fields(&mut h);
-        h.encode(out);
+        self.seal(&h, out);
         HEADER_LEN + len
     }
 
@@ -192,7 +207,7 @@ impl Channel {
         }
         let mut h = self.header(Kind::Ack, 0, 0, 0);
         self.ack_fields(&mut h);
-        h.encode(out);
+        self.seal(&h, out);
         self.stats.acks_sent += 1;
         Some(HEADER_LEN)
     }
