@@ -82,7 +82,30 @@ impl Queue {
 
     /// Copy successes into `out`: `Err(Avail)` when an error is at the head and
     /// nothing was copied, `Err(Again)` when the queue is empty.
+    #[inline]
     fn copy_out(&mut self, out: &mut [CqEntry]) -> Result<usize> {
+        // The usual case: no error queued, so every success is readable.
+        if self.errs.is_empty() && !out.is_empty() {
+            let n = self.succ.len().min(out.len());
+            if n == 0 {
+                return Err(Error::Again);
+            }
+            for dst in &mut out[..n] {
+                match self.succ.pop_front() {
+                    Some(e) => *dst = e,
+                    None => break,
+                }
+            }
+            self.popped += n as u64;
+            return Ok(n);
+        }
+        self.copy_out_slow(out)
+    }
+
+    /// [`Queue::copy_out`] with errors queued (or no room in `out`).
+    #[cold]
+    #[inline(never)]
+    fn copy_out_slow(&mut self, out: &mut [CqEntry]) -> Result<usize> {
         let n = self.readable().min(self.succ.len()).min(out.len());
         if n == 0 {
             return if self.error_at_head() {
@@ -102,10 +125,20 @@ impl Queue {
     }
 
     /// Record an overrun if this push finds the queue full (see the module docs).
+    #[inline]
     fn check_overrun(&mut self, size: usize) {
         if self.succ.len() + self.errs.len() < size {
             self.overrun = false;
-        } else if !self.overrun {
+        } else {
+            self.record_overrun();
+        }
+    }
+
+    /// The queue is full: insert the overrun marker, unless it is already there.
+    #[cold]
+    #[inline(never)]
+    fn record_overrun(&mut self) {
+        if !self.overrun {
             self.overrun = true;
             self.errs.push_back((self.pushed, overrun_entry()));
         }
@@ -199,11 +232,13 @@ impl UtilCq {
     }
 
     /// Record how many entries the queue holds (called with its lock held).
+    #[inline]
     fn publish(&self, q: &Queue) {
         self.entries.store(q.succ.len() + q.errs.len(), Ordering::Release);
     }
 
     /// Copy out under the lock, unless the queue is known empty.
+    #[inline]
     fn take(&self, out: &mut [CqEntry]) -> Result<usize> {
         if self.entries.load(Ordering::Acquire) == 0 {
             return Err(Error::Again);
@@ -214,6 +249,7 @@ impl UtilCq {
         r
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // The queue's invariants hold between statements that could panic, so a
         // poisoned lock still guards a consistent queue.

@@ -186,6 +186,7 @@ impl Waiter {
     }
 
     /// Drive progress of every bound object once.
+    #[inline]
     pub fn progress(&self) {
         self.each_bound(|o| o.progress());
     }
@@ -249,25 +250,42 @@ impl Waiter {
     /// Call `f` on every bound object that is still alive. No lock is held while
     /// `f` runs (an object's progress may push into this very queue, or drop the
     /// last reference to an object whose `Drop` unbinds it). The usual case, one
-    /// bound object, costs one lock and one upgrade; more are collected first.
+    /// bound object, costs one lock and one upgrade; more are collected first
+    /// ([`Waiter::each_bound_many`]).
+    #[inline]
     fn each_bound(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
-        let (first, more) = {
+        let one = {
             let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
             match b.len() {
                 0 => return,
-                1 => (b[0].upgrade(), None),
-                _ => (None, Some(smallvec_free::Objs::collect(&b))),
+                1 => b[0].upgrade(),
+                _ => None,
             }
         };
-        if let Some(o) = first {
-            f(&o);
-        }
-        if let Some(objs) = more {
-            objs.each(f);
+        match one {
+            Some(o) => f(&o),
+            None => self.each_bound_many(&mut f),
         }
     }
 
+    /// [`Waiter::each_bound`] for more than one bound object (or one that is
+    /// gone): the live ones are collected under the lock, then called without it.
+    #[cold]
+    #[inline(never)]
+    fn each_bound_many(&self, f: &mut dyn FnMut(&Arc<dyn Progress>)) {
+        let objs = {
+            let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+            if b.len() < 2 {
+                // One object that is gone (or unbound meanwhile): nothing to call.
+                return;
+            }
+            smallvec_free::Objs::collect(&b)
+        };
+        objs.each(f);
+    }
+
     /// Wake threads sleeping in [`Waiter::wait`], if any.
+    #[inline]
     pub fn notify(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
@@ -488,7 +506,7 @@ mod smallvec_free {
             o
         }
 
-        pub(super) fn each(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
+        pub(super) fn each(&self, f: &mut dyn FnMut(&Arc<dyn Progress>)) {
             for a in self.inline.iter().flatten() {
                 f(a);
             }
