@@ -11,7 +11,7 @@
 
 use crate::bind::Bindings;
 use crate::iov::{self, copy_into};
-use crate::matcher::{Matcher, MsgSpec, PostedId, RecvSpec};
+use crate::matcher::{Matcher, MsgSpec, PostedId, PostedMatch, RecvSpec};
 use crate::wire::{HdrFlags, Header, OpCode};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags, Result};
@@ -509,29 +509,28 @@ impl<R> RxEngine<R> {
     /// The receive for a message that starts arriving now (its payload follows):
     /// the first matching posted receive, or `None` (the caller buffers it and
     /// hands it to [`RxEngine::arrive`] once complete).
+    #[inline]
     pub fn match_arrival(&mut self, m: &MsgSpec, len: u64) -> Option<Target> {
-        let pid = self.matcher.match_posted(m)?;
-        Some(self.take_posted(pid, len))
+        match self.matcher.take_posted(m, |r| r.multi != NO_MULTI)? {
+            PostedMatch::Taken(_, rec) => Some(Target::Single(rec)),
+            PostedMatch::Stays(pid) => Some(self.take_multi(pid, len)),
+        }
     }
 
-    /// The target a matched posted receive gives a message of `len` bytes: the
-    /// receive itself (taken off the queue), or a slice of a multi-receive buffer.
-    fn take_posted(&mut self, pid: PostedId, len: u64) -> Target {
-        match self.matcher.posted(pid).and_then(|(_, r)| r.multi()) {
-            Some(mi) => self.reserve_multi(mi, len),
-            None => Target::Single(self.matcher.remove_posted(pid).expect("matched id exists").1),
-        }
+    /// The slice of the matched multi-receive buffer `pid` a message of `len`
+    /// bytes gets.
+    #[cold]
+    fn take_multi(&mut self, pid: PostedId, len: u64) -> Target {
+        let mi = self.matcher.posted(pid).and_then(|(_, r)| r.multi()).expect("a matched multi-receive buffer");
+        self.reserve_multi(mi, len)
     }
 
     /// A complete message (eager payload in, or a rendezvous request) with no
     /// receive chosen yet: deliver it to the first matching posted receive, or queue
     /// it as unexpected.
     pub fn arrive(&mut self, b: &Bindings, m: MsgSpec, u: Unexp<R>) {
-        match self.matcher.match_posted(&m) {
-            Some(pid) => {
-                let target = self.take_posted(pid, u.len);
-                self.deliver(b, target, m, u);
-            }
+        match self.match_arrival(&m, u.len) {
+            Some(target) => self.deliver(b, target, m, u),
             None => {
                 self.matcher.push_unexpected(m, u);
             }
@@ -566,6 +565,16 @@ impl<R> RxEngine<R> {
     /// receive's capacity, or the slice of a multi-receive buffer it was given).
     pub fn write(&self, target: &Target, off: u64, bytes: &[u8]) {
         match target {
+            Target::Single(rec) if rec.list == NO_LIST => {
+                // One piece (or none: `cap` is 0), `cap` bytes long.
+                let n = iov::clip(rec.cap as u64, off, bytes.len() as u64) as usize;
+                if n > 0 {
+                    // SAFETY: `off + n <= cap`, the length of the receive's only
+                    // piece, which is valid for writes under post_recv's contract;
+                    // `bytes` is a distinct buffer of the caller's.
+                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), rec.first.base.add(off as usize), n) };
+                }
+            }
             Target::Single(rec) => copy_into(self.iov(rec), rec.cap, off, bytes),
             Target::Multi { idx, off: base, cap } => {
                 if let Some(m) = self.multis[*idx].as_ref() {
