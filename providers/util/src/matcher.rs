@@ -199,6 +199,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Append `index` (occupied, unlinked) to queue `q`.
+    #[inline]
     fn link_tail(&mut self, q: usize, index: usize) {
         let tail = self.queues[q].tail;
         {
@@ -215,6 +216,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Take `index` (occupied, linked) out of its queue.
+    #[inline]
     fn unlink(&mut self, index: usize) {
         let (q, prev, next) = {
             let s = &self.slots[index];
@@ -231,6 +233,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Insert `val` at the tail of queue `q`.
+    #[inline]
     fn insert(&mut self, q: usize, val: T) -> Key {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
@@ -444,6 +447,7 @@ impl<R, U> Matcher<R, U> {
 
     /// The first unexpected message, in arrival order, that matches a newly posted
     /// receive and is not claimed.
+    #[inline]
     pub fn match_unexpected(&self, r: &RecvSpec) -> Option<UnexpId> {
         self.unexpected.find(queue_of(r.tagged), |u| r.matches(&u.spec)).map(UnexpId)
     }
@@ -466,6 +470,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Queue a receive that matched no unexpected message, at the end of posting
     /// order.
+    #[inline]
     pub fn push_posted(&mut self, r: RecvSpec, rec: R) -> PostedId {
         PostedId(self.posted.insert(queue_of(r.tagged), (r, rec)))
     }

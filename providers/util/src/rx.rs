@@ -592,6 +592,16 @@ impl<R> RxEngine<R> {
     /// them (a socket read, a cross-memory copy). Returns how many of `out` are used.
     pub fn pieces(&self, target: &Target, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
         match target {
+            Target::Single(rec) if rec.list == NO_LIST => {
+                // One piece (or none: `cap` is 0), `cap` bytes long.
+                let k = iov::clip(rec.cap as u64, off, len) as usize;
+                if k == 0 {
+                    return 0;
+                }
+                // SAFETY: off + k <= cap, the length of the piece: inside it.
+                out[0] = IoVec { base: unsafe { rec.first.base.add(off as usize) }, len: k };
+                1
+            }
             Target::Single(rec) => iov::slice_into(self.iov(rec), off, iov::clip(rec.cap as u64, off, len), out),
             Target::Multi { idx, off: base, cap } => {
                 let Some(m) = self.multis[*idx].as_ref() else { return 0 };
