@@ -233,7 +233,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Insert `val` at the tail of queue `q`.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, q: usize, val: T) -> Key {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
