@@ -35,6 +35,10 @@ use std::time::{Duration, Instant};
 /// Entries a queue holds when the attributes ask for the provider's default (0).
 pub const DEFAULT_CQ_SIZE: usize = 1024;
 
+/// How many reads in a row may return completions already queued without
+/// driving the bound objects' progress first.
+pub const MAX_READS_WITHOUT_PROGRESS: usize = 8;
+
 /// Error entries reserved up front (at most the queue's size): errors are rare,
 /// but a flush on close may produce a burst of them without allocating.
 const ERR_RESERVE: usize = 64;
@@ -208,6 +212,9 @@ pub struct UtilCq {
     /// change: a read that finds zero returns at once without taking the lock.
     /// A push racing with that read is seen by the next one.
     entries: AtomicUsize,
+    /// Reads in a row that found completions queued and so returned them
+    /// without driving progress (see [`CqOps::read`]).
+    reads_without_progress: AtomicUsize,
     waiter: Waiter,
 }
 
@@ -229,6 +236,7 @@ impl UtilCq {
             wait_obj: attr.wait_obj,
             queue: SpinLock::new(Queue { slots, mask: len - 1, errs, pushed: 0, popped: 0, overrun: false }),
             entries: AtomicUsize::new(0),
+            reads_without_progress: AtomicUsize::new(0),
             waiter: Waiter::new()?,
         }))
     }
@@ -340,9 +348,21 @@ impl CqOps for UtilCq {
     /// `Err(Again)` when there is nothing, `Err(Avail)` when an error entry is at
     /// the head (read it with `readerr`). With an empty `out`, `Ok(0)` says that
     /// completions are waiting.
+    ///
+    /// A read that finds completions already queued returns them without
+    /// driving progress first, up to [`MAX_READS_WITHOUT_PROGRESS`] reads in a
+    /// row: progress still runs at least that often while the application keeps
+    /// reading, and always once the queue is empty.
     fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
-        // No lock held here: progress pushes into this queue.
-        self.waiter.progress();
+        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
+        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+            self.reads_without_progress.store(0, Ordering::Relaxed);
+            // No lock held here: progress pushes into this queue.
+            self.waiter.progress();
+        } else {
+            // Racing readers may lose a count: progress then comes a read later.
+            self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        }
         self.take(out)
     }
 
@@ -664,6 +684,31 @@ mod tests {
         let calls = p.calls.load(Ordering::SeqCst);
         assert_eq!(q.read(&mut out), Err(Error::Again));
         assert_eq!(p.calls.load(Ordering::SeqCst), calls, "unbound: no more progress");
+    }
+
+    #[test]
+    fn reads_of_queued_completions_still_drive_progress_regularly() {
+        let q = cq(64);
+        let p = Arc::new(Pusher { cq: Arc::downgrade(&q), per_call: 1, calls: AtomicUsize::new(0) });
+        let d: Arc<dyn Progress> = p.clone();
+        q.bind(Arc::downgrade(&d)).unwrap();
+        // A backlog the application reads one entry at a time, never emptying it.
+        for i in 0..32 {
+            q.push(ok(1000 + i));
+        }
+        let mut out = empty();
+        for _ in 0..32 {
+            assert_eq!(q.read(&mut out[..1]), Ok(1));
+        }
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert!(calls >= 32 / (MAX_READS_WITHOUT_PROGRESS + 1), "progress ran only {calls} times");
+        // An empty queue always drives progress.
+        while q.entries.load(Ordering::SeqCst) > 0 {
+            assert!(q.read(&mut out).is_ok());
+        }
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert_eq!(q.read(&mut out[..1]), Ok(1), "the read that found nothing queued drove progress");
+        assert_eq!(p.calls.load(Ordering::SeqCst), calls + 1);
     }
 
     #[test]
