@@ -101,6 +101,7 @@ impl Bindings {
     /// `FI_COMPLETION`; without it, a queue bound with `FI_SELECTIVE_COMPLETION`
     /// gets no entry (the counter still counts it, and failures are always
     /// reported: [`Bindings::tx_err`]).
+    #[inline]
     pub fn tx_done(&self, e: CqEntry, completion: bool) {
         if let Some(cq) = &self.tx_cq {
             if completion || !self.tx_selective {
@@ -114,6 +115,7 @@ impl Bindings {
 
     /// A transmit operation that writes no entry (an inject) completed, or
     /// failed (`failed`): the counter counts it, as libfabric's do.
+    #[inline]
     pub fn tx_count(&self, failed: bool) {
         if let Some(c) = &self.tx_cntr {
             if failed {
@@ -142,6 +144,7 @@ impl Bindings {
 
     /// A receive completed; `completion` as for [`Bindings::tx_done`], against
     /// the receive queue's binding.
+    #[inline]
     pub fn rx_done(&self, e: CqEntry, completion: bool) {
         if let Some(cq) = &self.rx_cq {
             if completion || !self.rx_selective {

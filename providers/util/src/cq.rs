@@ -15,13 +15,13 @@
 //! The queue never drops a completion: losing one would leave the application
 //! waiting forever for an operation that finished. When a push finds `size`
 //! entries already queued, the entry is kept anyway (the storage grows, which
-//! allocates, once) and an error entry with `err: Error::Overrun` is inserted just
+//! allocates) and an error entry with `err: Error::Overrun` is inserted just
 //! before it, at the point where the overrun happened. The application learns
 //! from it, once per overrun, that it sized the queue too small, reads the error
 //! with `readerr`, and then keeps reading the entries that follow. A new overrun
 //! is reported only after the queue has had room again.
 
-use crate::progress::{Progress, Waiter};
+use crate::progress::{Progress, SpinGuard, SpinLock, Waiter};
 use fabric_core::prov::{next_fid, CqOps};
 use fabric_core::{Caps, CqAttr, CqEntry, CqErrEntry, Error, Result, WaitObj};
 use std::any::Any;
@@ -29,11 +29,15 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// Entries a queue holds when the attributes ask for the provider's default (0).
 pub const DEFAULT_CQ_SIZE: usize = 1024;
+
+/// How many reads in a row may return completions already queued without
+/// driving the bound objects' progress first.
+pub const MAX_READS_WITHOUT_PROGRESS: usize = 8;
 
 /// Error entries reserved up front (at most the queue's size): errors are rare,
 /// but a flush on close may produce a burst of them without allocating.
@@ -51,27 +55,43 @@ fn overrun_entry() -> CqErrEntry {
 
 /// The queue proper, under the lock.
 struct Queue {
-    /// Successful completions, oldest first.
-    succ: VecDeque<CqEntry>,
+    /// Successful completions: the `i`-th success pushed is in slot `i & mask`
+    /// while `popped <= i < pushed`. The length is a power of two, at least the
+    /// queue's size; it doubles (once per doubling of an overrun) when full.
+    slots: Vec<CqEntry>,
+    /// `slots.len() - 1`.
+    mask: usize,
     /// Error completions, oldest first, each with its position: the number of
     /// successes pushed before it (on the `pushed` scale).
     errs: VecDeque<(u64, CqErrEntry)>,
     /// Successes ever pushed.
     pushed: u64,
-    /// Successes ever popped; `pushed - popped == succ.len()`.
+    /// Successes ever popped; `pushed - popped` are queued.
     popped: u64,
     /// An overrun has been recorded and the queue has not had room since.
     overrun: bool,
 }
 
 impl Queue {
+    /// Successes queued.
+    #[inline]
+    fn succ_len(&self) -> usize {
+        (self.pushed - self.popped) as usize
+    }
+
+    /// Entries queued, successes and errors.
+    #[inline]
+    fn entries(&self) -> usize {
+        self.succ_len() + self.errs.len()
+    }
+
     /// Successes that may be read before the head error (all of them if none).
     fn readable(&self) -> usize {
         match self.errs.front() {
             // The head error's position is never behind `popped`: successes before
             // it are only popped up to it. Saturate anyway rather than trust it.
             Some(&(pos, _)) => usize::try_from(pos.saturating_sub(self.popped)).unwrap_or(usize::MAX),
-            None => self.succ.len(),
+            None => self.succ_len(),
         }
     }
 
@@ -80,36 +100,100 @@ impl Queue {
         self.errs.front().is_some_and(|&(pos, _)| pos <= self.popped)
     }
 
+    /// Append a success.
+    #[inline]
+    fn push_succ(&mut self, e: CqEntry) {
+        if self.succ_len() == self.slots.len() {
+            self.grow();
+        }
+        let i = self.pushed as usize & self.mask;
+        self.slots[i] = e;
+        self.pushed += 1;
+    }
+
+    /// Double the ring (an overrun filled it), keeping each queued success at
+    /// the slot its index masks to.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let len = self.slots.len() * 2;
+        let mut slots = vec![placeholder(); len];
+        for i in self.popped..self.pushed {
+            slots[i as usize & (len - 1)] = self.slots[i as usize & self.mask];
+        }
+        self.slots = slots;
+        self.mask = len - 1;
+    }
+
+    /// Move the `n` oldest successes (queued) into `out[..n]`.
+    #[inline]
+    fn pop_into(&mut self, out: &mut [CqEntry], n: usize) {
+        let from = self.popped as usize;
+        for (i, dst) in out[..n].iter_mut().enumerate() {
+            *dst = self.slots[(from + i) & self.mask];
+        }
+        self.popped += n as u64;
+    }
+
     /// Copy successes into `out`: `Err(Avail)` when an error is at the head and
     /// nothing was copied, `Err(Again)` when the queue is empty.
+    #[inline]
     fn copy_out(&mut self, out: &mut [CqEntry]) -> Result<usize> {
-        let n = self.readable().min(self.succ.len()).min(out.len());
+        // The usual case: no error queued, so every success is readable.
+        if self.errs.is_empty() && !out.is_empty() {
+            let n = self.succ_len().min(out.len());
+            if n == 0 {
+                return Err(Error::Again);
+            }
+            self.pop_into(out, n);
+            return Ok(n);
+        }
+        self.copy_out_slow(out)
+    }
+
+    /// [`Queue::copy_out`] with errors queued (or no room in `out`).
+    #[cold]
+    #[inline(never)]
+    fn copy_out_slow(&mut self, out: &mut [CqEntry]) -> Result<usize> {
+        let n = self.readable().min(self.succ_len()).min(out.len());
         if n == 0 {
             return if self.error_at_head() {
                 Err(Error::Avail)
-            } else if self.succ.is_empty() {
+            } else if self.succ_len() == 0 {
                 Err(Error::Again)
             } else {
                 // Entries are waiting but `out` has no room for them.
                 Ok(0)
             };
         }
-        for (dst, src) in out.iter_mut().zip(self.succ.drain(..n)) {
-            *dst = src;
-        }
-        self.popped += n as u64;
+        self.pop_into(out, n);
         Ok(n)
     }
 
     /// Record an overrun if this push finds the queue full (see the module docs).
+    #[inline]
     fn check_overrun(&mut self, size: usize) {
-        if self.succ.len() + self.errs.len() < size {
+        if self.entries() < size {
             self.overrun = false;
-        } else if !self.overrun {
+        } else {
+            self.record_overrun();
+        }
+    }
+
+    /// The queue is full: insert the overrun marker, unless it is already there.
+    #[cold]
+    #[inline(never)]
+    fn record_overrun(&mut self) {
+        if !self.overrun {
             self.overrun = true;
             self.errs.push_back((self.pushed, overrun_entry()));
         }
     }
+}
+
+/// What an unused slot of the ring holds.
+fn placeholder() -> CqEntry {
+    CqEntry::new(0, Caps::empty())
 }
 
 /// A completion queue: a pre-sized FIFO of completions and error completions,
@@ -123,11 +207,14 @@ pub struct UtilCq {
     /// Capacity before an overrun is reported.
     size: usize,
     wait_obj: WaitObj,
-    queue: Mutex<Queue>,
+    queue: SpinLock<Queue>,
     /// Entries in `queue` (successes and errors), stored under its lock after every
     /// change: a read that finds zero returns at once without taking the lock.
     /// A push racing with that read is seen by the next one.
     entries: AtomicUsize,
+    /// Reads in a row that found completions queued and so returned them
+    /// without driving progress (see [`CqOps::read`]).
+    reads_without_progress: AtomicUsize,
     waiter: Waiter,
 }
 
@@ -137,16 +224,19 @@ impl UtilCq {
     /// `Err(NoMem)` if the storage cannot be allocated.
     pub fn new(attr: &CqAttr) -> Result<Arc<UtilCq>> {
         let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
-        let mut succ = VecDeque::new();
-        succ.try_reserve_exact(size).map_err(|_| Error::NoMem)?;
+        let len = size.checked_next_power_of_two().ok_or(Error::NoMem)?;
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(len).map_err(|_| Error::NoMem)?;
+        slots.resize(len, placeholder());
         let mut errs = VecDeque::new();
         errs.try_reserve_exact(size.min(ERR_RESERVE)).map_err(|_| Error::NoMem)?;
         Ok(Arc::new(UtilCq {
             fid: next_fid(),
             size,
             wait_obj: attr.wait_obj,
-            queue: Mutex::new(Queue { succ, errs, pushed: 0, popped: 0, overrun: false }),
+            queue: SpinLock::new(Queue { slots, mask: len - 1, errs, pushed: 0, popped: 0, overrun: false }),
             entries: AtomicUsize::new(0),
+            reads_without_progress: AtomicUsize::new(0),
             waiter: Waiter::new()?,
         }))
     }
@@ -154,12 +244,12 @@ impl UtilCq {
     /// Queue a successful completion and wake a sleeping reader, if any. Never
     /// drops the entry: past `size` entries, an overrun is recorded instead (see
     /// the module docs).
+    #[inline]
     pub fn push(&self, e: CqEntry) {
         {
             let mut q = self.lock();
             q.check_overrun(self.size);
-            q.succ.push_back(e);
-            q.pushed += 1;
+            q.push_succ(e);
             self.publish(&q);
         }
         self.waiter.notify();
@@ -199,11 +289,13 @@ impl UtilCq {
     }
 
     /// Record how many entries the queue holds (called with its lock held).
+    #[inline]
     fn publish(&self, q: &Queue) {
-        self.entries.store(q.succ.len() + q.errs.len(), Ordering::Release);
+        self.entries.store(q.entries(), Ordering::Release);
     }
 
     /// Copy out under the lock, unless the queue is known empty.
+    #[inline]
     fn take(&self, out: &mut [CqEntry]) -> Result<usize> {
         if self.entries.load(Ordering::Acquire) == 0 {
             return Err(Error::Again);
@@ -214,10 +306,10 @@ impl UtilCq {
         r
     }
 
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        // The queue's invariants hold between statements that could panic, so a
-        // poisoned lock still guards a consistent queue.
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline]
+    fn lock(&self) -> SpinGuard<'_, Queue> {
+        // The queue's invariants hold between statements that could panic.
+        self.queue.lock()
     }
 
     fn blocking_allowed(&self) -> Result<()> {
@@ -236,7 +328,7 @@ impl fmt::Debug for UtilCq {
             .field("fid", &self.fid)
             .field("size", &self.size)
             .field("wait_obj", &self.wait_obj)
-            .field("completions", &q.succ.len())
+            .field("completions", &q.succ_len())
             .field("errors", &q.errs.len())
             .finish()
     }
@@ -256,9 +348,21 @@ impl CqOps for UtilCq {
     /// `Err(Again)` when there is nothing, `Err(Avail)` when an error entry is at
     /// the head (read it with `readerr`). With an empty `out`, `Ok(0)` says that
     /// completions are waiting.
+    ///
+    /// A read that finds completions already queued returns them without
+    /// driving progress first, up to [`MAX_READS_WITHOUT_PROGRESS`] reads in a
+    /// row: progress still runs at least that often while the application keeps
+    /// reading, and always once the queue is empty.
     fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
-        // No lock held here: progress pushes into this queue.
-        self.waiter.progress();
+        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
+        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+            self.reads_without_progress.store(0, Ordering::Relaxed);
+            // No lock held here: progress pushes into this queue.
+            self.waiter.progress();
+        } else {
+            // Racing readers may lose a count: progress then comes a read later.
+            self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        }
         self.take(out)
     }
 
@@ -437,6 +541,24 @@ mod tests {
     }
 
     #[test]
+    fn growing_a_wrapped_ring_keeps_the_order() {
+        let q = cq(3);
+        let mut out = empty();
+        for i in 0..3 {
+            q.push(ok(i));
+            assert_eq!(q.read(&mut out), Ok(1));
+        }
+        for i in 0..7 {
+            q.push(ok(100 + i));
+        }
+        assert_eq!(q.read(&mut out), Ok(3));
+        assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Overrun));
+        assert_eq!(q.read(&mut out[3..]), Ok(4));
+        assert_eq!(out[..7].iter().map(|e| e.op_context).collect::<Vec<_>>(), (100..107).collect::<Vec<_>>());
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+    }
+
+    #[test]
     fn overrun_by_an_error_entry() {
         let q = cq(2);
         q.push(ok(1));
@@ -562,6 +684,31 @@ mod tests {
         let calls = p.calls.load(Ordering::SeqCst);
         assert_eq!(q.read(&mut out), Err(Error::Again));
         assert_eq!(p.calls.load(Ordering::SeqCst), calls, "unbound: no more progress");
+    }
+
+    #[test]
+    fn reads_of_queued_completions_still_drive_progress_regularly() {
+        let q = cq(64);
+        let p = Arc::new(Pusher { cq: Arc::downgrade(&q), per_call: 1, calls: AtomicUsize::new(0) });
+        let d: Arc<dyn Progress> = p.clone();
+        q.bind(Arc::downgrade(&d)).unwrap();
+        // A backlog the application reads one entry at a time, never emptying it.
+        for i in 0..32 {
+            q.push(ok(1000 + i));
+        }
+        let mut out = empty();
+        for _ in 0..32 {
+            assert_eq!(q.read(&mut out[..1]), Ok(1));
+        }
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert!(calls >= 32 / (MAX_READS_WITHOUT_PROGRESS + 1), "progress ran only {calls} times");
+        // An empty queue always drives progress.
+        while q.entries.load(Ordering::SeqCst) > 0 {
+            assert!(q.read(&mut out).is_ok());
+        }
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert_eq!(q.read(&mut out[..1]), Ok(1), "the read that found nothing queued drove progress");
+        assert_eq!(p.calls.load(Ordering::SeqCst), calls + 1);
     }
 
     #[test]

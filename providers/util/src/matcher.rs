@@ -89,6 +89,15 @@ impl RecvSpec {
     }
 }
 
+/// What [`Matcher::take_posted`] found.
+#[derive(Debug)]
+pub enum PostedMatch<R> {
+    /// The receive, taken off the queue.
+    Taken(RecvSpec, R),
+    /// A receive that stays posted.
+    Stays(PostedId),
+}
+
 /// The id of a posted receive in a [`Matcher`].
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Hash)]
 pub struct PostedId(Key);
@@ -190,6 +199,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Append `index` (occupied, unlinked) to queue `q`.
+    #[inline]
     fn link_tail(&mut self, q: usize, index: usize) {
         let tail = self.queues[q].tail;
         {
@@ -206,6 +216,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Take `index` (occupied, linked) out of its queue.
+    #[inline]
     fn unlink(&mut self, index: usize) {
         let (q, prev, next) = {
             let s = &self.slots[index];
@@ -222,6 +233,7 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Insert `val` at the tail of queue `q`.
+    #[inline(always)]
     fn insert(&mut self, q: usize, val: T) -> Key {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
@@ -244,12 +256,18 @@ impl<T, const Q: usize> Slab<T, Q> {
     /// Remove the entry `key` names, if live.
     fn remove(&mut self, key: Key) -> Option<T> {
         self.slot(key)?;
-        self.unlink(key.index);
-        let s = &mut self.slots[key.index];
+        self.remove_at(key.index)
+    }
+
+    /// Remove the entry of occupied slot `index`.
+    #[inline]
+    fn remove_at(&mut self, index: usize) -> Option<T> {
+        self.unlink(index);
+        let s = &mut self.slots[index];
         let val = s.val.take();
         s.gen = s.gen.wrapping_add(1);
         s.next = self.free;
-        self.free = key.index;
+        self.free = index;
         self.len -= 1;
         val
     }
@@ -391,6 +409,19 @@ impl<R, U> Matcher<R, U> {
         self.posted.find(queue_of(m.tagged), |(r, _)| r.matches(m)).map(PostedId)
     }
 
+    /// The first posted receive that matches an arriving message (as
+    /// [`Matcher::match_posted`]), taken off the queue in the same search, unless
+    /// `stays` says of its record that it stays posted (a multi-receive buffer
+    /// with room left): then its id.
+    #[inline]
+    pub fn take_posted(&mut self, m: &MsgSpec, stays: impl FnOnce(&R) -> bool) -> Option<PostedMatch<R>> {
+        let (index, (_, rec)) = self.posted.iter(queue_of(m.tagged)).find(|(_, (r, _))| r.matches(m))?;
+        if stays(rec) {
+            return Some(PostedMatch::Stays(PostedId(self.posted.key(index))));
+        }
+        self.posted.remove_at(index).map(|(spec, rec)| PostedMatch::Taken(spec, rec))
+    }
+
     /// A posted receive's spec and record.
     pub fn posted(&self, id: PostedId) -> Option<(&RecvSpec, &R)> {
         self.posted.get(id.0).map(|(s, r)| (s, r))
@@ -416,6 +447,7 @@ impl<R, U> Matcher<R, U> {
 
     /// The first unexpected message, in arrival order, that matches a newly posted
     /// receive and is not claimed.
+    #[inline]
     pub fn match_unexpected(&self, r: &RecvSpec) -> Option<UnexpId> {
         self.unexpected.find(queue_of(r.tagged), |u| r.matches(&u.spec)).map(UnexpId)
     }
@@ -438,6 +470,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Queue a receive that matched no unexpected message, at the end of posting
     /// order.
+    #[inline]
     pub fn push_posted(&mut self, r: RecvSpec, rec: R) -> PostedId {
         PostedId(self.posted.insert(queue_of(r.tagged), (r, rec)))
     }
@@ -549,6 +582,20 @@ mod tests {
         assert_eq!(m.match_posted(&tmsg(0, 5)), Some(b));
         assert_eq!(m.match_posted(&tmsg(0, 6)), None);
         assert_eq!(m.posted_len(), 1);
+    }
+
+    #[test]
+    fn take_posted_takes_the_first_match_or_leaves_it() {
+        let mut m: Matcher<u32, ()> = Matcher::new();
+        let a = m.push_posted(trecv(ANY, 5, 0, 1), 1);
+        m.push_posted(trecv(ANY, 5, 0, 2), 2);
+        assert!(matches!(m.take_posted(&tmsg(0, 5), |&r| r == 1), Some(PostedMatch::Stays(id)) if id == a));
+        assert_eq!(m.posted_len(), 2);
+        assert!(matches!(m.take_posted(&tmsg(0, 5), |_| false), Some(PostedMatch::Taken(s, 1)) if s.user_context == 1));
+        assert!(m.posted(a).is_none(), "its id is stale");
+        assert!(m.take_posted(&tmsg(0, 6), |_| false).is_none());
+        assert!(matches!(m.take_posted(&tmsg(0, 5), |_| false), Some(PostedMatch::Taken(_, 2))));
+        assert_eq!(m.posted_len(), 0);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! lost between a poll and a sleep.
 
 use fabric_core::{Error, Result};
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -56,7 +58,7 @@ pub struct Waiter {
     /// Written by `signal`, read (drained) after each sleep.
     evfd: OwnedFd,
     /// Objects bound to this queue; dead ones are pruned on the next bind.
-    bound: Mutex<Vec<Weak<dyn Progress>>>,
+    bound: SpinLock<Vec<Weak<dyn Progress>>>,
     /// Threads inside `wait`; `notify` writes the eventfd only when non-zero.
     sleepers: AtomicUsize,
     /// Set by `interrupt`, cleared by the `wait_take` it ends.
@@ -84,7 +86,7 @@ impl Waiter {
             let w = Waiter {
                 epfd,
                 evfd,
-                bound: Mutex::new(Vec::new()),
+                bound: SpinLock::new(Vec::new()),
                 sleepers: AtomicUsize::new(0),
                 interrupted: AtomicBool::new(false),
                 spin: DEFAULT_SPIN,
@@ -170,7 +172,7 @@ impl Waiter {
                 self.add_fd(fd)?;
             }
         }
-        let mut b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = self.bound.lock();
         b.retain(|w| w.strong_count() > 0);
         b.push(obj);
         Ok(())
@@ -181,11 +183,12 @@ impl Waiter {
         if let Some(fd) = obj.wait_fd() {
             self.del_fd(fd);
         }
-        let mut b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = self.bound.lock();
         b.retain(|w| w.strong_count() > 0 && !std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(obj)));
     }
 
     /// Drive progress of every bound object once.
+    #[inline]
     pub fn progress(&self) {
         self.each_bound(|o| o.progress());
     }
@@ -249,25 +252,42 @@ impl Waiter {
     /// Call `f` on every bound object that is still alive. No lock is held while
     /// `f` runs (an object's progress may push into this very queue, or drop the
     /// last reference to an object whose `Drop` unbinds it). The usual case, one
-    /// bound object, costs one lock and one upgrade; more are collected first.
+    /// bound object, costs one lock and one upgrade; more are collected first
+    /// ([`Waiter::each_bound_many`]).
+    #[inline]
     fn each_bound(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
-        let (first, more) = {
-            let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        let one = {
+            let b = self.bound.lock();
             match b.len() {
                 0 => return,
-                1 => (b[0].upgrade(), None),
-                _ => (None, Some(smallvec_free::Objs::collect(&b))),
+                1 => b[0].upgrade(),
+                _ => None,
             }
         };
-        if let Some(o) = first {
-            f(&o);
-        }
-        if let Some(objs) = more {
-            objs.each(f);
+        match one {
+            Some(o) => f(&o),
+            None => self.each_bound_many(&mut f),
         }
     }
 
+    /// [`Waiter::each_bound`] for more than one bound object (or one that is
+    /// gone): the live ones are collected under the lock, then called without it.
+    #[cold]
+    #[inline(never)]
+    fn each_bound_many(&self, f: &mut dyn FnMut(&Arc<dyn Progress>)) {
+        let objs = {
+            let b = self.bound.lock();
+            if b.len() < 2 {
+                // One object that is gone (or unbound meanwhile): nothing to call.
+                return;
+            }
+            smallvec_free::Objs::collect(&b)
+        };
+        objs.each(f);
+    }
+
     /// Wake threads sleeping in [`Waiter::wait`], if any.
+    #[inline]
     pub fn notify(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.signal();
@@ -370,6 +390,90 @@ impl Waiter {
                 }
             }
         }
+    }
+}
+
+/// A lock for state held a few dozen instructions at a time (a completion
+/// queue's entries, a waiter's bound objects): taking it is one compare-and-swap
+/// and releasing it one store. A thread that finds it taken spins briefly, then
+/// yields its time slice until it is free. There is no poisoning: every holder
+/// leaves the state consistent between statements that could panic, and a
+/// panicking holder's guard releases the lock as it unwinds.
+pub(crate) struct SpinLock<T> {
+    /// Whether a guard exists.
+    locked: AtomicBool,
+    val: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a guard, and at most one guard
+// exists at a time (`locked` is set by the compare-and-swap that creates one and
+// cleared when it drops), so threads sharing the lock use `T` one at a time, as
+// with a `Mutex`: `T: Send` suffices.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    /// An unlocked lock holding `val`.
+    pub(crate) const fn new(val: T) -> SpinLock<T> {
+        SpinLock { locked: AtomicBool::new(false), val: UnsafeCell::new(val) }
+    }
+
+    /// Take the lock, waiting for it if it is held.
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended();
+        }
+        SpinGuard { lock: self }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        loop {
+            while self.locked.load(Ordering::Relaxed) {
+                if spins < 100 {
+                    spins += 1;
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return;
+            }
+        }
+    }
+}
+
+/// Access to the value of a [`SpinLock`], which it releases when dropped.
+pub(crate) struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (see `SpinLock`'s Sync), so no
+        // mutable reference to the value exists while this one lives.
+        unsafe { &*self.lock.val.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard is the only one, and `&mut self` makes this the
+        // only reference derived from it.
+        unsafe { &mut *self.lock.val.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
     }
 }
 
@@ -488,7 +592,7 @@ mod smallvec_free {
             o
         }
 
-        pub(super) fn each(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
+        pub(super) fn each(&self, f: &mut dyn FnMut(&Arc<dyn Progress>)) {
             for a in self.inline.iter().flatten() {
                 f(a);
             }

@@ -11,7 +11,7 @@
 
 use crate::bind::Bindings;
 use crate::iov::{self, copy_into};
-use crate::matcher::{Matcher, MsgSpec, PostedId, RecvSpec};
+use crate::matcher::{Matcher, MsgSpec, PostedId, PostedMatch, RecvSpec};
 use crate::wire::{HdrFlags, Header, OpCode};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags, Result};
@@ -23,15 +23,21 @@ pub const IOV_LIMIT: usize = 8;
 /// Buffers of unexpected eager messages kept for reuse.
 const UNEXP_POOL: usize = 32;
 
-/// A posted receive.
+/// A posted receive: a compact record (it moves from the posting call into the
+/// matcher, out again to a [`Target`] and on to its completion). A buffer of one
+/// piece is kept here; one of several pieces in the engine's piece lists, which
+/// [`RxEngine::write`], [`RxEngine::pieces`] and the completion find.
 #[derive(Debug)]
 pub struct PostedRecv {
     /// Completion context.
     pub context: u64,
-    /// The buffer pieces (the first `niov`).
-    pub iov: [IoVec; IOV_LIMIT],
+    /// The buffer's only piece (empty when it has none); unused with a list.
+    first: IoVec,
+    /// The engine's piece list holding the pieces, or [`NO_LIST`] for a buffer
+    /// of at most one piece.
+    list: u32,
     /// Pieces in use.
-    pub niov: usize,
+    niov: u32,
     /// Total bytes of the pieces.
     pub cap: usize,
     /// A tagged receive.
@@ -39,28 +45,21 @@ pub struct PostedRecv {
     /// Posted with `FI_COMPLETION`: its success is reported even on a queue
     /// bound with `FI_SELECTIVE_COMPLETION` ([`Bindings::rx_done`]).
     pub completion: bool,
-    /// Index into the engine's multi-receive buffers, for one.
-    multi: Option<usize>,
+    /// Index into the engine's multi-receive buffers, or [`NO_MULTI`].
+    multi: u32,
 }
 
+/// [`PostedRecv::list`] of a buffer whose pieces are kept in the record.
+const NO_LIST: u32 = u32::MAX;
+
+/// [`PostedRecv::multi`] of a receive that is not a multi-receive buffer.
+const NO_MULTI: u32 = u32::MAX;
+
 impl PostedRecv {
-    /// A receive into `iov` (at most [`IOV_LIMIT`] pieces), reporting its
-    /// completion (`completion` set).
-    pub fn new(context: u64, iov: &[IoVec], tagged: bool) -> PostedRecv {
-        let mut v = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
-        let n = iov.len().min(IOV_LIMIT);
-        v[..n].copy_from_slice(&iov[..n]);
-        PostedRecv { context, iov: v, niov: n, cap: IoVec::total(&iov[..n]), tagged, completion: true, multi: None }
-    }
-
-    /// Copy `bytes` in at logical offset `off`, never past the end.
-    pub fn write(&self, off: u64, bytes: &[u8]) {
-        copy_into(&self.iov[..self.niov], self.cap, off, bytes);
-    }
-
-    /// The pieces holding bytes `off..off + len` (clipped to the buffer).
-    pub fn pieces(&self, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
-        iov::slice_into(&self.iov[..self.niov], off, iov::clip(self.cap as u64, off, len), out)
+    /// The multi-receive buffer this receive stands for, if it is one.
+    #[inline]
+    fn multi(&self) -> Option<usize> {
+        (self.multi != NO_MULTI).then_some(self.multi as usize)
     }
 }
 
@@ -155,6 +154,12 @@ pub enum RxAction<R> {
 /// Posted receives, multi-receive buffers and unexpected messages of one endpoint.
 pub struct RxEngine<R> {
     matcher: Matcher<PostedRecv, Unexp<R>>,
+    /// The pieces of posted receives with more than one ([`PostedRecv::list`]),
+    /// from the posting until the receive completes or fails. A receive's
+    /// [`Target`] dropped without either keeps its list until the engine goes.
+    lists: Vec<[IoVec; IOV_LIMIT]>,
+    /// Indices of the unused entries of `lists`, reused first.
+    free_lists: Vec<u32>,
     multis: Vec<Option<Multi>>,
     /// Recycled buffers of unexpected eager messages (at most `UNEXP_POOL`, each no
     /// larger than `pool_cap`), so buffering them allocates nothing once warm.
@@ -185,6 +190,8 @@ impl<R> RxEngine<R> {
     pub fn new(pool_cap: usize) -> RxEngine<R> {
         RxEngine {
             matcher: Matcher::with_capacity(256, 256),
+            lists: Vec::new(),
+            free_lists: Vec::new(),
             multis: Vec::new(),
             unexp_pool: Vec::new(),
             pool_cap,
@@ -243,54 +250,12 @@ impl<R> RxEngine<R> {
             return Err(Error::Inval);
         }
         let tagged = flags.contains(OpFlags::TAGGED);
+        let completion = flags.contains(OpFlags::COMPLETION);
         let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
-        let rec = PostedRecv {
-            completion: flags.contains(OpFlags::COMPLETION),
-            ..PostedRecv::new(op.context, op.iov, tagged)
-        };
-        if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
-            if !tagged {
-                return Err(Error::BadFlags);
-            }
-            return self.peek_claim(b, op, flags, spec, rec);
+        if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV) {
+            return self.post_special(b, op, flags, spec);
         }
-        if flags.contains(OpFlags::MULTI_RECV) {
-            if tagged || op.iov.len() != 1 {
-                return Err(Error::Inval);
-            }
-            let idx = match self.multis.iter().position(|m| m.is_none()) {
-                Some(i) => i,
-                None => {
-                    self.multis.push(None);
-                    self.multis.len() - 1
-                }
-            };
-            self.multis[idx] = Some(Multi {
-                context: op.context,
-                completion: rec.completion,
-                base: op.iov[0].base,
-                cap: rec.cap,
-                off: 0,
-                inflight: 0,
-                released: false,
-                pid: None,
-            });
-            let rec = PostedRecv { multi: Some(idx), ..rec };
-            let pid = self.matcher.push_posted(spec, rec);
-            self.multis[idx].as_mut().expect("just set").pid = Some(pid);
-            // Unexpected messages first, in order, while room remains.
-            loop {
-                match self.multis[idx].as_ref() {
-                    Some(m) if !m.released => {}
-                    _ => break,
-                }
-                let Some(uid) = self.matcher.match_unexpected(&spec) else { break };
-                let (ms, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
-                let target = self.reserve_multi(idx, u.len);
-                self.deliver(b, target, ms, u);
-            }
-            return Ok(());
-        }
+        let rec = self.recv(op.context, op.iov, tagged, completion);
         match self.matcher.match_unexpected(&spec) {
             Some(uid) => {
                 let (m, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
@@ -303,7 +268,113 @@ impl<R> RxEngine<R> {
         Ok(())
     }
 
-    fn peek_claim(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, spec: RecvSpec, rec: PostedRecv) -> Result<()> {
+    /// A receive record for `iov` (at most [`IOV_LIMIT`] pieces): more than one
+    /// piece go to a piece list, released when the receive completes or fails.
+    #[inline]
+    fn recv(&mut self, context: u64, iov: &[IoVec], tagged: bool, completion: bool) -> PostedRecv {
+        let n = iov.len().min(IOV_LIMIT);
+        let (first, list) = match n {
+            0 => (IoVec { base: std::ptr::null_mut(), len: 0 }, NO_LIST),
+            1 => (iov[0], NO_LIST),
+            _ => (IoVec { base: std::ptr::null_mut(), len: 0 }, self.store_list(&iov[..n])),
+        };
+        PostedRecv {
+            context,
+            first,
+            list,
+            niov: n as u32,
+            cap: IoVec::total(&iov[..n]),
+            tagged,
+            completion,
+            multi: NO_MULTI,
+        }
+    }
+
+    /// Keep the pieces of a receive of several in a piece list; its index.
+    #[cold]
+    fn store_list(&mut self, iov: &[IoVec]) -> u32 {
+        let idx = match self.free_lists.pop() {
+            Some(i) => i,
+            None => {
+                self.lists.push([IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT]);
+                (self.lists.len() - 1) as u32
+            }
+        };
+        self.lists[idx as usize][..iov.len()].copy_from_slice(iov);
+        idx
+    }
+
+    /// The pieces of a receive's buffer.
+    #[inline]
+    fn iov<'a>(&'a self, rec: &'a PostedRecv) -> &'a [IoVec] {
+        if rec.list == NO_LIST {
+            &std::slice::from_ref(&rec.first)[..rec.niov.min(1) as usize]
+        } else {
+            &self.lists[rec.list as usize][..rec.niov as usize]
+        }
+    }
+
+    /// A receive is done with its buffer (completed or failed): its piece list,
+    /// if it has one, is free for the next.
+    #[inline]
+    fn release(&mut self, rec: &PostedRecv) {
+        if rec.list != NO_LIST {
+            self.free_lists.push(rec.list);
+        }
+    }
+
+    /// [`RxEngine::post`] of a peek, claim or discard, or of a multi-receive buffer.
+    #[cold]
+    fn post_special(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, spec: RecvSpec) -> Result<()> {
+        let tagged = spec.tagged;
+        let completion = flags.contains(OpFlags::COMPLETION);
+        if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
+            if !tagged {
+                return Err(Error::BadFlags);
+            }
+            return self.peek_claim(b, op, flags, spec);
+        }
+        // A multi-receive buffer.
+        if tagged || op.iov.len() != 1 {
+            return Err(Error::Inval);
+        }
+        let rec = self.recv(op.context, op.iov, tagged, completion);
+        let idx = match self.multis.iter().position(|m| m.is_none()) {
+            Some(i) => i,
+            None => {
+                self.multis.push(None);
+                self.multis.len() - 1
+            }
+        };
+        self.multis[idx] = Some(Multi {
+            context: op.context,
+            completion: rec.completion,
+            base: op.iov[0].base,
+            cap: rec.cap,
+            off: 0,
+            inflight: 0,
+            released: false,
+            pid: None,
+        });
+        let rec = PostedRecv { multi: idx as u32, ..rec };
+        let pid = self.matcher.push_posted(spec, rec);
+        self.multis[idx].as_mut().expect("just set").pid = Some(pid);
+        // Unexpected messages first, in order, while room remains.
+        loop {
+            match self.multis[idx].as_ref() {
+                Some(m) if !m.released => {}
+                _ => break,
+            }
+            let Some(uid) = self.matcher.match_unexpected(&spec) else { break };
+            let (ms, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
+            let target = self.reserve_multi(idx, u.len);
+            self.deliver(b, target, ms, u);
+        }
+        Ok(())
+    }
+
+    fn peek_claim(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, spec: RecvSpec) -> Result<()> {
+        let completion = flags.contains(OpFlags::COMPLETION);
         let claim = flags.contains(OpFlags::CLAIM);
         let discard = flags.contains(OpFlags::DISCARD);
         if flags.contains(OpFlags::PEEK) {
@@ -339,9 +410,10 @@ impl<R> RxEngine<R> {
                 e.tag = m.tag;
                 e.src = m.src;
                 self.discard(u);
-                b.rx_done(e, rec.completion);
+                b.rx_done(e, completion);
                 return Ok(());
             }
+            let rec = self.recv(op.context, op.iov, true, completion);
             self.deliver(b, Target::Single(rec), m, u);
             return Ok(());
         }
@@ -437,29 +509,28 @@ impl<R> RxEngine<R> {
     /// The receive for a message that starts arriving now (its payload follows):
     /// the first matching posted receive, or `None` (the caller buffers it and
     /// hands it to [`RxEngine::arrive`] once complete).
+    #[inline]
     pub fn match_arrival(&mut self, m: &MsgSpec, len: u64) -> Option<Target> {
-        let pid = self.matcher.match_posted(m)?;
-        Some(self.take_posted(pid, len))
+        match self.matcher.take_posted(m, |r| r.multi != NO_MULTI)? {
+            PostedMatch::Taken(_, rec) => Some(Target::Single(rec)),
+            PostedMatch::Stays(pid) => Some(self.take_multi(pid, len)),
+        }
     }
 
-    /// The target a matched posted receive gives a message of `len` bytes: the
-    /// receive itself (taken off the queue), or a slice of a multi-receive buffer.
-    fn take_posted(&mut self, pid: PostedId, len: u64) -> Target {
-        match self.matcher.posted(pid).and_then(|(_, r)| r.multi) {
-            Some(mi) => self.reserve_multi(mi, len),
-            None => Target::Single(self.matcher.remove_posted(pid).expect("matched id exists").1),
-        }
+    /// The slice of the matched multi-receive buffer `pid` a message of `len`
+    /// bytes gets.
+    #[cold]
+    fn take_multi(&mut self, pid: PostedId, len: u64) -> Target {
+        let mi = self.matcher.posted(pid).and_then(|(_, r)| r.multi()).expect("a matched multi-receive buffer");
+        self.reserve_multi(mi, len)
     }
 
     /// A complete message (eager payload in, or a rendezvous request) with no
     /// receive chosen yet: deliver it to the first matching posted receive, or queue
     /// it as unexpected.
     pub fn arrive(&mut self, b: &Bindings, m: MsgSpec, u: Unexp<R>) {
-        match self.matcher.match_posted(&m) {
-            Some(pid) => {
-                let target = self.take_posted(pid, u.len);
-                self.deliver(b, target, m, u);
-            }
+        match self.match_arrival(&m, u.len) {
+            Some(target) => self.deliver(b, target, m, u),
             None => {
                 self.matcher.push_unexpected(m, u);
             }
@@ -494,7 +565,17 @@ impl<R> RxEngine<R> {
     /// receive's capacity, or the slice of a multi-receive buffer it was given).
     pub fn write(&self, target: &Target, off: u64, bytes: &[u8]) {
         match target {
-            Target::Single(rec) => rec.write(off, bytes),
+            Target::Single(rec) if rec.list == NO_LIST => {
+                // One piece (or none: `cap` is 0), `cap` bytes long.
+                let n = iov::clip(rec.cap as u64, off, bytes.len() as u64) as usize;
+                if n > 0 {
+                    // SAFETY: `off + n <= cap`, the length of the receive's only
+                    // piece, which is valid for writes under post_recv's contract;
+                    // `bytes` is a distinct buffer of the caller's.
+                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), rec.first.base.add(off as usize), n) };
+                }
+            }
+            Target::Single(rec) => copy_into(self.iov(rec), rec.cap, off, bytes),
             Target::Multi { idx, off: base, cap } => {
                 if let Some(m) = self.multis[*idx].as_ref() {
                     let iov = [IoVec { base: m.base, len: m.cap }];
@@ -511,7 +592,17 @@ impl<R> RxEngine<R> {
     /// them (a socket read, a cross-memory copy). Returns how many of `out` are used.
     pub fn pieces(&self, target: &Target, off: u64, len: u64, out: &mut [IoVec; IOV_LIMIT]) -> usize {
         match target {
-            Target::Single(rec) => rec.pieces(off, len, out),
+            Target::Single(rec) if rec.list == NO_LIST => {
+                // One piece (or none: `cap` is 0), `cap` bytes long.
+                let k = iov::clip(rec.cap as u64, off, len) as usize;
+                if k == 0 {
+                    return 0;
+                }
+                // SAFETY: off + k <= cap, the length of the piece: inside it.
+                out[0] = IoVec { base: unsafe { rec.first.base.add(off as usize) }, len: k };
+                1
+            }
+            Target::Single(rec) => iov::slice_into(self.iov(rec), off, iov::clip(rec.cap as u64, off, len), out),
             Target::Multi { idx, off: base, cap } => {
                 let Some(m) = self.multis[*idx].as_ref() else { return 0 };
                 if off >= *cap as u64 {
@@ -541,6 +632,7 @@ impl<R> RxEngine<R> {
         };
         match target {
             Target::Single(rec) => {
+                self.release(&rec);
                 let got = (hdr.len.min(rec.cap as u64)) as usize;
                 let mut e = CqEntry::new(rec.context, flags);
                 e.len = got;
@@ -572,6 +664,7 @@ impl<R> RxEngine<R> {
         let tagged = hdr.flags.has(HdrFlags::TAGGED);
         match target {
             Target::Single(rec) => {
+                self.release(&rec);
                 let mut e = CqEntry::new(rec.context, Caps::RECV | msg_flags(tagged));
                 e.tag = hdr.tag;
                 e.src = src;
@@ -600,7 +693,8 @@ impl<R> RxEngine<R> {
     }
 
     fn fail_posted(&mut self, b: &Bindings, rec: PostedRecv, err: Error) {
-        match rec.multi {
+        self.release(&rec);
+        match rec.multi() {
             Some(mi) => self.release_multi(b, mi, err),
             None => b.rx_err(CqEntry::new(rec.context, Caps::RECV | msg_flags(rec.tagged)), 0, err),
         }
@@ -698,6 +792,47 @@ mod tests {
         assert_eq!((e.op_context, e.len, e.data, e.src), (7, 5, 9, FiAddr(3)));
         assert!(e.flags.contains(Caps::REMOTE_CQ_DATA));
         assert_eq!(&dst[..5], b"hello");
+    }
+
+    #[test]
+    fn receives_of_several_pieces_keep_them_in_reused_lists() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(1 << 16);
+        let mut dst = [[0u8; 3]; 3];
+        for round in 0..3u64 {
+            let [d0, d1, d2] = &mut dst;
+            let iov = [
+                IoVec { base: d0.as_mut_ptr(), len: 3 },
+                IoVec { base: d1.as_mut_ptr(), len: 3 },
+                IoVec { base: d2.as_mut_ptr(), len: 3 },
+            ];
+            let o =
+                Op { iov: &iov, addr: FiAddr::UNSPEC, context: round, user_context: round, data: 0, tag: 0, ignore: 0 };
+            rx.post(&b, &o, OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+            let t = rx.match_arrival(&spec(), 8).expect("posted");
+            let mut out = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
+            assert_eq!(rx.pieces(&t, 2, 5, &mut out), 3, "bytes 2..7 span the three pieces");
+            rx.write(&t, 0, b"abcdefgh");
+            let hdr = Header { len: 8, ..Header::new(OpCode::Msg) };
+            rx.complete(&b, t, &hdr, FiAddr(3), false);
+            let e = read_one(&b).expect("completed");
+            assert_eq!((e.op_context, e.len), (round, 8));
+            assert_eq!(dst.concat(), b"abcdefgh\0");
+            dst = [[0u8; 3]; 3];
+        }
+        assert_eq!((rx.lists.len(), rx.free_lists.len()), (1, 1), "one list, reused by every round");
+        // A peek finding nothing takes no list.
+        let mut d = [[0u8; 3]; 2];
+        let [d0, d1] = &mut d;
+        let iov = [IoVec { base: d0.as_mut_ptr(), len: 3 }, IoVec { base: d1.as_mut_ptr(), len: 3 }];
+        let o = Op { iov: &iov, addr: FiAddr::UNSPEC, context: 9, user_context: 9, data: 0, tag: 0, ignore: 0 };
+        rx.post(&b, &o, OpFlags::TAGGED | OpFlags::PEEK, FiAddr::UNSPEC).unwrap();
+        assert_eq!(rx.free_lists.len(), 1);
+        // A receive failed on close gives its list back too.
+        rx.post(&b, &o, OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        assert_eq!(rx.free_lists.len(), 0);
+        rx.fail_all_posted(&b, Error::Canceled);
+        assert_eq!(rx.free_lists.len(), 1);
     }
 
     #[test]
