@@ -10,10 +10,8 @@
 //! is not mistaken for one of this queue's operations.
 
 use crate::buf::{Buf, OpBuffers};
-use std::cell::UnsafeCell;
+use fabric_core::sync::{SpinGuard, SpinLock};
 use std::collections::VecDeque;
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A multi-receive buffer, shared between its in-flight record and the
@@ -209,97 +207,14 @@ impl Table {
     }
 }
 
-/// The lock around a queue's table: a flag taken with one compare-and-swap and
-/// released with one store, with no poisoning.
-///
-/// Posting on any endpoint bound to the queue and reading the queue take it, for a
-/// few dozen instructions that never block (a table call does not wait, and
-/// allocates only to grow), so a waiter spins briefly and then yields its time
-/// slice rather than sleeping. There is nothing to poison: the table is consistent
-/// between any two of its calls, none of which can panic half-way (but for
-/// allocation failure, which aborts), and no caller code runs under the lock.
-pub(crate) struct TableLock {
-    locked: AtomicBool,
-    table: UnsafeCell<Table>,
-}
-
-// The `Sync` below hands the table from thread to thread: it must be `Send`.
-const _: fn() = || {
-    fn send<T: Send>() {}
-    send::<Table>();
-};
-
-// SAFETY: the table is reached only through a `TableGuard`, and at most one guard
-// exists at a time (`lock` returns one only after its compare-and-swap took the
-// flag from false to true; the guard's drop stores false), so the `Table` (which is
-// `Send`) is never accessed from two threads at once; Acquire on taking the flag and
-// Release on giving it back order each holder's accesses after the previous one's.
-unsafe impl Sync for TableLock {}
-
-impl TableLock {
-    pub(crate) fn new(table: Table) -> TableLock {
-        TableLock { locked: AtomicBool::new(false), table: UnsafeCell::new(table) }
-    }
-
-    /// Take the lock.
-    #[inline(always)]
-    pub(crate) fn lock(&self) -> TableGuard<'_> {
-        if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            self.lock_contended();
-        }
-        TableGuard { lock: self }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lock_contended(&self) {
-        let mut spins = 0u32;
-        loop {
-            while self.locked.load(Ordering::Relaxed) {
-                if spins < 100 {
-                    spins += 1;
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-            if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return;
-            }
-        }
-    }
-}
+/// The lock around a queue's table. Posting on any endpoint bound to the queue and
+/// reading the queue take it, for a few dozen instructions that never block (a table
+/// call does not wait, and allocates only to grow) and run no caller code; the table
+/// is consistent between any two of its calls, none of which can panic half-way.
+pub(crate) type TableLock = SpinLock<Table>;
 
 /// The held lock: the table, until dropped.
-pub(crate) struct TableGuard<'a> {
-    lock: &'a TableLock,
-}
-
-impl Deref for TableGuard<'_> {
-    type Target = Table;
-    #[inline(always)]
-    fn deref(&self) -> &Table {
-        // SAFETY: this guard holds the lock (see `TableLock`'s `Sync`): no other
-        // reference to the table exists until it drops.
-        unsafe { &*self.lock.table.get() }
-    }
-}
-
-impl DerefMut for TableGuard<'_> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Table {
-        // SAFETY: as in `deref`; `&mut self` makes this the only borrow through the
-        // guard.
-        unsafe { &mut *self.lock.table.get() }
-    }
-}
-
-impl Drop for TableGuard<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
-    }
-}
+pub(crate) type TableGuard<'a> = SpinGuard<'a, Table>;
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@ pub mod info;
 pub mod log;
 pub mod param;
 pub mod prov;
+pub mod sync;
 pub mod tostr;
 pub mod wait;
 

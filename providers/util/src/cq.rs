@@ -21,8 +21,9 @@
 //! with `readerr`, and then keeps reading the entries that follow. A new overrun
 //! is reported only after the queue has had room again.
 
-use crate::progress::{Progress, SpinGuard, SpinLock, Waiter};
+use crate::progress::{Progress, Waiter};
 use fabric_core::prov::{next_fid, CqOps};
+use fabric_core::sync::{SpinGuard, SpinLock};
 use fabric_core::{Caps, CqAttr, CqEntry, CqErrEntry, Error, Result, WaitObj};
 use std::any::Any;
 use std::collections::VecDeque;
