@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | posts for the user | [`Engine::post_send`], [`Engine::post_rma`], [`Engine::post_atomic`], [`Engine::post_recv`] | records the operation, queues its frames |
 //! | sends | [`Engine::poll_transmit`] | hands out the next `(peer, Frame)` |
+//! | (a stream with nothing queued to the peer) posts a send and writes at once | [`Engine::send_now`] | hands an eager message's header and pieces to the transport's write; complete once written whole, no frame kept |
 //! | has sent (tcp: written; udp: acknowledged) | [`Engine::frame_done`] | completes what waited for that frame |
 //! | could not send | [`Engine::frame_failed`] (or `frame_failed_prov`) | fails what waited for it |
 //! | has a frame's header | [`Engine::begin`] | decides where its payload goes ([`Begin`]) |
@@ -85,7 +86,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 pub use rx::Begin;
-pub use tx::check_atomic;
+pub use tx::{check_atomic, SendNow};
 
 /// Room for a header and its inline prefix (an RMA target and an atomic header).
 pub const HEAD_MAX: usize = HDR_LEN + RmaDesc::LEN + AtomicHdr::LEN;
