@@ -30,13 +30,18 @@ impl TcpEp {
         let fd = conn.fd();
         // SAFETY: the pieces are the user's send buffers (valid for reads under
         // post_send's contract) or the inject's data, read during the call.
-        let sent = eng.send_now(b, id, op, flags, inject, |head, pieces| unsafe { send_frame(fd, head, pieces) })?;
+        let sent = eng.send_now(
+            b,
+            id,
+            op,
+            flags,
+            inject,
+            |head, pieces| unsafe { send_frame(fd, head, pieces) },
+            |f, written| conn.txq.push_back(TxOp { f, sent: written, control: false }),
+        )?;
         match sent {
             SendNow::Done => {}
-            SendNow::Partial(f, written) => {
-                conn.txq.push_back(TxOp { f, sent: written, control: false });
-                self.flush_conn(g, id);
-            }
+            SendNow::Partial => self.flush_conn(g, id),
             SendNow::Queued => self.pump(g),
         }
         Ok(())

@@ -116,6 +116,15 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             self.arrive_rts(cx.b, peer, src, hdr, body.to_vec());
             return Ok(Begin::Done);
         }
+        if hdr.op == OpCode::Msg && pr.arriving.is_none() && body.len() as u64 == hdr.len {
+            // A message matching a posted receive lands there at once.
+            let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
+            if let Some(target) = self.rx.match_arrival(&m, hdr.len) {
+                self.rx.write(&target, 0, body);
+                self.rx.complete(cx.b, target, &hdr, src, false);
+                return Ok(Begin::Done);
+            }
+        }
         if body.len() as u64 != hdr.payload_len() {
             return Err(Violation::proto(format!(
                 "{:?} frame of {} bytes carries {}",

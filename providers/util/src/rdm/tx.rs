@@ -45,9 +45,10 @@ pub enum SendNow {
     Queued,
     /// Written whole; the send is complete.
     Done,
-    /// Written in part: the frame and the bytes of it written (header
-    /// included). Its sending ([`Engine::frame_done`]) completes the send.
-    Partial(Frame, usize),
+    /// Written in part: the frame went to the transport with the bytes of it
+    /// written (header included). Its sending ([`Engine::frame_done`])
+    /// completes the send.
+    Partial,
 }
 
 /// The header of a message of `len` bytes posted as `op` with `flags`.
@@ -175,9 +176,10 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// handed to `write` (its encoded header, then its payload pieces), which
     /// returns the bytes the stream took (an error counts as none). Taken whole,
     /// the send completes now, with no frame and nothing kept; taken in part,
-    /// [`SendNow::Partial`] hands its frame back for the transport to write the
-    /// rest of before anything else to that peer. Any other message is queued as
-    /// [`Engine::post_send`] queues it ([`SendNow::Queued`]).
+    /// its frame and the bytes written go to `park`, for the transport to write
+    /// the rest of before anything else to that peer ([`SendNow::Partial`]). Any
+    /// other message is queued as [`Engine::post_send`] queues it
+    /// ([`SendNow::Queued`]).
     pub fn send_now(
         &mut self,
         b: &Bindings,
@@ -186,6 +188,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         flags: OpFlags,
         inject: Option<&[u8]>,
         write: impl FnOnce(&[u8; HDR_LEN], &[IoVec]) -> Result<usize>,
+        park: impl FnOnce(Frame, usize),
     ) -> Result<SendNow> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
@@ -227,7 +230,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             }
             None => Frame::new(&hdr, &[], op.iov, Done::Send { context: op.context, flags: cq_flags, len, comp }),
         };
-        Ok(SendNow::Partial(frame, wrote))
+        park(frame, wrote);
+        Ok(SendNow::Partial)
     }
 
     /// Post a receive (`src`: the source filter, resolved), and answer what it
