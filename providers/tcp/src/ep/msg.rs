@@ -54,7 +54,9 @@ impl TcpEp {
         // RDM: a directed receive's AV handle as given (FI_ADDR_UNSPEC for any).
         let src = if self.ep_type == EpType::Rdm { op.addr } else { FiAddr::UNSPEC };
         g.eng.post_recv(&g.b, op, flags, src)?;
-        self.pump(g);
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
         Ok(())
     }
 }

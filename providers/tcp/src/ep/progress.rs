@@ -47,7 +47,18 @@ impl TcpEp {
     }
 
     /// Write what a connection can; a failure fails the connection.
+    #[inline]
     pub(super) fn flush_conn(&self, g: &mut Inner, id: ConnId) {
+        // Most calls find nothing to write: that is decided here, inline.
+        let Some(slot) = g.slots.get(id.idx as usize) else { return };
+        match &slot.conn {
+            Some(c) if slot.gen == id.gen && (c.want_write || !c.txq.is_empty()) => self.flush_queued(g, id),
+            _ => {}
+        }
+    }
+
+    /// [`TcpEp::flush_conn`] of a connection with frames queued or blocked writes.
+    fn flush_queued(&self, g: &mut Inner, id: ConnId) {
         let r = {
             // Borrowed field by field: the connection stays in its slot (it is
             // large) while frames written complete in the engine.
