@@ -191,7 +191,7 @@ impl Conn {
                     break;
                 }
                 let f = &op.f;
-                if n + 1 + f.niov > iov.len() {
+                if n + 1 + f.payload().len() > iov.len() {
                     break;
                 }
                 let mut skip = op.sent;

@@ -121,7 +121,13 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 b.tx_done(e, comp);
                 Frame::owned(&hdr, &[], v, Done::Copied(len))
             } else {
-                Frame::new(&hdr, &[], op.iov, Done::Send { context: op.context, flags: cq_flags, len, comp })
+                Frame::build(
+                    &hdr,
+                    &[],
+                    op.iov,
+                    Done::Send { context: op.context, flags: cq_flags, len, comp },
+                    &mut self.spare,
+                )
             }
         } else {
             // Fetch mode: the receiver reads the data and its `Cts` comes once
@@ -228,7 +234,13 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 v.extend_from_slice(d);
                 Frame::owned(&hdr, &[], v, Done::Nothing)
             }
-            None => Frame::new(&hdr, &[], op.iov, Done::Send { context: op.context, flags: cq_flags, len, comp }),
+            None => Frame::build(
+                &hdr,
+                &[],
+                op.iov,
+                Done::Send { context: op.context, flags: cq_flags, len, comp },
+                &mut self.spare,
+            ),
         };
         park(frame, wrote);
         Ok(SendNow::Partial)
@@ -328,7 +340,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                     }
                     None => {
                         let (pieces, k) = iov::slice(op.iov, off as u64, n as u64);
-                        Frame::new(&h, &desc, &pieces[..k], Done::Op(id))
+                        Frame::build(&h, &desc, &pieces[..k], Done::Op(id), &mut self.spare)
                     }
                 }
             };
@@ -386,7 +398,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         } else {
             let pieces =
                 [IoVec { base: a.operand.base, len: l.operand }, IoVec { base: a.compare.base, len: l.compare }];
-            Frame::new(&h, &prefix, &pieces, Done::Op(id))
+            Frame::build(&h, &prefix, &pieces, Done::Op(id), &mut self.spare)
         };
         self.out.push_back((peer, frame));
         Ok(())
@@ -415,6 +427,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if let Some(v) = f.owned.take() {
             self.recycle(v);
         }
+        self.recycle_pieces(&mut f);
     }
 
     /// Frame `f` to `peer` will not be sent (`err`: why).
@@ -452,6 +465,16 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         }
         if let Some(v) = f.owned.take() {
             self.recycle(v);
+        }
+        self.recycle_pieces(&mut f);
+    }
+
+    /// Keep the piece list of a frame with several pieces for the next one.
+    fn recycle_pieces(&mut self, f: &mut Frame) {
+        if f.more.capacity() > 0 && self.spare.len() < POOL_MAX {
+            let mut m = std::mem::take(&mut f.more);
+            m.clear();
+            self.spare.push(m);
         }
     }
 
@@ -529,7 +552,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         o.pending += 1 + u32::from(o.dc);
         let mut h = Header { op: OpCode::Data, id, ..o.hdr };
         h.flags.0 &= !HdrFlags::DC;
-        let f = Frame::new(&h, &[], &o.src[..o.nsrc], Done::Op(id));
+        let f = Frame::build(&h, &[], &o.src[..o.nsrc], Done::Op(id), &mut self.spare);
         self.out.push_back((peer, f));
         self.step(b, id, None);
         Ok(())
