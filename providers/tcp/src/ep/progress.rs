@@ -197,6 +197,12 @@ impl TcpEp {
                     if hdr.op == OpCode::Msg && conn.state == ConnState::Ready && hdr.len <= conn.staged() as u64 {
                         // And its payload: the engine takes the frame whole.
                         self.on_frame(g, id, hdr)?;
+                        // The stage used up and the socket drained: done until
+                        // epoll reports more (the next step would say so too).
+                        if let Some(c) = Self::conn_mut(g, id).filter(|c| c.staged() == 0 && c.drained) {
+                            c.drained = false;
+                            return Ok(false);
+                        }
                     } else {
                         self.on_header(g, id, hdr)?;
                     }

@@ -111,10 +111,14 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         } else if len <= self.cfg.eager_max && !dc {
             if copy {
                 let mut v = self.pool.pop().unwrap_or_default();
-                v.resize(len, 0);
+                v.reserve(len);
                 // SAFETY: the pieces are valid for reads under post_send's
-                // contract; `v` is our own buffer of `len` bytes.
-                unsafe { iov::gather(op.iov, 0, v.as_mut_ptr(), len) };
+                // contract; `v` is our own empty buffer with room for `len`
+                // bytes, all of which `gather` writes before they are counted.
+                unsafe {
+                    iov::gather(op.iov, 0, v.as_mut_ptr(), len);
+                    v.set_len(len);
+                }
                 self.copied += len;
                 let mut e = CqEntry::new(op.context, cq_flags);
                 e.len = len;
@@ -186,6 +190,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// the rest of before anything else to that peer ([`SendNow::Partial`]). Any
     /// other message is queued as [`Engine::post_send`] queues it
     /// ([`SendNow::Queued`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn send_now(
         &mut self,
         b: &Bindings,
