@@ -45,6 +45,7 @@ impl UdpRdmEp {
         let gen = GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         g.peers[idx] = Some(Peer {
             addr,
+            sa: socket2::SockAddr::from(addr),
             uri: Address::from(addr),
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
             frames: VecDeque::new(),
