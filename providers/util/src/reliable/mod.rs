@@ -238,8 +238,13 @@ pub struct Channel {
     snd_una: u64,
     /// The peer accepts segments below this.
     peer_wnd: u64,
-    /// Messages given and not yet acknowledged, in order.
+    /// Messages given and not yet reported by [`Channel::poll_event`], in
+    /// order: the first `acked` of them acknowledged, the others not yet.
     msgs: VecDeque<TxMsg>,
+    /// Messages at the front of `msgs` acknowledged and not yet reported (their
+    /// [`Event::Acked`] comes out of [`Channel::poll_event`] before anything in
+    /// `events`, which only [`Channel::close`] fills, after reporting them).
+    acked: usize,
     /// Index in `msgs` of the first message not fully cut into segments.
     cursor: usize,
     /// Segments `snd_una..next_seq`, indexed by `seq - snd_una`.
@@ -301,6 +306,7 @@ impl Channel {
             snd_una: 0,
             peer_wnd: wnd,
             msgs: VecDeque::new(),
+            acked: 0,
             cursor: 0,
             inflight: VecDeque::new(),
             retx: VecDeque::new(),
@@ -337,18 +343,20 @@ impl Channel {
     }
 
     /// The peer's incarnation, once heard from.
+    #[inline]
     pub fn peer_epoch(&self) -> Option<u32> {
         self.peer_epoch
     }
 
     /// Whether the channel failed or was closed.
+    #[inline]
     pub fn is_failed(&self) -> bool {
         self.failed
     }
 
     /// Messages given and not yet acknowledged.
     pub fn unacked(&self) -> usize {
-        self.msgs.len()
+        self.msgs.len() - self.acked
     }
 
     /// Whether we are waiting for the peer: data in flight, or a message that a
@@ -363,13 +371,20 @@ impl Channel {
     }
 
     /// Whether [`Channel::poll_event`] has something.
+    #[inline]
     pub fn has_events(&self) -> bool {
-        !self.events.is_empty()
+        self.acked > 0 || !self.events.is_empty()
     }
 
     /// The next thing the sender learnt. Messages are reported in the order
     /// they were given to [`Channel::send`], each once.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
+        if self.acked > 0 {
+            self.acked -= 1;
+            self.cursor -= 1;
+            return self.msgs.pop_front().map(|m| Event::Acked(m.id));
+        }
         self.events.pop_front()
     }
 
@@ -379,9 +394,10 @@ impl Channel {
             return;
         }
         self.failed = true;
-        for m in self.msgs.drain(..) {
-            self.events.push_back(Event::Failed(m.id));
+        for (i, m) in self.msgs.drain(..).enumerate() {
+            self.events.push_back(if i < self.acked { Event::Acked(m.id) } else { Event::Failed(m.id) });
         }
+        self.acked = 0;
         self.cursor = 0;
         self.inflight.clear();
         self.resent_inflight = 0;
@@ -444,6 +460,7 @@ impl Channel {
     }
 
     /// Segments received and not yet taken by the caller.
+    #[inline]
     pub fn held(&self) -> usize {
         self.held.len()
     }
@@ -453,6 +470,7 @@ impl Channel {
     /// allows), or the probe timer of a closed window to start. A delayed
     /// acknowledgement is due once [`Channel::handle_timeout`] found its time
     /// come.
+    #[inline]
     pub fn wants_transmit(&self) -> bool {
         !self.failed
             && (self.ack_now

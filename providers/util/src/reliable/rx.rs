@@ -59,13 +59,10 @@ impl Channel {
                 }
             }
             self.snd_una = h.ack;
-            while let Some(m) = self.msgs.front() {
+            // Reported by `poll_event`.
+            while let Some(m) = self.msgs.get(self.acked) {
                 match m.last_seq {
-                    Some(l) if l < self.snd_una => {
-                        self.events.push_back(Event::Acked(m.id));
-                        self.msgs.pop_front();
-                        self.cursor -= 1;
-                    }
+                    Some(l) if l < self.snd_una => self.acked += 1,
                     _ => break,
                 }
             }
