@@ -91,12 +91,10 @@ impl Taker<'_> {
     fn take(&mut self, seg: Segment<'_>) -> Result<bool, Violation> {
         let mut bytes = seg.bytes;
         if seg.first {
-            let Some(head) = bytes.get(..HDR_LEN) else {
+            let Some(head) = bytes.first_chunk::<HDR_LEN>() else {
                 return Err(Violation::proto("first segment shorter than a header"));
             };
-            let mut hb = [0u8; HDR_LEN];
-            hb.copy_from_slice(head);
-            let hdr = Header::decode(&hb, MAX_MSG as u64).map_err(Violation::proto)?;
+            let hdr = Header::decode(head, MAX_MSG as u64).map_err(Violation::proto)?;
             bytes = &bytes[HDR_LEN..];
             match self.eng.begin(self.cx, self.pr, self.peer, self.src, hdr)? {
                 Begin::Payload => {}
@@ -324,12 +322,13 @@ impl UdpRdmEp {
     /// timers this arms are the caller's to note: [`Inner::timers_armed`].)
     fn after_channel(&self, g: &mut Inner, id: PeerId, now: Instant) {
         self.pump(g, now);
-        let Some(p) = Self::peer(g, id) else { return };
+        let Some(mut p) = Self::peer(g, id) else { return };
         if p.chan.has_events() {
             self.channel_events(g, id);
             self.pump(g, now);
+            let Some(q) = Self::peer(g, id) else { return };
+            p = q;
         }
-        let Some(p) = Self::peer(g, id) else { return };
         if let Some(v) = p.broken.take() {
             if v.why.is_empty() {
                 fi_log!(Level::Info, NAME, "ep_data", "peer {} closed its endpoint", p.addr);
