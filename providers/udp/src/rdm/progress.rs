@@ -411,9 +411,9 @@ impl UdpRdmEp {
         payload: &[u8],
         now: Instant,
     ) -> std::result::Result<(), reliable::Violation> {
-        let src = Self::src_of(g, id);
         let Inner { peers, eng, b, .. } = g;
         let Some(p) = slot(peers, id) else { return Ok(()) };
+        let src = Self::src_in(b, p);
         let cx = self.cx(b);
         let mut t = Taker { eng, cx, pr: &mut p.pr, broken: &mut p.broken, peer: id, src };
         p.chan.handle(now, h, payload, &mut |seg| t.segment(seg))
@@ -422,9 +422,9 @@ impl UdpRdmEp {
     /// Offer a peer's held segments again (a receive may have been posted, the
     /// peer may have taken its answers).
     fn deliver_held(&self, g: &mut Inner, id: PeerId) {
-        let src = Self::src_of(g, id);
         let Inner { peers, eng, b, .. } = g;
         let Some(p) = slot(peers, id) else { return };
+        let src = Self::src_in(b, p);
         let cx = self.cx(b);
         let mut t = Taker { eng, cx, pr: &mut p.pr, broken: &mut p.broken, peer: id, src };
         p.chan.poll_deliver(&mut |seg| t.segment(seg));
