@@ -118,6 +118,11 @@ impl Default for Config {
 /// `rto_max` where it must).
 pub const PROBES_BEFORE_UNREACHABLE: u32 = 8;
 
+/// A duration in nanoseconds, saturated at `u64::MAX` (584 years).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// [`Channel::rto_cap`] of a configuration.
 fn rto_cap(cfg: &Config) -> Duration {
     cfg.rto_max.min(cfg.unreachable_after / PROBES_BEFORE_UNREACHABLE).max(cfg.rto_min)
@@ -260,6 +265,10 @@ pub struct Channel {
     rto: Duration,
     /// The largest `rto` ([`Channel::rto_cap`], computed once).
     rto_cap: Duration,
+    /// `rto_min` and `rto_cap` in nanoseconds (saturated), for the estimate
+    /// computed in nanoseconds.
+    rto_min_ns: u64,
+    rto_cap_ns: u64,
     /// When the oldest unacknowledged segment times out.
     rto_at: Option<Instant>,
     /// When to probe a closed window.
@@ -296,6 +305,7 @@ impl Channel {
     pub fn new(cfg: Config, epoch: u32, now: Instant) -> Channel {
         let rto = cfg.rto_initial;
         let cap = rto_cap(&cfg);
+        let min_ns = nanos(cfg.rto_min);
         let wnd = cfg.window as u64;
         Channel {
             cfg,
@@ -315,6 +325,8 @@ impl Channel {
             rttvar: 0,
             rto,
             rto_cap: cap,
+            rto_min_ns: min_ns,
+            rto_cap_ns: nanos(cap),
             rto_at: None,
             probe_at: None,
             probe_due: false,
