@@ -3,6 +3,7 @@
 
 use super::{Inner, Peer, PeerId, UdpRdmEp, PEERS_MAX};
 use fabric_core::{Address, Error, FiAddr, Result};
+use fabric_util::bind::Bindings;
 use fabric_util::rdm::PeerRx;
 use fabric_util::reliable::Channel;
 use std::collections::VecDeque;
@@ -45,6 +46,7 @@ impl UdpRdmEp {
         let gen = GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         g.peers[idx] = Some(Peer {
             addr,
+            sa: socket2::SockAddr::from(addr),
             uri: Address::from(addr),
             chan: Channel::new(self.cfg.clone(), self.epoch, now),
             frames: VecDeque::new(),
@@ -95,12 +97,11 @@ impl UdpRdmEp {
         Ok(id)
     }
 
-    /// The AV handle of a peer (`FI_ADDR_NOTAVAIL` when not in the AV).
-    pub(super) fn src_of(g: &mut Inner, id: PeerId) -> FiAddr {
-        let Inner { b, peers, .. } = g;
+    /// The AV handle of peer `p` in the AV bound in `b` (`FI_ADDR_NOTAVAIL`
+    /// when not in it).
+    pub(super) fn src_in(b: &Bindings, p: &mut Peer) -> FiAddr {
         let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
-        let Some(p) = slot(peers, id) else { return FiAddr::NOTAVAIL };
         if p.av_version != v {
             p.fi_addr = av.find(&p.uri).unwrap_or(FiAddr::NOTAVAIL);
             p.av_version = v;

@@ -38,6 +38,7 @@
 
 mod atomic;
 mod conn;
+mod io;
 mod msg;
 mod progress;
 mod rma;
@@ -99,6 +100,8 @@ struct PeerId {
 
 struct Peer {
     addr: SocketAddr,
+    /// `addr` as the system takes it.
+    sa: socket2::SockAddr,
     uri: Address,
     chan: Channel,
     /// The frames given to `chan`, until acknowledged or failed, in the order

@@ -13,6 +13,7 @@
 //! | [`Channel::send`] | the peer's newest frame | [`Engine::poll_transmit`] |
 
 use super::conn::slot;
+use super::io;
 use super::{Inner, PeerId, UdpRdmEp, KEEPALIVE, MAX_MSG, RECV_BATCH};
 use crate::NAME;
 use fabric_core::log::Level;
@@ -90,12 +91,10 @@ impl Taker<'_> {
     fn take(&mut self, seg: Segment<'_>) -> Result<bool, Violation> {
         let mut bytes = seg.bytes;
         if seg.first {
-            let Some(head) = bytes.get(..HDR_LEN) else {
+            let Some(head) = bytes.first_chunk::<HDR_LEN>() else {
                 return Err(Violation::proto("first segment shorter than a header"));
             };
-            let mut hb = [0u8; HDR_LEN];
-            hb.copy_from_slice(head);
-            let hdr = Header::decode(&hb, MAX_MSG as u64).map_err(Violation::proto)?;
+            let hdr = Header::decode(head, MAX_MSG as u64).map_err(Violation::proto)?;
             bytes = &bytes[HDR_LEN..];
             match self.eng.begin(self.cx, self.pr, self.peer, self.src, hdr)? {
                 Begin::Payload => {}
@@ -244,18 +243,19 @@ impl UdpRdmEp {
     pub(super) fn flush_peer(&self, g: &mut Inner, id: PeerId, now: Instant) {
         let Inner { peers, sbuf, next_scan, .. } = g;
         let Some(p) = slot(peers, id) else { return };
+        let fd = self.sock.as_raw_fd();
         let (frames, first) = (&p.frames, p.next_fid - p.frames.len() as u64);
         let mut fill = |fid: u64, off: usize, buf: &mut [u8]| match frames.get(fid.wrapping_sub(first) as usize) {
             Some(f) => fill_frame(f, off, buf),
             None => buf.fill(0),
         };
         while let Some(n) = p.chan.poll_transmit(now, sbuf, &mut fill) {
-            match self.sock.send_to(&sbuf[..n], p.addr) {
+            match io::send_to(fd, &sbuf[..n], &p.sa) {
                 // What else is due (a delayed acknowledgement comes due
                 // through `handle_timeout`, which makes it wanted).
-                Ok(_) if p.chan.wants_transmit() => {}
-                Ok(_) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Ok(()) if p.chan.wants_transmit() => {}
+                Ok(()) => break,
+                Err(libc::EAGAIN) => {
                     // The socket buffer is full: this datagram is lost like any
                     // other, and retransmitted; stop for now, and try the rest
                     // at the next progress.
@@ -263,6 +263,7 @@ impl UdpRdmEp {
                     break;
                 }
                 Err(e) => {
+                    let e = std::io::Error::from_raw_os_error(e);
                     fi_log!(Level::Debug, NAME, "ep_data", "send to {} failed: {e}", p.addr);
                     break;
                 }
@@ -321,12 +322,13 @@ impl UdpRdmEp {
     /// timers this arms are the caller's to note: [`Inner::timers_armed`].)
     fn after_channel(&self, g: &mut Inner, id: PeerId, now: Instant) {
         self.pump(g, now);
-        let Some(p) = Self::peer(g, id) else { return };
+        let Some(mut p) = Self::peer(g, id) else { return };
         if p.chan.has_events() {
             self.channel_events(g, id);
             self.pump(g, now);
+            let Some(q) = Self::peer(g, id) else { return };
+            p = q;
         }
-        let Some(p) = Self::peer(g, id) else { return };
         if let Some(v) = p.broken.take() {
             if v.why.is_empty() {
                 fi_log!(Level::Info, NAME, "ep_data", "peer {} closed its endpoint", p.addr);
@@ -357,18 +359,16 @@ impl UdpRdmEp {
     fn receive(&self, g: &mut Inner, now: Instant) {
         let mut buf = std::mem::take(&mut g.rbuf);
         let mut got = false;
+        let fd = self.sock.as_raw_fd();
         for _ in 0..RECV_BATCH {
-            let (n, from) = match self.sock.recv_from(&mut buf) {
+            let (n, from) = match io::recv_from(fd, &mut buf) {
                 Ok(r) => r,
-                // (The raw error number: cheaper to test than the kind, and this
-                // ends every receive pass.)
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(libc::EAGAIN) => break,
+                Err(libc::EINTR) => continue,
                 Err(e) => {
                     // An ICMP error of an earlier send (port unreachable): the
                     // channel's time-out decides about that peer.
-                    fi_log!(Level::Debug, NAME, "ep_data", "receive: {e}");
+                    fi_log!(Level::Debug, NAME, "ep_data", "receive: {}", std::io::Error::from_raw_os_error(e));
                     continue;
                 }
             };
@@ -411,9 +411,9 @@ impl UdpRdmEp {
         payload: &[u8],
         now: Instant,
     ) -> std::result::Result<(), reliable::Violation> {
-        let src = Self::src_of(g, id);
         let Inner { peers, eng, b, .. } = g;
         let Some(p) = slot(peers, id) else { return Ok(()) };
+        let src = Self::src_in(b, p);
         let cx = self.cx(b);
         let mut t = Taker { eng, cx, pr: &mut p.pr, broken: &mut p.broken, peer: id, src };
         p.chan.handle(now, h, payload, &mut |seg| t.segment(seg))
@@ -422,9 +422,9 @@ impl UdpRdmEp {
     /// Offer a peer's held segments again (a receive may have been posted, the
     /// peer may have taken its answers).
     fn deliver_held(&self, g: &mut Inner, id: PeerId) {
-        let src = Self::src_of(g, id);
         let Inner { peers, eng, b, .. } = g;
         let Some(p) = slot(peers, id) else { return };
+        let src = Self::src_in(b, p);
         let cx = self.cx(b);
         let mut t = Taker { eng, cx, pr: &mut p.pr, broken: &mut p.broken, peer: id, src };
         p.chan.poll_deliver(&mut |seg| t.segment(seg));

@@ -222,6 +222,7 @@ impl Header {
     ///
     /// # Panics
     /// If `dgram` is shorter than the header (a caller's bug).
+    #[inline]
     pub fn write(&self, dgram: &mut [u8]) {
         let b = &mut dgram[..HEADER_LEN];
         b[0] = MAGIC;
@@ -247,6 +248,7 @@ impl Header {
     /// sender covered the payload ([`FLAG_SUMMED`]): a transport that checks its
     /// datagrams end to end (UDP's own checksum) and whose senders write headers
     /// with [`Header::write`] turns `verify` off. Every other check is made.
+    #[inline]
     pub fn decode_with(dgram: &[u8], verify: bool) -> Result<(Header, &[u8]), DecodeError> {
         if dgram.len() < HEADER_LEN {
             return Err(DecodeError::Short);

@@ -118,6 +118,11 @@ impl Default for Config {
 /// `rto_max` where it must).
 pub const PROBES_BEFORE_UNREACHABLE: u32 = 8;
 
+/// A duration in nanoseconds, saturated at `u64::MAX` (584 years).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// [`Channel::rto_cap`] of a configuration.
 fn rto_cap(cfg: &Config) -> Duration {
     cfg.rto_max.min(cfg.unreachable_after / PROBES_BEFORE_UNREACHABLE).max(cfg.rto_min)
@@ -238,8 +243,13 @@ pub struct Channel {
     snd_una: u64,
     /// The peer accepts segments below this.
     peer_wnd: u64,
-    /// Messages given and not yet acknowledged, in order.
+    /// Messages given and not yet reported by [`Channel::poll_event`], in
+    /// order: the first `acked` of them acknowledged, the others not yet.
     msgs: VecDeque<TxMsg>,
+    /// Messages at the front of `msgs` acknowledged and not yet reported (their
+    /// [`Event::Acked`] comes out of [`Channel::poll_event`] before anything in
+    /// `events`, which only [`Channel::close`] fills, after reporting them).
+    acked: usize,
     /// Index in `msgs` of the first message not fully cut into segments.
     cursor: usize,
     /// Segments `snd_una..next_seq`, indexed by `seq - snd_una`.
@@ -255,6 +265,10 @@ pub struct Channel {
     rto: Duration,
     /// The largest `rto` ([`Channel::rto_cap`], computed once).
     rto_cap: Duration,
+    /// `rto_min` and `rto_cap` in nanoseconds (saturated), for the estimate
+    /// computed in nanoseconds.
+    rto_min_ns: u64,
+    rto_cap_ns: u64,
     /// When the oldest unacknowledged segment times out.
     rto_at: Option<Instant>,
     /// When to probe a closed window.
@@ -291,6 +305,7 @@ impl Channel {
     pub fn new(cfg: Config, epoch: u32, now: Instant) -> Channel {
         let rto = cfg.rto_initial;
         let cap = rto_cap(&cfg);
+        let min_ns = nanos(cfg.rto_min);
         let wnd = cfg.window as u64;
         Channel {
             cfg,
@@ -301,6 +316,7 @@ impl Channel {
             snd_una: 0,
             peer_wnd: wnd,
             msgs: VecDeque::new(),
+            acked: 0,
             cursor: 0,
             inflight: VecDeque::new(),
             retx: VecDeque::new(),
@@ -309,6 +325,8 @@ impl Channel {
             rttvar: 0,
             rto,
             rto_cap: cap,
+            rto_min_ns: min_ns,
+            rto_cap_ns: nanos(cap),
             rto_at: None,
             probe_at: None,
             probe_due: false,
@@ -337,18 +355,20 @@ impl Channel {
     }
 
     /// The peer's incarnation, once heard from.
+    #[inline]
     pub fn peer_epoch(&self) -> Option<u32> {
         self.peer_epoch
     }
 
     /// Whether the channel failed or was closed.
+    #[inline]
     pub fn is_failed(&self) -> bool {
         self.failed
     }
 
     /// Messages given and not yet acknowledged.
     pub fn unacked(&self) -> usize {
-        self.msgs.len()
+        self.msgs.len() - self.acked
     }
 
     /// Whether we are waiting for the peer: data in flight, or a message that a
@@ -363,13 +383,20 @@ impl Channel {
     }
 
     /// Whether [`Channel::poll_event`] has something.
+    #[inline]
     pub fn has_events(&self) -> bool {
-        !self.events.is_empty()
+        self.acked > 0 || !self.events.is_empty()
     }
 
     /// The next thing the sender learnt. Messages are reported in the order
     /// they were given to [`Channel::send`], each once.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
+        if self.acked > 0 {
+            self.acked -= 1;
+            self.cursor -= 1;
+            return self.msgs.pop_front().map(|m| Event::Acked(m.id));
+        }
         self.events.pop_front()
     }
 
@@ -379,9 +406,10 @@ impl Channel {
             return;
         }
         self.failed = true;
-        for m in self.msgs.drain(..) {
-            self.events.push_back(Event::Failed(m.id));
+        for (i, m) in self.msgs.drain(..).enumerate() {
+            self.events.push_back(if i < self.acked { Event::Acked(m.id) } else { Event::Failed(m.id) });
         }
+        self.acked = 0;
         self.cursor = 0;
         self.inflight.clear();
         self.resent_inflight = 0;
@@ -444,6 +472,7 @@ impl Channel {
     }
 
     /// Segments received and not yet taken by the caller.
+    #[inline]
     pub fn held(&self) -> usize {
         self.held.len()
     }
@@ -453,6 +482,7 @@ impl Channel {
     /// allows), or the probe timer of a closed window to start. A delayed
     /// acknowledgement is due once [`Channel::handle_timeout`] found its time
     /// come.
+    #[inline]
     pub fn wants_transmit(&self) -> bool {
         !self.failed
             && (self.ack_now

@@ -59,13 +59,10 @@ impl Channel {
                 }
             }
             self.snd_una = h.ack;
-            while let Some(m) = self.msgs.front() {
+            // Reported by `poll_event`.
+            while let Some(m) = self.msgs.get(self.acked) {
                 match m.last_seq {
-                    Some(l) if l < self.snd_una => {
-                        self.events.push_back(Event::Acked(m.id));
-                        self.msgs.pop_front();
-                        self.cursor -= 1;
-                    }
+                    Some(l) if l < self.snd_una => self.acked += 1,
                     _ => break,
                 }
             }
@@ -146,7 +143,7 @@ impl Channel {
     pub(super) fn sample_rtt(&mut self, r: Duration) {
         // In nanoseconds (u64: 584 years), which is cheaper than `Duration`'s
         // arithmetic on every acknowledgement.
-        let r = u64::try_from(r.as_nanos()).unwrap_or(u64::MAX);
+        let r = nanos(r);
         let s = match self.srtt {
             None => {
                 self.rttvar = r / 2;
@@ -158,8 +155,9 @@ impl Channel {
             }
         };
         self.srtt = Some(s);
-        let rto = Duration::from_nanos(s.saturating_add(self.rttvar.saturating_mul(4).max(100_000)));
-        self.rto = rto.clamp(self.cfg.rto_min, self.rto_cap());
+        // (`rto_min_ns <= rto_cap_ns`: the cap is at least `rto_min`.)
+        let rto = s.saturating_add(self.rttvar.saturating_mul(4).max(100_000));
+        self.rto = Duration::from_nanos(rto.clamp(self.rto_min_ns, self.rto_cap_ns));
     }
 
     pub(super) fn stored(&mut self, flags: u8, payload: &[u8]) -> Held {

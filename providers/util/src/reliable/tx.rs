@@ -181,6 +181,7 @@ impl Channel {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(super) fn data_dgram(
         &mut self,
         out: &mut [u8],
