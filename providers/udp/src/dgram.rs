@@ -16,8 +16,9 @@
 //!   address vector, `FI_ADDR_NOTAVAIL` when it is not there. A datagram longer
 //!   than the buffers fills them and completes with `FI_ETRUNC`, `olen` being the
 //!   bytes cut off.
-//! - A datagram that arrives while no receive is posted is dropped when progress
-//!   finds it, and counted ([`dropped_datagrams`], and a debug-level log line per
+//! - A datagram that arrives while no receive is posted is dropped when a progress
+//!   pass that starts with no receive posted finds it (a pass that fills the last
+//!   posted receive stops there), and counted ([`dropped_datagrams`], and a debug-level log line per
 //!   datagram): the provider never buffers for the application, and the sender
 //!   never waits for the receiver. (What the kernel drops because the socket's
 //!   receive buffer was full, `FI_UDP_RCVBUF`, is counted by the kernel:
@@ -38,6 +39,7 @@ use crate::domain::UdpDomain;
 use crate::{sock, NAME};
 use fabric_core::log::Level;
 use fabric_core::prov::{AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, McOps, Op};
+use fabric_core::sync::{SpinGuard, SpinLock};
 use fabric_core::{
     fi_log, AddrFormat, Address, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, OpFlags, Result,
 };
@@ -49,7 +51,7 @@ use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 
 /// Datagrams dropped by every DGRAM endpoint of the process.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -111,6 +113,9 @@ struct Inner {
     mcs: Vec<McSlot>,
     /// The last sender looked up: (AV version, sender, its handle).
     src_cache: Option<(u64, SocketAddr, FiAddr)>,
+    /// The last destination of a send through the AV: (AV version, handle, its
+    /// socket address), so that a stream of sends to one peer converts nothing.
+    dst_cache: Option<(u64, FiAddr, SockAddr)>,
     /// Datagrams this endpoint dropped for want of a posted receive.
     dropped: u64,
 }
@@ -126,7 +131,7 @@ pub(crate) struct DgramEp {
     max_msg: usize,
     /// The most receives posted at once.
     rx_size: usize,
-    inner: Mutex<Inner>,
+    inner: SpinLock<Inner>,
     me: Weak<DgramEp>,
 }
 
@@ -181,6 +186,7 @@ impl DgramEp {
             rxq,
             mcs: Vec::new(),
             src_cache: None,
+            dst_cache: None,
             dropped: 0,
         };
         Ok(Arc::new_cyclic(|me| DgramEp {
@@ -190,15 +196,16 @@ impl DgramEp {
             fd: AtomicI32::new(fd),
             max_msg,
             rx_size,
-            inner: Mutex::new(inner),
+            inner: SpinLock::new(inner),
             me: me.clone(),
         }))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every change to Inner is complete before anything that could panic, so a
-        // poisoned lock still guards consistent state.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// The endpoint's state. Nothing done under the lock waits (the socket is
+    /// non-blocking) or runs caller code, and every change to `Inner` is complete
+    /// before anything that could panic, so a spin lock without poisoning serves.
+    fn lock(&self) -> SpinGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {
@@ -206,19 +213,45 @@ impl DgramEp {
         w
     }
 
-    /// The socket address a send goes to: a multicast group's (with `MULTICAST`)
-    /// or an address-vector entry's.
-    fn dest(&self, g: &Inner, addr: FiAddr, flags: OpFlags) -> Result<SockAddr> {
-        let sa = if flags.contains(OpFlags::MULTICAST) {
+    /// The socket a send goes out of, and the socket address it goes to: a
+    /// multicast group's (with `MULTICAST`, built in `mc`) or an address-vector
+    /// entry's (kept in `dst_cache` while the AV does not change: the version is
+    /// read before the lookup, so a cached answer is never stale).
+    fn dest<'a>(
+        &self,
+        g: &'a mut Inner,
+        mc: &'a mut Option<SockAddr>,
+        addr: FiAddr,
+        flags: OpFlags,
+    ) -> Result<(&'a Socket, &'a SockAddr)> {
+        let Inner { sock, mcs, b, dst_cache, .. } = g;
+        let sock = sock.as_ref().ok_or(Error::OpBadState)?;
+        if flags.contains(OpFlags::MULTICAST) {
             let (idx, gen) = mc_slot(addr);
-            match g.mcs.get(idx) {
+            let sa = match mcs.get(idx) {
                 Some(s) if s.gen == gen && !s.retired => s.group.map(SocketAddr::V4),
                 _ => None,
+            };
+            let sa = self.checked(addr, sa)?;
+            return Ok((sock, mc.insert(sa.into())));
+        }
+        let av = b.av.as_ref().ok_or(Error::NoAv)?;
+        let v = av.version();
+        match dst_cache {
+            Some((cv, ca, _)) if *cv == v && *ca == addr => {}
+            _ => {
+                let sa = self.checked(addr, av.with_addr(addr, Address::sockaddr).flatten())?;
+                *dst_cache = Some((v, addr, sa.into()));
             }
-        } else {
-            let av = g.b.av.as_ref().ok_or(Error::NoAv)?;
-            av.with_addr(addr, Address::sockaddr).flatten()
-        };
+        }
+        match dst_cache {
+            Some((_, _, sa)) => Ok((sock, sa)),
+            None => Err(Error::Inval),
+        }
+    }
+
+    /// A destination found (or not) for `addr`, of the endpoint's address family.
+    fn checked(&self, addr: FiAddr, sa: Option<SocketAddr>) -> Result<SocketAddr> {
         let Some(sa) = sa else {
             fi_log!(Level::Debug, NAME, "ep_data", "send to {addr}: no such destination");
             return Err(Error::Inval);
@@ -227,7 +260,7 @@ impl DgramEp {
             fi_log!(Level::Debug, NAME, "ep_data", "send to {sa}: not of the endpoint's address family");
             return Err(Error::Inval);
         }
-        Ok(sa.into())
+        Ok(sa)
     }
 
     /// What every send checks: the endpoint is up and the operation one it has.
@@ -248,8 +281,16 @@ impl DgramEp {
         }
         let Inner { sock, rxq, b, src_cache, dropped, .. } = g;
         let Some(sock) = sock.as_ref() else { return };
+        // A pass that starts with receives posted fills them and stops when they
+        // run out: a datagram that arrives for none is dropped by the next pass
+        // that starts with none posted (one system call fewer per receive in a
+        // ping-pong, where the queue empties with each datagram).
+        let draining = rxq.is_empty();
         for _ in 0..PROGRESS_BUDGET {
             let Some(rx) = rxq.front() else {
+                if !draining {
+                    break;
+                }
                 match sock::discard(sock) {
                     Ok(d) => {
                         *dropped += 1;
@@ -450,7 +491,7 @@ impl EndpointOps for DgramEp {
     }
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
-        let g = self.lock();
+        let mut g = self.lock();
         Self::check_send(&g, flags)?;
         if g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
@@ -463,12 +504,12 @@ impl EndpointOps for DgramEp {
             fi_log!(Level::Debug, NAME, "ep_data", "send of {len} bytes: above max_msg_size {}", self.max_msg);
             return Err(Error::MsgSize);
         }
-        let dest = self.dest(&g, op.addr, flags)?;
-        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
+        let mut mc = None;
+        let (sock, dest) = self.dest(&mut g, &mut mc, op.addr, flags)?;
         // SAFETY: post_send's contract: every IoVec of `op.iov` is valid for reads
         // until this operation's completion, which is written below, after the
         // datagram has left.
-        let n = unsafe { sock::send_iov(sock, op.iov, &dest) }?;
+        let n = unsafe { sock::send_iov(sock, op.iov, dest) }?;
         let mut e = CqEntry::new(op.context, SEND_FLAGS);
         e.len = n;
         g.b.tx_done(e, flags.contains(OpFlags::COMPLETION));
@@ -503,14 +544,14 @@ impl EndpointOps for DgramEp {
     }
 
     fn inject(&self, data: &[u8], op: &Op<'_>, flags: OpFlags) -> Result<()> {
-        let g = self.lock();
+        let mut g = self.lock();
         Self::check_send(&g, flags)?;
         if data.len() > self.max_msg {
             return Err(Error::MsgSize);
         }
-        let dest = self.dest(&g, op.addr, flags)?;
-        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
-        sock::send_slice(sock, data, &dest)?;
+        let mut mc = None;
+        let (sock, dest) = self.dest(&mut g, &mut mc, op.addr, flags)?;
+        sock::send_slice(sock, data, dest)?;
         g.b.tx_count(false);
         Ok(())
     }

@@ -93,15 +93,13 @@ pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> 
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
     }
-    let mut v = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOV];
-    for (o, p) in v.iter_mut().zip(iov) {
-        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
-    }
     // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = dest.as_ptr() as *mut libc::c_void;
     msg.msg_namelen = dest.len();
-    msg.msg_iov = v.as_mut_ptr();
+    // An `IoVec` is a `struct iovec` (see `as_iovecs`): the kernel reads the
+    // caller's list as it is.
+    msg.msg_iov = as_iovecs(iov);
     msg.msg_iovlen = iov.len() as _;
     loop {
         // SAFETY: `msg` points to the destination address and to `iov.len()`
@@ -112,10 +110,28 @@ pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> 
             return Ok(n as usize);
         }
         let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EAGAIN) {
+            return Err(Error::Again);
+        }
         if e.kind() != std::io::ErrorKind::Interrupted {
             return Err(send_error(e));
         }
     }
+}
+
+// `IoVec` is `#[repr(C)]` { pointer, length }, as `struct iovec` is.
+const _: () = assert!(
+    std::mem::size_of::<IoVec>() == std::mem::size_of::<libc::iovec>()
+        && std::mem::align_of::<IoVec>() == std::mem::align_of::<libc::iovec>()
+        && std::mem::offset_of!(IoVec, base) == std::mem::offset_of!(libc::iovec, iov_base)
+        && std::mem::offset_of!(IoVec, len) == std::mem::offset_of!(libc::iovec, iov_len)
+);
+
+/// A list of pieces as the kernel's `struct iovec` array (the same layout,
+/// checked above). The kernel never writes the array itself, only (for a receive)
+/// the memory it describes, so the `*mut` is only what `msghdr` asks for.
+fn as_iovecs(iov: &[IoVec]) -> *mut libc::iovec {
+    iov.as_ptr() as *mut libc::iovec
 }
 
 /// Send one datagram of `data` to `dest` (a copy-free `sendto`), as
@@ -150,28 +166,28 @@ pub(crate) unsafe fn recv_iov(sock: &Socket, iov: &[IoVec]) -> Result<Datagram> 
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
     }
-    let mut v = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOV];
-    for (o, p) in v.iter_mut().zip(iov) {
-        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
-    }
-    // SAFETY: sockaddr_storage and msghdr are plain old data; all zeroes is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    let mut storage = std::mem::MaybeUninit::<libc::sockaddr_storage>::uninit();
+    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = &mut storage as *mut libc::sockaddr_storage as *mut libc::c_void;
+    msg.msg_name = storage.as_mut_ptr() as *mut libc::c_void;
     msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = v.as_mut_ptr();
+    msg.msg_iov = as_iovecs(iov);
     msg.msg_iovlen = iov.len() as _;
     let n = loop {
         // SAFETY: `msg` points to `storage` (its size given) and to `iov.len()`
         // iovecs describing memory valid for writes and not otherwise accessed
-        // (the caller's contract); the kernel writes at most those lengths.
-        // MSG_TRUNC makes it return the datagram's real size.
+        // (the caller's contract); the kernel writes at most those lengths, and
+        // reads the iovec array only. MSG_TRUNC makes it return the datagram's
+        // real size.
         let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n >= 0 {
             break n as usize;
         }
         let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EAGAIN) {
+            // Nothing waiting: the common answer of a progress pass.
+            return Err(Error::Again);
+        }
         if e.kind() != std::io::ErrorKind::Interrupted {
             return Err(e.into());
         }
@@ -179,10 +195,38 @@ pub(crate) unsafe fn recv_iov(sock: &Socket, iov: &[IoVec]) -> Result<Datagram> 
     let cap = IoVec::total(iov);
     let len = n.min(cap);
     let namelen = msg.msg_namelen.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
-    // SAFETY: the kernel wrote a socket address of its family into `storage` and
-    // its length into `msg_namelen` (clamped to the storage).
-    let src = unsafe { SockAddr::new(storage, namelen) }.as_socket().map(unmap);
+    // SAFETY: the kernel wrote a socket address of its family into `storage`
+    // (`namelen` bytes of it, clamped to the storage).
+    let src = unsafe { source_of(storage.as_ptr(), namelen) };
     Ok(Datagram { len, size: n, src })
+}
+
+/// The sender's address the kernel wrote: an IPv4 address read directly, any
+/// other family through socket2 (IPv4-mapped IPv6 addresses given as IPv4).
+///
+/// # Safety
+/// `p` points to a `sockaddr_storage` whose first `len` bytes the kernel wrote.
+unsafe fn source_of(p: *const libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    // SAFETY: `ss_family` lies in the first bytes, which the kernel writes for any
+    // address it returns; `len` says whether it returned one.
+    if len as usize >= std::mem::size_of::<libc::sockaddr_in>() && unsafe { (*p).ss_family } as i32 == libc::AF_INET {
+        // SAFETY: an AF_INET address of full length: a `sockaddr_in` was written.
+        let sin = unsafe { &*(p as *const libc::sockaddr_in) };
+        let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        return Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)));
+    }
+    if len == 0 {
+        return None;
+    }
+    // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+    let mut full: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let n = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: the first `n` bytes at `p` were written by the kernel (the
+    // contract); `full` is our own storage of at least `n` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(p as *const u8, &mut full as *mut libc::sockaddr_storage as *mut u8, n) };
+    // SAFETY: `full` holds the address the kernel wrote, `n` bytes of it.
+    let sa = unsafe { SockAddr::new(full, n as libc::socklen_t) };
+    sa.as_socket().map(unmap)
 }
 
 /// Drop one datagram waiting on `sock` without copying it: its size and sender.
