@@ -204,6 +204,7 @@ impl ShmEp {
         }
         p.queue.push_back(Pending::Entry(b));
         g.backlog.push_back(id);
+        self.note_work();
     }
 
     /// Tell a sleeping peer to look at its rings.
@@ -255,6 +256,7 @@ impl ShmEp {
         unsafe { gather(src, 0, v.as_mut_ptr(), len) };
         p.queue.push_back(Pending::Bounce(e, v));
         g.backlog.push_back(id);
+        self.note_work();
     }
 
     /// Move queued entries of peers onto their rings, as room allows.
@@ -309,6 +311,7 @@ impl ShmEp {
             }
             if again {
                 g.backlog.push_back(id);
+                self.note_work();
             }
         }
     }

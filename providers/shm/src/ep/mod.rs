@@ -48,11 +48,18 @@ use fabric_util::scaffold;
 use fabric_util::slab::Slab;
 use fabric_util::wire::Header;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
+
+/// [`ShmEp::rx_pos`] of a slot without a consumer.
+const NO_RX: u64 = u64::MAX;
+
+/// Progress checks that its peers live every this many calls (and at most every
+/// `LIVENESS_EVERY`).
+const LIVENESS_POLLS: u32 = 64;
 
 /// A reference to a peer, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -234,7 +241,6 @@ struct Inner {
     /// Peers with queued entries (indices into `peers`; may repeat).
     backlog: VecDeque<PeerId>,
     last_check: Instant,
-    polls: u32,
     /// Scratch for atomic results.
     scratch: Vec<u8>,
     /// Recycled buffers of queued bounce payloads.
@@ -254,6 +260,15 @@ pub(crate) struct ShmEp {
     waker: Waker,
     /// Whether we may use cross-memory attach at all.
     cma_allowed: bool,
+    /// Per slot of our segment: the position its ring's consumer reads next, or
+    /// [`NO_RX`] while the slot has no consumer. Written under the lock, read by
+    /// [`idle`](ShmEp::idle) without it.
+    rx_pos: [AtomicU64; SLOTS],
+    /// Set when work waits besides the rings (queued entries, streams, shared
+    /// copies); progress clears it when none is left.
+    work: AtomicBool,
+    /// Progress calls (every [`LIVENESS_POLLS`]th checks that peers live).
+    polls: AtomicU32,
     inner: Mutex<Inner>,
     me: Weak<ShmEp>,
 }
@@ -303,7 +318,6 @@ impl ShmEp {
             cocopy_gen: 0,
             backlog: VecDeque::new(),
             last_check: Instant::now(),
-            polls: 0,
             scratch: Vec::new(),
             pool: Vec::new(),
         };
@@ -316,6 +330,9 @@ impl ShmEp {
             start,
             waker,
             cma_allowed: !config().disable_cma,
+            rx_pos: [const { AtomicU64::new(NO_RX) }; SLOTS],
+            work: AtomicBool::new(false),
+            polls: AtomicU32::new(0),
             inner: Mutex::new(inner),
             me: me.clone(),
         }))
@@ -323,6 +340,13 @@ impl ShmEp {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Note work besides the rings (queued entries, streams, shared copies), so that
+    /// progress does not skip it.
+    #[inline]
+    fn note_work(&self) {
+        self.work.store(true, Ordering::Relaxed);
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {

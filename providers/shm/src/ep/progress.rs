@@ -2,7 +2,7 @@
 //! entries found there, pushing what waits for room, and the [`Progress`]
 //! implementation (sleeping and waking).
 
-use super::{Inner, OpKind, PeerId, Rts, RxPath, ShmEp, Violation, NULL_IOV};
+use super::{Inner, OpKind, PeerId, Rts, RxPath, ShmEp, Violation, LIVENESS_POLLS, NO_RX, NULL_IOV};
 use crate::attr::IOV_LIMIT;
 use crate::proto::{flags, Entry, Kind, Mode};
 use crate::ring::{Consumer, ENTRY_PAYLOAD};
@@ -39,7 +39,51 @@ unsafe fn from_bounce(p: *const u8, len: usize, out: &mut Vec<u8>) {
 }
 
 impl ShmEp {
-    fn progress_locked(&self, g: &mut Inner) {
+    /// Whether progress would find nothing to do, decided without the lock: no work
+    /// waits besides the rings ([`ShmEp::work`]), and every claimed slot of our
+    /// segment has a consumer, is not closed, and its ring holds nothing at the
+    /// consumer's position ([`ShmEp::rx_pos`]).
+    ///
+    /// Ordering (no wake-up is lost): a waiter calls progress once more after
+    /// announcing its sleep and a SeqCst fence (`prepare_sleep`); a sender publishes
+    /// its entry, then fences (SeqCst) and wakes us if it sees a sleeper
+    /// ([`ShmEp::wake`]). When the sender's fence comes first, the loads here (after
+    /// ours) see its entry, and everything that happened before it:
+    /// - the position read is the consumer's, or a stale one (another thread
+    ///   consumed meanwhile and its Relaxed store is not visible yet). At a stale
+    ///   position `q` the sender's entry of `q` (published before ours) or a later
+    ///   state of that ring entry shows, never "free at `q`", so the answer is "not
+    ///   idle" and the locked path looks;
+    /// - a slot the sender claimed afresh was released before: the [`NO_RX`] stored
+    ///   (SeqCst) by `release_rx` before the release happens before the claim, so
+    ///   it is visible (or the position of the consumer attached after), never the
+    ///   position of the old ring.
+    ///
+    /// When our fence comes first, the sender sees the sleeper and wakes us.
+    /// (`tests/loom_ring.rs` models this; `tests/idle_wake.rs` stresses it.)
+    #[inline]
+    fn idle(&self) -> bool {
+        if self.work.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut bits = [0u64; SLOTS / 64];
+        self.seg.claimed_slots(&mut bits);
+        for (w, word) in bits.iter().enumerate() {
+            let mut word = *word;
+            while word != 0 {
+                let i = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let pos = self.rx_pos[i].load(Ordering::Relaxed);
+                let s = self.seg.slot(i);
+                if pos == NO_RX || !s.ring().free_at(pos) || s.state() == segment::SLOT_CLOSED {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn progress_locked(&self, g: &mut Inner, liveness: bool) {
         if g.closed || !g.enabled {
             return;
         }
@@ -67,14 +111,15 @@ impl ShmEp {
         if !g.cocopies.is_empty() {
             self.check_cocopies(g);
         }
-        g.polls = g.polls.wrapping_add(1);
-        if g.polls % 64 == 0 {
+        if liveness {
             let now = Instant::now();
             if now.duration_since(g.last_check) >= LIVENESS_EVERY {
                 g.last_check = now;
                 self.check_peers(g);
             }
         }
+        let work = !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty() && g.cocopies.is_empty());
+        self.work.store(work, Ordering::Relaxed);
     }
 
     /// Whether polling slot `i` of our segment would do nothing: its sender is
@@ -115,6 +160,7 @@ impl ShmEp {
             let res = self.on_entry(g, pid, i, raw);
             if let Some(rx) = Self::peer(g, pid).and_then(|p| p.rx.as_mut()) {
                 rx.cons.advance();
+                self.rx_pos[i].store(rx.cons.pos(), Ordering::Relaxed);
             }
             consumed = true;
             if let Err(why) = res {
@@ -156,6 +202,7 @@ impl ShmEp {
         // endpoint lives; the slot's sender is its only producer and we its only
         // consumer.
         let cons = unsafe { Consumer::new(s.ring_ptr()) };
+        self.rx_pos[i].store(cons.pos(), Ordering::Relaxed);
         p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
         g.by_slot[i] = Some(id);
         Some(id)
@@ -176,6 +223,8 @@ impl ShmEp {
             }
         }
         g.by_slot[i] = None;
+        // SeqCst, before the release: see `idle`.
+        self.rx_pos[i].store(NO_RX, Ordering::SeqCst);
         self.seg.release_slot(i);
     }
 
@@ -333,6 +382,7 @@ impl ShmEp {
                 if op.sent.is_none() {
                     op.sent = Some(0);
                     g.streams.push_back(e.id);
+                    self.note_work();
                 }
             }
             Kind::Ack => {
@@ -368,8 +418,15 @@ impl ShmEp {
 
 impl Progress for ShmEp {
     fn progress(&self) {
+        // Racy increments between threads only shift when the check runs.
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        let liveness = n % LIVENESS_POLLS == 0;
+        if !liveness && self.idle() {
+            return;
+        }
         let mut g = self.lock();
-        self.progress_locked(&mut g);
+        self.progress_locked(&mut g, liveness);
     }
 
     fn wait_fd(&self) -> Option<RawFd> {

@@ -286,6 +286,12 @@ impl Slot {
     pub fn ring_ptr(&self) -> NonNull<Ring> {
         NonNull::from(&self.ring)
     }
+
+    /// The slot's ring, for [`Ring::free_at`] (its ends are made from
+    /// [`ring_ptr`](Slot::ring_ptr)).
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
 }
 
 /// One mapping of a segment: the owner's (from [`Segment::create`]) or a sender's (from
