@@ -383,8 +383,12 @@ impl ShmEp {
                 i += 1;
             }
         }
-        if let Some(slot) = Self::peer(g, id).and_then(|p| p.rx.as_ref().map(|r| r.slot)) {
-            self.release_rx(g, id, slot);
+        // Every slot it sends through (one, unless it claimed another before we
+        // drained the first).
+        for slot in 0..g.by_slot.len() {
+            if g.by_slot[slot].as_ref().is_some_and(|r| r.peer == id) {
+                self.release_rx(g, id, slot);
+            }
         }
         // Forget it: a later send attaches afresh (a restarted peer has a new
         // segment under a new name anyway).

@@ -100,9 +100,15 @@ impl TxPath {
 /// The slot a peer claimed in our segment: how it sends to us.
 struct RxPath {
     slot: usize,
-    cons: Consumer,
     /// Which jobs of the slot a shared copy of ours uses.
     jobs_busy: [bool; JOBS],
+}
+
+/// A slot of our segment with a sender: the receiving end of its ring.
+struct RxSlot {
+    /// The sender.
+    peer: PeerId,
+    cons: Consumer,
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
@@ -217,8 +223,9 @@ struct Inner {
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_name: HashMap<String, PeerId>,
-    /// The peer sending through each slot of our segment.
-    by_slot: Vec<Option<PeerId>>,
+    /// The peer sending through each slot of our segment, with the slot's
+    /// consumer. Set and cleared together with the peer's [`RxPath`].
+    by_slot: Box<[Option<RxSlot>; SLOTS]>,
     /// AV handle to peer, valid for `cache_version`: indexed by the handle's slot
     /// index (its low 32 bits), holding the whole handle it was found for. Grows
     /// only to handles the AV resolved, so to the AV's size.
@@ -305,7 +312,7 @@ impl ShmEp {
             b: Bindings::default(),
             peers: Vec::new(),
             by_name: HashMap::new(),
-            by_slot: vec![None; SLOTS],
+            by_slot: Box::new([const { None }; SLOTS]),
             by_addr: Vec::new(),
             cache_version: u64::MAX,
             rx: RxEngine::new(BOUNCE_SIZE),

@@ -2,7 +2,7 @@
 //! entries found there, pushing what waits for room, and the [`Progress`]
 //! implementation (sleeping and waking).
 
-use super::{Inner, OpKind, PeerId, Rts, RxPath, ShmEp, Violation, LIVENESS_POLLS, NO_RX, NULL_IOV};
+use super::{Inner, OpKind, PeerId, Rts, RxPath, RxSlot, ShmEp, Violation, LIVENESS_POLLS, NO_RX, NULL_IOV};
 use crate::attr::IOV_LIMIT;
 use crate::proto::{flags, Entry, Kind, Mode};
 use crate::ring::{Consumer, ENTRY_PAYLOAD};
@@ -66,10 +66,8 @@ impl ShmEp {
         if self.work.load(Ordering::Relaxed) {
             return false;
         }
-        let mut bits = [0u64; SLOTS / 64];
-        self.seg.claimed_slots(&mut bits);
-        for (w, word) in bits.iter().enumerate() {
-            let mut word = *word;
+        for w in 0..SLOTS / 64 {
+            let mut word = self.seg.claim_word(w);
             while word != 0 {
                 let i = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
@@ -118,35 +116,42 @@ impl ShmEp {
                 self.check_peers(g);
             }
         }
-        let work = !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty() && g.cocopies.is_empty());
-        self.work.store(work, Ordering::Relaxed);
+        // Only what is pushed with `note_work` sets the flag.
+        if self.work.load(Ordering::Relaxed) {
+            let work =
+                !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty() && g.cocopies.is_empty());
+            self.work.store(work, Ordering::Relaxed);
+        }
+    }
+
+    /// Progress through the lock: what [`idle`](ShmEp::idle) found may not be idle.
+    #[inline(never)]
+    fn progress_slow(&self, liveness: bool) {
+        let mut g = self.lock();
+        self.progress_locked(&mut g, liveness);
     }
 
     /// Whether polling slot `i` of our segment would do nothing: its sender is
     /// known, its ring empty and the slot not closed.
     #[inline]
     fn slot_idle(&self, g: &Inner, i: usize) -> bool {
-        let Some(id) = g.by_slot[i] else { return false };
-        let Some(Some(p)) = g.peers.get(id.idx as usize) else { return false };
-        p.gen == id.gen
-            && p.rx.as_ref().is_some_and(|r| r.slot == i && r.cons.is_empty())
-            && self.seg.slot(i).state() != segment::SLOT_CLOSED
+        g.by_slot[i].as_ref().is_some_and(|r| r.cons.is_empty()) && self.seg.slot(i).state() != segment::SLOT_CLOSED
     }
 
     /// Drain the ring of slot `i` of our segment.
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
-        let cached = g.by_slot[i];
-        let pid = match cached {
-            Some(id) if Self::peer(g, id).is_some_and(|p| p.rx.as_ref().is_some_and(|r| r.slot == i)) => id,
-            _ => match self.attach_rx(g, i) {
+        let pid = match &g.by_slot[i] {
+            Some(r) => r.peer,
+            None => match self.attach_rx(g, i) {
                 Some(id) => id,
                 None => return,
             },
         };
+        let s = self.seg.slot(i);
         let mut consumed = false;
         loop {
-            let at = match Self::peer(g, pid).and_then(|p| p.rx.as_ref()) {
-                Some(rx) => rx.cons.peek_ptr(),
+            let at = match &g.by_slot[i] {
+                Some(r) => r.cons.peek_ptr(),
                 None => return,
             };
             let Some(at) = at else { break };
@@ -158,9 +163,9 @@ impl ShmEp {
             // `decode` checks.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
             let res = self.on_entry(g, pid, i, raw);
-            if let Some(rx) = Self::peer(g, pid).and_then(|p| p.rx.as_mut()) {
-                rx.cons.advance();
-                self.rx_pos[i].store(rx.cons.pos(), Ordering::Relaxed);
+            if let Some(r) = &mut g.by_slot[i] {
+                r.cons.advance();
+                self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
             }
             consumed = true;
             if let Err(why) = res {
@@ -170,13 +175,13 @@ impl ShmEp {
         }
         // Ring entries (and bounce buffers) were freed: wake the sender if it sleeps
         // waiting for them.
-        if consumed && self.seg.slot(i).take_sender_waits() {
+        if consumed && s.take_sender_waits() {
             if let Some(p) = Self::peer(g, pid) {
                 segment::wake(&p.name);
             }
         }
         // A sender that closed: its ring is drained, the slot can go.
-        if self.seg.slot(i).state() == segment::SLOT_CLOSED {
+        if s.state() == segment::SLOT_CLOSED {
             self.release_rx(g, pid, i);
         }
     }
@@ -203,8 +208,8 @@ impl ShmEp {
         // consumer.
         let cons = unsafe { Consumer::new(s.ring_ptr()) };
         self.rx_pos[i].store(cons.pos(), Ordering::Relaxed);
-        p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
-        g.by_slot[i] = Some(id);
+        p.rx = Some(RxPath { slot: i, jobs_busy: [false; JOBS] });
+        g.by_slot[i] = Some(RxSlot { peer: id, cons });
         Some(id)
     }
 
@@ -425,8 +430,7 @@ impl Progress for ShmEp {
         if !liveness && self.idle() {
             return;
         }
-        let mut g = self.lock();
-        self.progress_locked(&mut g, liveness);
+        self.progress_slow(liveness);
     }
 
     fn wait_fd(&self) -> Option<RawFd> {

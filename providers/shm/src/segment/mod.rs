@@ -579,6 +579,14 @@ impl Segment {
         Ok(())
     }
 
+    /// Word `w` (below `SLOTS / 64`: a larger `w` panics) of
+    /// [`claimed_slots`](Segment::claimed_slots):
+    /// slots `64 * w` to `64 * w + 63`.
+    #[inline]
+    pub fn claim_word(&self, w: usize) -> u64 {
+        self.header().claim.0[w].load(Ordering::Acquire)
+    }
+
     /// Owner: a snapshot of the claim bitmap (bit `i % 64` of word `i / 64` set while slot
     /// `i` is claimed). A claimed slot becomes usable only once its state is
     /// [`SLOT_ACTIVE`]; until then its claimer is still setting it up.
