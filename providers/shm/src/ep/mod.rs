@@ -36,6 +36,7 @@ mod stream;
 use crate::attr::{IOV_LIMIT, SCHEME};
 use crate::config;
 use crate::domain::ShmDomain;
+use crate::lock::{SpinGuard, SpinLock};
 use crate::proto::{Entry, Mode, INLINE_MAX};
 use crate::ring::{Consumer, Producer, ENTRY_PAYLOAD};
 use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, SLOTS};
@@ -49,7 +50,7 @@ use fabric_util::slab::Slab;
 use fabric_util::wire::Header;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
@@ -276,7 +277,7 @@ pub(crate) struct ShmEp {
     work: AtomicBool,
     /// Progress calls (every [`LIVENESS_POLLS`]th checks that peers live).
     polls: AtomicU32,
-    inner: Mutex<Inner>,
+    inner: SpinLock<Inner>,
     me: Weak<ShmEp>,
 }
 
@@ -340,13 +341,13 @@ impl ShmEp {
             rx_pos: [const { AtomicU64::new(NO_RX) }; SLOTS],
             work: AtomicBool::new(false),
             polls: AtomicU32::new(0),
-            inner: Mutex::new(inner),
+            inner: SpinLock::new(inner),
             me: me.clone(),
         }))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// Note work besides the rings (queued entries, streams, shared copies), so that
