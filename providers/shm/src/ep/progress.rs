@@ -291,24 +291,27 @@ impl ShmEp {
                 // Completing a receive queues no action for the wire.
                 g.rx.complete(&g.b, target, &hdr, src, false);
             }
-            None => return self.msg_unexpected(g, m, e, e.inline(raw)),
+            None => return self.msg_unexpected(g, m, e.flags, e.data, e.len, e.inline(raw)),
         }
         Ok(())
     }
 
     /// A small message no receive was posted for: held, with a copy of its payload.
+    /// (The entry's fields come one by one: the entry itself need not be built.)
     #[inline(never)]
     fn msg_unexpected(
         &self,
         g: &mut Inner,
         m: MsgSpec,
-        e: &Entry,
+        eflags: u8,
+        data: u64,
+        len: u64,
         payload: &[u8],
     ) -> std::result::Result<(), Violation> {
-        let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+        let data = (eflags & flags::CQ_DATA != 0).then_some(data);
         let mut buf = g.rx.unexp_buf(0).map_err(|_| "no memory".to_string())?;
         buf.extend_from_slice(payload);
-        let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
+        let u = Unexp { body: UnexpBody::Eager(buf), len, data, tag: m.tag, rma: false };
         g.rx.arrive(&g.b, m, u);
         self.run_rx_actions(g);
         Ok(())
