@@ -20,6 +20,7 @@ mod attr;
 mod domain;
 mod ep;
 mod fabric;
+mod lock;
 pub mod proto;
 pub mod ring;
 pub mod segment;

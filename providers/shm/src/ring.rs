@@ -143,6 +143,15 @@ impl Ring {
         unsafe { Box::from_raw(raw) }
     }
 
+    /// Whether the entry of position `pos` is free for the producer at `pos`: no entry
+    /// of `pos` published yet (Acquire). A consumer whose position is `pos` finds its
+    /// ring empty then; for any other position (a consumer that moved past `pos`
+    /// meanwhile, a producer that published at `pos`) the answer is false.
+    #[inline]
+    pub fn free_at(&self, pos: u64) -> bool {
+        self.entry(pos).seq.load(Ordering::Acquire) == pos
+    }
+
     /// The entry that position `pos` uses. Always in bounds, whatever `pos` is.
     #[inline(always)]
     fn entry(&self, pos: u64) -> &Entry {
@@ -272,6 +281,12 @@ impl Consumer {
         // shared reference is fine although the producer (maybe in another process) writes
         // to the ring meanwhile: all of `Ring` is interior-mutable (atomics and cells).
         unsafe { self.ring.as_ref() }
+    }
+
+    /// The position of the next entry to read (0 after [`Ring::init`]).
+    #[inline]
+    pub fn pos(&self) -> u64 {
+        self.pos
     }
 
     /// Whether there is no published entry to read now (a later

@@ -197,3 +197,50 @@ fn loom_advance_on_empty_is_noop() {
         consumer.join().unwrap();
     });
 }
+
+/// The endpoint's lock-free idle check (`ShmEp::idle`) against a sender and another
+/// thread's progress: a sender publishes, fences (SeqCst) and wakes the receiver if it
+/// sees it sleeping; a second consumer-side thread (progress under the endpoint's lock)
+/// consumes and mirrors its position with a Relaxed store; the checker announces its
+/// sleep, fences, and finds the ring `free_at` the mirrored position (idle) or not. Never
+/// all three of: idle, no wake-up, the entry not consumed (a lost wake-up). A stale
+/// mirror (the consumer moved past it) reads as not idle.
+#[test]
+fn loom_idle_check_loses_no_wakeup() {
+    use loom::sync::atomic::{fence, AtomicU64, Ordering};
+    use loom::sync::Arc;
+    loom::model(|| {
+        let ring = TestRing::new();
+        let (mut p, mut c) = ring.ends();
+        let mirror = Arc::new(AtomicU64::new(c.pos()));
+        let sleepers = Arc::new(AtomicU64::new(0));
+        let producer = {
+            let sleepers = sleepers.clone();
+            thread::spawn(move || {
+                push_spin(&mut p, 5);
+                fence(Ordering::SeqCst);
+                sleepers.load(Ordering::Relaxed) != 0
+            })
+        };
+        let consumer = {
+            let mirror = mirror.clone();
+            thread::spawn(move || match c.peek(read) {
+                Some(v) => {
+                    assert_eq!(v, 5);
+                    c.advance();
+                    mirror.store(c.pos(), Ordering::Relaxed);
+                    true
+                }
+                None => false,
+            })
+        };
+        sleepers.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let pos = mirror.load(Ordering::Relaxed);
+        // SAFETY: the ring lives until `ring` drops, after the joins below.
+        let idle = unsafe { ring.0.as_ref() }.free_at(pos);
+        let woken = producer.join().unwrap();
+        let consumed = consumer.join().unwrap();
+        assert!(!idle || woken || consumed, "lost wake-up");
+    });
+}

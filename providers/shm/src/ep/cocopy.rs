@@ -96,6 +96,7 @@ impl ShmEp {
             chunk_status(unsafe { segment::cma_read(pid, &lp[..ln], &rp[..rpn]) }, len)
         });
         g.cocopies.push(CoCopy { peer: r.peer, pid, start, slot, job, gen, chunks, id: r.id, target, hdr, src });
+        self.note_work();
         self.check_cocopies(g);
     }
 

@@ -204,6 +204,7 @@ impl ShmEp {
         }
         p.queue.push_back(Pending::Entry(b));
         g.backlog.push_back(id);
+        self.note_work();
     }
 
     /// Tell a sleeping peer to look at its rings.
@@ -255,6 +256,7 @@ impl ShmEp {
         unsafe { gather(src, 0, v.as_mut_ptr(), len) };
         p.queue.push_back(Pending::Bounce(e, v));
         g.backlog.push_back(id);
+        self.note_work();
     }
 
     /// Move queued entries of peers onto their rings, as room allows.
@@ -309,6 +311,7 @@ impl ShmEp {
             }
             if again {
                 g.backlog.push_back(id);
+                self.note_work();
             }
         }
     }
@@ -380,8 +383,12 @@ impl ShmEp {
                 i += 1;
             }
         }
-        if let Some(slot) = Self::peer(g, id).and_then(|p| p.rx.as_ref().map(|r| r.slot)) {
-            self.release_rx(g, id, slot);
+        // Every slot it sends through (one, unless it claimed another before we
+        // drained the first).
+        for slot in 0..g.by_slot.len() {
+            if g.by_slot[slot].as_ref().is_some_and(|r| r.peer == id) {
+                self.release_rx(g, id, slot);
+            }
         }
         // Forget it: a later send attaches afresh (a restarted peer has a new
         // segment under a new name anyway).

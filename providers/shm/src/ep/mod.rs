@@ -36,6 +36,7 @@ mod stream;
 use crate::attr::{IOV_LIMIT, SCHEME};
 use crate::config;
 use crate::domain::ShmDomain;
+use crate::lock::{SpinGuard, SpinLock};
 use crate::proto::{Entry, Mode, INLINE_MAX};
 use crate::ring::{Consumer, Producer, ENTRY_PAYLOAD};
 use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, SLOTS};
@@ -48,11 +49,18 @@ use fabric_util::scaffold;
 use fabric_util::slab::Slab;
 use fabric_util::wire::Header;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
+
+/// [`ShmEp::rx_pos`] of a slot without a consumer.
+const NO_RX: u64 = u64::MAX;
+
+/// Progress checks that its peers live every this many calls (and at most every
+/// `LIVENESS_EVERY`).
+const LIVENESS_POLLS: u32 = 64;
 
 /// A reference to a peer, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,9 +101,15 @@ impl TxPath {
 /// The slot a peer claimed in our segment: how it sends to us.
 struct RxPath {
     slot: usize,
-    cons: Consumer,
     /// Which jobs of the slot a shared copy of ours uses.
     jobs_busy: [bool; JOBS],
+}
+
+/// A slot of our segment with a sender: the receiving end of its ring.
+struct RxSlot {
+    /// The sender.
+    peer: PeerId,
+    cons: Consumer,
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
@@ -210,8 +224,9 @@ struct Inner {
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_name: HashMap<String, PeerId>,
-    /// The peer sending through each slot of our segment.
-    by_slot: Vec<Option<PeerId>>,
+    /// The peer sending through each slot of our segment, with the slot's
+    /// consumer. Set and cleared together with the peer's [`RxPath`].
+    by_slot: Box<[Option<RxSlot>; SLOTS]>,
     /// AV handle to peer, valid for `cache_version`: indexed by the handle's slot
     /// index (its low 32 bits), holding the whole handle it was found for. Grows
     /// only to handles the AV resolved, so to the AV's size.
@@ -234,7 +249,6 @@ struct Inner {
     /// Peers with queued entries (indices into `peers`; may repeat).
     backlog: VecDeque<PeerId>,
     last_check: Instant,
-    polls: u32,
     /// Scratch for atomic results.
     scratch: Vec<u8>,
     /// Recycled buffers of queued bounce payloads.
@@ -254,7 +268,16 @@ pub(crate) struct ShmEp {
     waker: Waker,
     /// Whether we may use cross-memory attach at all.
     cma_allowed: bool,
-    inner: Mutex<Inner>,
+    /// Per slot of our segment: the position its ring's consumer reads next, or
+    /// [`NO_RX`] while the slot has no consumer. Written under the lock, read by
+    /// [`idle`](ShmEp::idle) without it.
+    rx_pos: [AtomicU64; SLOTS],
+    /// Set when work waits besides the rings (queued entries, streams, shared
+    /// copies); progress clears it when none is left.
+    work: AtomicBool,
+    /// Progress calls (every [`LIVENESS_POLLS`]th checks that peers live).
+    polls: AtomicU32,
+    inner: SpinLock<Inner>,
     me: Weak<ShmEp>,
 }
 
@@ -290,7 +313,7 @@ impl ShmEp {
             b: Bindings::default(),
             peers: Vec::new(),
             by_name: HashMap::new(),
-            by_slot: vec![None; SLOTS],
+            by_slot: Box::new([const { None }; SLOTS]),
             by_addr: Vec::new(),
             cache_version: u64::MAX,
             rx: RxEngine::new(BOUNCE_SIZE),
@@ -303,7 +326,6 @@ impl ShmEp {
             cocopy_gen: 0,
             backlog: VecDeque::new(),
             last_check: Instant::now(),
-            polls: 0,
             scratch: Vec::new(),
             pool: Vec::new(),
         };
@@ -316,13 +338,23 @@ impl ShmEp {
             start,
             waker,
             cma_allowed: !config().disable_cma,
-            inner: Mutex::new(inner),
+            rx_pos: [const { AtomicU64::new(NO_RX) }; SLOTS],
+            work: AtomicBool::new(false),
+            polls: AtomicU32::new(0),
+            inner: SpinLock::new(inner),
             me: me.clone(),
         }))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    /// Note work besides the rings (queued entries, streams, shared copies), so that
+    /// progress does not skip it.
+    #[inline]
+    fn note_work(&self) {
+        self.work.store(true, Ordering::Relaxed);
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {

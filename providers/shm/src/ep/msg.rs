@@ -29,7 +29,11 @@ impl ShmEp {
             Some(v) => v,
             None => op.iov,
         };
-        let len = IoVec::total(iov);
+        // One piece (the common case) without the general sum's loop.
+        let len = match iov {
+            [v] => v.len,
+            _ => IoVec::total(iov),
+        };
         let id = self.peer_for(g, op.addr)?;
         let mut e = Entry::new(Kind::Msg);
         e.flags = if tagged { flags::TAGGED } else { 0 };

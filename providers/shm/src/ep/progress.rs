@@ -2,7 +2,7 @@
 //! entries found there, pushing what waits for room, and the [`Progress`]
 //! implementation (sleeping and waking).
 
-use super::{Inner, OpKind, PeerId, Rts, RxPath, ShmEp, Violation, NULL_IOV};
+use super::{Inner, OpKind, PeerId, Rts, RxPath, RxSlot, ShmEp, Violation, LIVENESS_POLLS, NO_RX, NULL_IOV};
 use crate::attr::IOV_LIMIT;
 use crate::proto::{flags, Entry, Kind, Mode};
 use crate::ring::{Consumer, ENTRY_PAYLOAD};
@@ -39,7 +39,49 @@ unsafe fn from_bounce(p: *const u8, len: usize, out: &mut Vec<u8>) {
 }
 
 impl ShmEp {
-    fn progress_locked(&self, g: &mut Inner) {
+    /// Whether progress would find nothing to do, decided without the lock: no work
+    /// waits besides the rings ([`ShmEp::work`]), and every claimed slot of our
+    /// segment has a consumer, is not closed, and its ring holds nothing at the
+    /// consumer's position ([`ShmEp::rx_pos`]).
+    ///
+    /// Ordering (no wake-up is lost): a waiter calls progress once more after
+    /// announcing its sleep and a SeqCst fence (`prepare_sleep`); a sender publishes
+    /// its entry, then fences (SeqCst) and wakes us if it sees a sleeper
+    /// ([`ShmEp::wake`]). When the sender's fence comes first, the loads here (after
+    /// ours) see its entry, and everything that happened before it:
+    /// - the position read is the consumer's, or a stale one (another thread
+    ///   consumed meanwhile and its Relaxed store is not visible yet). At a stale
+    ///   position `q` the sender's entry of `q` (published before ours) or a later
+    ///   state of that ring entry shows, never "free at `q`", so the answer is "not
+    ///   idle" and the locked path looks;
+    /// - a slot the sender claimed afresh was released before: the [`NO_RX`] stored
+    ///   (SeqCst) by `release_rx` before the release happens before the claim, so
+    ///   it is visible (or the position of the consumer attached after), never the
+    ///   position of the old ring.
+    ///
+    /// When our fence comes first, the sender sees the sleeper and wakes us.
+    /// (`tests/loom_ring.rs` models this; `tests/idle_wake.rs` stresses it.)
+    #[inline]
+    fn idle(&self) -> bool {
+        if self.work.load(Ordering::Relaxed) {
+            return false;
+        }
+        for w in 0..SLOTS / 64 {
+            let mut word = self.seg.claim_word(w);
+            while word != 0 {
+                let i = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let pos = self.rx_pos[i].load(Ordering::Relaxed);
+                let s = self.seg.slot(i);
+                if pos == NO_RX || !s.ring().free_at(pos) || s.state() == segment::SLOT_CLOSED {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn progress_locked(&self, g: &mut Inner, liveness: bool) {
         if g.closed || !g.enabled {
             return;
         }
@@ -67,41 +109,49 @@ impl ShmEp {
         if !g.cocopies.is_empty() {
             self.check_cocopies(g);
         }
-        g.polls = g.polls.wrapping_add(1);
-        if g.polls % 64 == 0 {
+        if liveness {
             let now = Instant::now();
             if now.duration_since(g.last_check) >= LIVENESS_EVERY {
                 g.last_check = now;
                 self.check_peers(g);
             }
         }
+        // Only what is pushed with `note_work` sets the flag.
+        if self.work.load(Ordering::Relaxed) {
+            let work =
+                !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty() && g.cocopies.is_empty());
+            self.work.store(work, Ordering::Relaxed);
+        }
+    }
+
+    /// Progress through the lock: what [`idle`](ShmEp::idle) found may not be idle.
+    #[inline(never)]
+    fn progress_slow(&self, liveness: bool) {
+        let mut g = self.lock();
+        self.progress_locked(&mut g, liveness);
     }
 
     /// Whether polling slot `i` of our segment would do nothing: its sender is
     /// known, its ring empty and the slot not closed.
     #[inline]
     fn slot_idle(&self, g: &Inner, i: usize) -> bool {
-        let Some(id) = g.by_slot[i] else { return false };
-        let Some(Some(p)) = g.peers.get(id.idx as usize) else { return false };
-        p.gen == id.gen
-            && p.rx.as_ref().is_some_and(|r| r.slot == i && r.cons.is_empty())
-            && self.seg.slot(i).state() != segment::SLOT_CLOSED
+        g.by_slot[i].as_ref().is_some_and(|r| r.cons.is_empty()) && self.seg.slot(i).state() != segment::SLOT_CLOSED
     }
 
     /// Drain the ring of slot `i` of our segment.
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
-        let cached = g.by_slot[i];
-        let pid = match cached {
-            Some(id) if Self::peer(g, id).is_some_and(|p| p.rx.as_ref().is_some_and(|r| r.slot == i)) => id,
-            _ => match self.attach_rx(g, i) {
+        let pid = match &g.by_slot[i] {
+            Some(r) => r.peer,
+            None => match self.attach_rx(g, i) {
                 Some(id) => id,
                 None => return,
             },
         };
+        let s = self.seg.slot(i);
         let mut consumed = false;
         loop {
-            let at = match Self::peer(g, pid).and_then(|p| p.rx.as_ref()) {
-                Some(rx) => rx.cons.peek_ptr(),
+            let at = match &g.by_slot[i] {
+                Some(r) => r.cons.peek_ptr(),
                 None => return,
             };
             let Some(at) = at else { break };
@@ -113,8 +163,9 @@ impl ShmEp {
             // `decode` checks.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
             let res = self.on_entry(g, pid, i, raw);
-            if let Some(rx) = Self::peer(g, pid).and_then(|p| p.rx.as_mut()) {
-                rx.cons.advance();
+            if let Some(r) = &mut g.by_slot[i] {
+                r.cons.advance();
+                self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
             }
             consumed = true;
             if let Err(why) = res {
@@ -124,13 +175,13 @@ impl ShmEp {
         }
         // Ring entries (and bounce buffers) were freed: wake the sender if it sleeps
         // waiting for them.
-        if consumed && self.seg.slot(i).take_sender_waits() {
+        if consumed && s.take_sender_waits() {
             if let Some(p) = Self::peer(g, pid) {
                 segment::wake(&p.name);
             }
         }
         // A sender that closed: its ring is drained, the slot can go.
-        if self.seg.slot(i).state() == segment::SLOT_CLOSED {
+        if s.state() == segment::SLOT_CLOSED {
             self.release_rx(g, pid, i);
         }
     }
@@ -156,8 +207,9 @@ impl ShmEp {
         // endpoint lives; the slot's sender is its only producer and we its only
         // consumer.
         let cons = unsafe { Consumer::new(s.ring_ptr()) };
-        p.rx = Some(RxPath { slot: i, cons, jobs_busy: [false; JOBS] });
-        g.by_slot[i] = Some(id);
+        self.rx_pos[i].store(cons.pos(), Ordering::Relaxed);
+        p.rx = Some(RxPath { slot: i, jobs_busy: [false; JOBS] });
+        g.by_slot[i] = Some(RxSlot { peer: id, cons });
         Some(id)
     }
 
@@ -176,6 +228,8 @@ impl ShmEp {
             }
         }
         g.by_slot[i] = None;
+        // SeqCst, before the release: see `idle`.
+        self.rx_pos[i].store(NO_RX, Ordering::SeqCst);
         self.seg.release_slot(i);
     }
 
@@ -237,24 +291,27 @@ impl ShmEp {
                 // Completing a receive queues no action for the wire.
                 g.rx.complete(&g.b, target, &hdr, src, false);
             }
-            None => return self.msg_unexpected(g, m, e, e.inline(raw)),
+            None => return self.msg_unexpected(g, m, e.flags, e.data, e.len, e.inline(raw)),
         }
         Ok(())
     }
 
     /// A small message no receive was posted for: held, with a copy of its payload.
+    /// (The entry's fields come one by one: the entry itself need not be built.)
     #[inline(never)]
     fn msg_unexpected(
         &self,
         g: &mut Inner,
         m: MsgSpec,
-        e: &Entry,
+        eflags: u8,
+        data: u64,
+        len: u64,
         payload: &[u8],
     ) -> std::result::Result<(), Violation> {
-        let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+        let data = (eflags & flags::CQ_DATA != 0).then_some(data);
         let mut buf = g.rx.unexp_buf(0).map_err(|_| "no memory".to_string())?;
         buf.extend_from_slice(payload);
-        let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
+        let u = Unexp { body: UnexpBody::Eager(buf), len, data, tag: m.tag, rma: false };
         g.rx.arrive(&g.b, m, u);
         self.run_rx_actions(g);
         Ok(())
@@ -333,6 +390,7 @@ impl ShmEp {
                 if op.sent.is_none() {
                     op.sent = Some(0);
                     g.streams.push_back(e.id);
+                    self.note_work();
                 }
             }
             Kind::Ack => {
@@ -368,8 +426,14 @@ impl ShmEp {
 
 impl Progress for ShmEp {
     fn progress(&self) {
-        let mut g = self.lock();
-        self.progress_locked(&mut g);
+        // Racy increments between threads only shift when the check runs.
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        let liveness = n % LIVENESS_POLLS == 0;
+        if !liveness && self.idle() {
+            return;
+        }
+        self.progress_slow(liveness);
     }
 
     fn wait_fd(&self) -> Option<RawFd> {

@@ -179,6 +179,7 @@ impl ShmEp {
             }
         } else {
             g.rd_streams.push_back(ReadStream { peer, id: e.id, key: e.key, addr: e.addr, len: e.len, off: 0 });
+            self.note_work();
             self.push_read_streams(g);
             return Ok(());
         };

@@ -132,6 +132,7 @@ impl ShmEp {
             let Some(p) = Self::peer(g, peer) else { continue };
             if !p.queue.is_empty() {
                 g.streams.push_back(opid);
+                self.note_work();
                 continue;
             }
             let Some(t) = p.tx.as_mut() else { continue };
@@ -160,6 +161,7 @@ impl ShmEp {
             }
             if sent < total {
                 g.streams.push_back(opid);
+                self.note_work();
             }
             // Complete once the receiver acknowledges the last chunk.
         }
@@ -223,6 +225,7 @@ impl ShmEp {
                 self.send_entry(g, rs.peer, &ack, |_| {});
             } else {
                 g.rd_streams.push_back(rs);
+                self.note_work();
             }
         }
     }

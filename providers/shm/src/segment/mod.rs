@@ -286,6 +286,12 @@ impl Slot {
     pub fn ring_ptr(&self) -> NonNull<Ring> {
         NonNull::from(&self.ring)
     }
+
+    /// The slot's ring, for [`Ring::free_at`] (its ends are made from
+    /// [`ring_ptr`](Slot::ring_ptr)).
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
 }
 
 /// One mapping of a segment: the owner's (from [`Segment::create`]) or a sender's (from
@@ -571,6 +577,14 @@ impl Segment {
         // Release: the owner, seeing ACTIVE (Acquire), sees the ring and identity above.
         slot.set_state(SLOT_ACTIVE);
         Ok(())
+    }
+
+    /// Word `w` (below `SLOTS / 64`: a larger `w` panics) of
+    /// [`claimed_slots`](Segment::claimed_slots):
+    /// slots `64 * w` to `64 * w + 63`.
+    #[inline]
+    pub fn claim_word(&self, w: usize) -> u64 {
+        self.header().claim.0[w].load(Ordering::Acquire)
     }
 
     /// Owner: a snapshot of the claim bitmap (bit `i % 64` of word `i / 64` set while slot
