@@ -20,7 +20,6 @@ mod attr;
 mod domain;
 mod ep;
 mod fabric;
-mod lock;
 pub mod proto;
 pub mod ring;
 pub mod segment;
