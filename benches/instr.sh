@@ -6,7 +6,9 @@
 #   ours, Rust    the same round trip through the safe Rust API (fabric-benches' inproc)
 #   2.6.0         lf_inproc over libfabric 2.6.0 (../shared/anchors/libfabric-2.6.0, or ANCHOR26)
 #   1.17          lf_inproc over Debian's libfabric (libfabric-dev), when installed
-# and the ratios ours / 2.6.0 next to issue 18's goals (shm and tcp <= 0.5, udp <= 0.6).
+# and the ratios ours / 2.6.0 next to issue 18's goals (shm and tcp <= 0.5, udp <= 0.6);
+# with udp, also the same round trip over DGRAM endpoints (benches/c/inproc_dgram.c,
+# fi_send/fi_recv) through the C ABI against libfabric's udp (goal: at most 1.0).
 #   benches/instr.sh                 # shm, tcp and udp at 64 B
 #   benches/instr.sh tcp 4096        # one provider, one size
 # Needs valgrind and a C compiler; OURLIB=DIR counts a libfabric.so.1 built elsewhere.
@@ -35,6 +37,7 @@ fi
 # lf_inproc against libfabric's headers: Debian's (libfabric-dev) where installed,
 # else 2.6.0's own build. The same binary runs over ours and over 1.17.
 cc -O2 -o "$work/lf_inproc" "$src" -L"$ourlib" -l:libfabric.so.1
+cc -O2 -o "$work/inproc_dgram" benches/c/inproc_dgram.c -L"$ourlib" -l:libfabric.so.1
 have117=
 [ -e /usr/lib/x86_64-linux-gnu/libfabric.so.1 ] && have117=1
 
@@ -51,4 +54,13 @@ for p in "${provs[@]}"; do
   goal=0.50
   [ "$p" = udp ] && goal=0.60
   printf '%-5s %6s %10s %10s %10s %10s %10s %10s %6s\n' "$p" "$size" "$c" "$r" "$a" "$o" "$(ratio "$c" "$a")" "$(ratio "$r" "$a")" "$goal"
+done
+for p in "${provs[@]}"; do
+  [ "$p" = udp ] || continue
+  c=$(LD_LIBRARY_PATH=$ourlib "$count" "$work/inproc_dgram" udp "$size" | num)
+  a=n/a
+  [ -d "$anchor/lib" ] && a=$(LD_LIBRARY_PATH=$anchor/lib "$count" "$work/inproc_dgram" udp "$size" | num)
+  o=n/a
+  [ -n "$have117" ] && o=$(LD_LIBRARY_PATH= "$count" "$work/inproc_dgram" udp "$size" | num)
+  printf '%-5s %6s %10s %10s %10s %10s %10s %10s %6s\n' dgram "$size" "$c" - "$a" "$o" "$(ratio "$c" "$a")" - 1.00
 done
