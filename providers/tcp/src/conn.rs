@@ -3,6 +3,8 @@
 //! `recv`. What a frame means is decided by the endpoint (`ep.rs`); this file only
 //! moves bytes.
 
+use crate::attr::IOV_LIMIT;
+use fabric_core::prov::IoVec;
 use fabric_core::{Error, FiAddr, Result};
 use fabric_util::rdm::{Done, Frame, PeerRx};
 use fabric_util::wire::{Header, HDR_LEN};
@@ -189,7 +191,7 @@ impl Conn {
                     break;
                 }
                 let f = &op.f;
-                if n + 1 + f.niov > iov.len() {
+                if n + 1 + f.payload().len() > iov.len() {
                     break;
                 }
                 let mut skip = op.sent;
@@ -290,6 +292,21 @@ pub(crate) unsafe fn recvv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
         }
         return Err(e.into());
     }
+}
+
+/// `sendmsg` of a frame's header and payload pieces (at most `IOV_LIMIT`): the
+/// bytes the socket took, as [`sendv`].
+///
+/// # Safety
+/// Every piece must be valid for reads of its length.
+pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 1 + IOV_LIMIT];
+    iov[0] = libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN };
+    let k = payload.len().min(IOV_LIMIT);
+    for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
+        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+    }
+    sendv(fd, &iov[..1 + k])
 }
 
 /// `sendmsg` of pieces, never raising SIGPIPE.

@@ -255,15 +255,22 @@ impl Header {
     /// Encode into 40 bytes.
     pub fn encode(&self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
+        self.encode_into(&mut b);
+        b
+    }
+
+    /// Encode into the first 40 bytes of `b` (which has at least as many).
+    pub fn encode_into(&self, b: &mut [u8]) {
+        let b = &mut b[..HDR_LEN];
         b[0] = MAGIC;
         b[1] = WIRE_VERSION;
         b[2] = self.op as u8;
+        b[3] = 0;
         b[4..8].copy_from_slice(&self.flags.0.to_le_bytes());
         b[8..16].copy_from_slice(&self.len.to_le_bytes());
         b[16..24].copy_from_slice(&self.tag.to_le_bytes());
         b[24..32].copy_from_slice(&self.data.to_le_bytes());
         b[32..40].copy_from_slice(&self.id.to_le_bytes());
-        b
     }
 
     /// Decode and validate 40 bytes from a peer; `max_len` bounds `len` for frames

@@ -407,6 +407,9 @@ impl EndpointOps for TcpEp {
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let r = self.send_common(op, flags, None);
+        if r.is_ok() {
+            return r;
+        }
         let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
         self.unreachable(r, op.context, cq_flags, IoVec::total(op.iov))
     }

@@ -3,6 +3,8 @@
 //! connection.
 
 use super::*;
+use crate::conn::send_frame;
+use fabric_util::rdm::SendNow;
 
 impl TcpEp {
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
@@ -16,8 +18,32 @@ impl TcpEp {
         Self::check_iov(op.iov)?;
         let id = self.conn_for(&mut g, op.addr)?;
         let g = &mut *g;
-        g.eng.post_send(&g.b, id, op, flags, inject, false)?;
-        self.pump(g);
+        // A connection with nothing queued takes an eager message at once: one
+        // `sendmsg` of its header and the user's pieces, no frame queued.
+        let Inner { slots, eng, b, .. } = g;
+        let conn = slots[id.idx as usize].conn.as_mut().filter(|c| c.state == ConnState::Ready && c.txq.is_empty());
+        let Some(conn) = conn.filter(|_| !eng.wants_transmit()) else {
+            g.eng.post_send(&g.b, id, op, flags, inject, false)?;
+            self.pump(g);
+            return Ok(());
+        };
+        let fd = conn.fd();
+        // SAFETY: the pieces are the user's send buffers (valid for reads under
+        // post_send's contract) or the inject's data, read during the call.
+        let sent = eng.send_now(
+            b,
+            id,
+            op,
+            flags,
+            inject,
+            |head, pieces| unsafe { send_frame(fd, head, pieces) },
+            |f, written| conn.txq.push_back(TxOp { f, sent: written, control: false }),
+        )?;
+        match sent {
+            SendNow::Done => {}
+            SendNow::Partial => self.flush_conn(g, id),
+            SendNow::Queued => self.pump(g),
+        }
         Ok(())
     }
 
@@ -28,7 +54,9 @@ impl TcpEp {
         // RDM: a directed receive's AV handle as given (FI_ADDR_UNSPEC for any).
         let src = if self.ep_type == EpType::Rdm { op.addr } else { FiAddr::UNSPEC };
         g.eng.post_recv(&g.b, op, flags, src)?;
-        self.pump(g);
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
         Ok(())
     }
 }

@@ -3,6 +3,25 @@
 //! handing them to the RDM engine, and writing the frames it queues.
 
 use super::*;
+use fabric_util::wire::HDR_LEN;
+use std::mem::MaybeUninit;
+
+/// Ready descriptors taken from one `epoll_wait`.
+const READY_MAX: usize = 32;
+
+/// The descriptors of epoll set `epfd` ready now (no wait), into `out`; how many.
+/// The events array is left uninitialized: the kernel fills what it reports.
+fn ready_now(epfd: RawFd, out: &mut [RawFd; READY_MAX]) -> usize {
+    let mut evs = [MaybeUninit::<libc::epoll_event>::uninit(); READY_MAX];
+    // SAFETY: `evs` has room for READY_MAX events, which the kernel writes.
+    let n = unsafe { libc::epoll_wait(epfd, evs.as_mut_ptr() as *mut libc::epoll_event, READY_MAX as i32, 0) };
+    let n = n.max(0) as usize;
+    for (o, e) in out.iter_mut().zip(&evs[..n]) {
+        // SAFETY: the first n events were written by epoll_wait.
+        *o = unsafe { e.assume_init_ref() }.u64 as RawFd;
+    }
+    n
+}
 
 impl TcpEp {
     /// The engine's frames that will not be written (their connection is gone)
@@ -28,7 +47,18 @@ impl TcpEp {
     }
 
     /// Write what a connection can; a failure fails the connection.
+    #[inline]
     pub(super) fn flush_conn(&self, g: &mut Inner, id: ConnId) {
+        // Most calls find nothing to write: that is decided here, inline.
+        let Some(slot) = g.slots.get(id.idx as usize) else { return };
+        match &slot.conn {
+            Some(c) if slot.gen == id.gen && (c.want_write || !c.txq.is_empty()) => self.flush_queued(g, id),
+            _ => {}
+        }
+    }
+
+    /// [`TcpEp::flush_conn`] of a connection with frames queued or blocked writes.
+    fn flush_queued(&self, g: &mut Inner, id: ConnId) {
         let r = {
             // Borrowed field by field: the connection stays in its slot (it is
             // large) while frames written complete in the engine.
@@ -65,8 +95,8 @@ impl TcpEp {
         }
         // Which sockets have something (one epoll_wait for all of them); a full
         // answer may hide more, so then every connection is looked at.
-        let mut ready = [0 as RawFd; 32];
-        let n = self.poll.ready_now(&mut ready);
+        let mut ready = [0 as RawFd; READY_MAX];
+        let n = ready_now(self.poll.fd(), &mut ready);
         let all = n == ready.len();
         let ready = &ready[..n];
         let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.contains(&l.as_raw_fd()));
@@ -157,6 +187,27 @@ impl TcpEp {
                         Err(e) => return Err((e, "peer closed the connection".into())),
                     }
                 }
+                if conn.hdr_got == 0 && conn.staged() >= HDR_LEN {
+                    // The whole header is staged: decoded where it lies.
+                    let lo = conn.stage_lo;
+                    let hb: &[u8; HDR_LEN] = conn.stage[lo..lo + HDR_LEN].try_into().expect("HDR_LEN bytes");
+                    let hdr = Header::decode(hb, i64::MAX as u64)
+                        .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
+                    conn.stage_lo += HDR_LEN;
+                    if hdr.op == OpCode::Msg && conn.state == ConnState::Ready && hdr.len <= conn.staged() as u64 {
+                        // And its payload: the engine takes the frame whole.
+                        self.on_frame(g, id, hdr)?;
+                        // The stage used up and the socket drained: done until
+                        // epoll reports more (the next step would say so too).
+                        if let Some(c) = Self::conn_mut(g, id).filter(|c| c.staged() == 0 && c.drained) {
+                            c.drained = false;
+                            return Ok(false);
+                        }
+                    } else {
+                        self.on_header(g, id, hdr)?;
+                    }
+                    return Ok(true);
+                }
                 if !conn.gather_header() {
                     return Ok(true);
                 }
@@ -212,7 +263,29 @@ impl TcpEp {
             Ok(Begin::Control) => slot.rx = RxState::Control { hdr, buf: Vec::with_capacity(hdr.len as usize) },
             Err(v) => return Err((v.err, v.why)),
         }
-        self.pump(g);
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
+        Ok(())
+    }
+
+    /// A message whose header and payload are both staged: the engine takes it
+    /// whole, from the stage.
+    fn on_frame(&self, g: &mut Inner, id: ConnId, hdr: Header) -> std::result::Result<(), (Error, String)> {
+        let src = self.src_of(g, id);
+        let Inner { eng, b, slots, .. } = g;
+        let Some(conn) = slots[id.idx as usize].conn.as_mut() else { return Ok(()) };
+        let cx = Ctx { b, objs: &self.domain.objs };
+        let (lo, n) = (conn.stage_lo, hdr.len as usize);
+        match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo..lo + n]) {
+            Ok(Begin::Done) => conn.stage_lo += n,
+            // A stream's peer is never held: past the limits is its error.
+            Ok(b) => return Err((Error::Io, format!("protocol error: message not taken ({b:?})"))),
+            Err(v) => return Err((v.err, v.why)),
+        }
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
         Ok(())
     }
 
@@ -221,9 +294,12 @@ impl TcpEp {
         if self.ep_type != EpType::Rdm {
             return FiAddr::NOTAVAIL;
         }
-        let Some(av) = g.b.av.clone() else { return FiAddr::NOTAVAIL };
+        let Inner { b, slots, .. } = g;
+        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
-        let Some(c) = Self::conn_mut(g, id) else { return FiAddr::NOTAVAIL };
+        let Some(c) = slots.get_mut(id.idx as usize).filter(|s| s.gen == id.gen).and_then(|s| s.conn.as_mut()) else {
+            return FiAddr::NOTAVAIL;
+        };
         if c.av_version != v {
             c.fi_addr = c.peer.and_then(|p| av.find(&Address::Sockaddr(p))).unwrap_or(FiAddr::NOTAVAIL);
             c.av_version = v;
@@ -303,7 +379,9 @@ impl TcpEp {
         // The payload is complete.
         slot.rx = RxState::Header;
         eng.end(cx, &mut conn.pr, id).map_err(|v| (v.err, v.why))?;
-        self.pump(g);
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
         Ok(true)
     }
 }

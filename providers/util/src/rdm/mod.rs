@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | posts for the user | [`Engine::post_send`], [`Engine::post_rma`], [`Engine::post_atomic`], [`Engine::post_recv`] | records the operation, queues its frames |
 //! | sends | [`Engine::poll_transmit`] | hands out the next `(peer, Frame)` |
+//! | (a stream with nothing queued to the peer) posts a send and writes at once | [`Engine::send_now`] | hands an eager message's header and pieces to the transport's write; complete once written whole, no frame kept |
 //! | has sent (tcp: written; udp: acknowledged) | [`Engine::frame_done`] | completes what waited for that frame |
 //! | could not send | [`Engine::frame_failed`] (or `frame_failed_prov`) | fails what waited for it |
 //! | has a frame's header | [`Engine::begin`] | decides where its payload goes ([`Begin`]) |
@@ -85,7 +86,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 pub use rx::Begin;
-pub use tx::check_atomic;
+pub use tx::{check_atomic, SendNow};
 
 /// Room for a header and its inline prefix (an RMA target and an atomic header).
 pub const HEAD_MAX: usize = HDR_LEN + RmaDesc::LEN + AtomicHdr::LEN;
@@ -221,14 +222,14 @@ pub struct Frame {
     pub head: [u8; HEAD_MAX],
     /// Bytes of `head` in the frame.
     pub head_len: usize,
-    /// Payload pieces: user memory (valid until the operation completes, which
-    /// it does not before [`Engine::frame_done`] or [`Engine::frame_failed`] of
-    /// this frame), or the bytes of `owned`.
-    pub iov: [IoVec; IOV_LIMIT],
-    /// Pieces in use.
-    pub niov: usize,
-    /// Owns the bytes `iov[0]` points at, for a frame with a payload of its own
-    /// (an inject, an answer). Moving the `Vec` does not move its heap buffer.
+    /// The payload's piece when it has one (the common case), kept inline.
+    one: IoVec,
+    /// The payload's pieces when it has several (`one` is then unused); empty
+    /// otherwise. The engine recycles these lists.
+    more: Vec<IoVec>,
+    /// Owns the bytes the payload's piece points at, for a frame with a payload
+    /// of its own (an inject, an answer). Moving the `Vec` does not move its
+    /// heap buffer.
     pub owned: Option<Vec<u8>>,
     /// Header, prefix and payload bytes.
     pub total: usize,
@@ -238,17 +239,43 @@ pub struct Frame {
 
 impl Frame {
     /// A frame of `hdr`, `prefix` and the payload `iov` (`hdr.len` is the
-    /// caller's to set).
+    /// caller's to set). Payload pieces are user memory (valid until the
+    /// operation completes, which it does not before [`Engine::frame_done`] or
+    /// [`Engine::frame_failed`] of this frame); empty pieces are left out.
     pub fn new(hdr: &Header, prefix: &[u8], iov: &[IoVec], done: Done) -> Frame {
+        Frame::build(hdr, prefix, iov, done, &mut Vec::new())
+    }
+
+    /// [`Frame::new`], taking a list for several pieces from `spare`.
+    fn build(hdr: &Header, prefix: &[u8], iov: &[IoVec], done: Done, spare: &mut Vec<Vec<IoVec>>) -> Frame {
         let mut head = [0u8; HEAD_MAX];
-        head[..HDR_LEN].copy_from_slice(&hdr.encode());
+        hdr.encode_into(&mut head);
         let n = prefix.len().min(HEAD_MAX - HDR_LEN);
         head[HDR_LEN..HDR_LEN + n].copy_from_slice(&prefix[..n]);
-        let mut v = [NULL_IOV; IOV_LIMIT];
-        let k = iov.len().min(IOV_LIMIT);
-        v[..k].copy_from_slice(&iov[..k]);
-        let total = HDR_LEN + n + IoVec::total(&v[..k]);
-        Frame { op: hdr.op, head, head_len: HDR_LEN + n, iov: v, niov: k, owned: None, total, done }
+        let (one, more, len) = match iov {
+            [] => (NULL_IOV, Vec::new(), 0),
+            [v] => (*v, Vec::new(), v.len),
+            _ => Frame::pieces(iov, spare),
+        };
+        Frame { op: hdr.op, head, head_len: HDR_LEN + n, one, more, owned: None, total: HDR_LEN + n + len, done }
+    }
+
+    /// Several pieces: the only non-empty one inline, or all the non-empty ones
+    /// in a list from `spare`; and their total.
+    #[cold]
+    fn pieces(iov: &[IoVec], spare: &mut Vec<Vec<IoVec>>) -> (IoVec, Vec<IoVec>, usize) {
+        let iov = &iov[..iov.len().min(IOV_LIMIT)];
+        let len = IoVec::total(iov);
+        let mut nonempty = iov.iter().filter(|v| v.len > 0);
+        match (nonempty.next(), nonempty.next()) {
+            (None, _) => (NULL_IOV, Vec::new(), 0),
+            (Some(v), None) => (*v, Vec::new(), len),
+            _ => {
+                let mut more = spare.pop().unwrap_or_default();
+                more.extend(iov.iter().filter(|v| v.len > 0));
+                (NULL_IOV, more, len)
+            }
+        }
     }
 
     /// A frame of `hdr` and `prefix` whose payload is `data`, owned.
@@ -264,9 +291,15 @@ impl Frame {
         Frame::new(hdr, &[], &[], Done::Nothing)
     }
 
-    /// The payload pieces.
+    /// The payload pieces (none empty).
     pub fn payload(&self) -> &[IoVec] {
-        &self.iov[..self.niov]
+        if !self.more.is_empty() {
+            &self.more
+        } else if self.one.len > 0 {
+            std::slice::from_ref(&self.one)
+        } else {
+            &[]
+        }
     }
 }
 
@@ -428,6 +461,8 @@ pub struct Engine<P> {
     copied: usize,
     /// Recycled buffers of injected data.
     pool: Vec<Vec<u8>>,
+    /// Recycled piece lists of frames with several payload pieces.
+    spare: Vec<Vec<IoVec>>,
     /// Fetch mode ([`Engine::with_fetch`]).
     fetch: bool,
     /// Matched rendezvous messages for the transport to fetch.
@@ -445,6 +480,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             out: VecDeque::with_capacity(16),
             copied: 0,
             pool: Vec::new(),
+            spare: Vec::new(),
             fetch: false,
             fetches: VecDeque::new(),
         }

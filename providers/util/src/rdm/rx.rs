@@ -116,6 +116,15 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             self.arrive_rts(cx.b, peer, src, hdr, body.to_vec());
             return Ok(Begin::Done);
         }
+        if hdr.op == OpCode::Msg && pr.arriving.is_none() && body.len() as u64 == hdr.len {
+            // A message matching a posted receive lands there at once.
+            let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
+            if let Some(target) = self.rx.match_arrival(&m, hdr.len) {
+                self.rx.write(&target, 0, body);
+                self.rx.complete(cx.b, target, &hdr, src, false);
+                return Ok(Begin::Done);
+            }
+        }
         if body.len() as u64 != hdr.payload_len() {
             return Err(Violation::proto(format!(
                 "{:?} frame of {} bytes carries {}",
@@ -257,16 +266,19 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
 
     /// The arriving frame's payload is complete: deliver it.
     pub fn end(&mut self, cx: Ctx<'_>, pr: &mut PeerRx, peer: P) -> Result<(), Violation> {
-        let Some(f) = pr.arriving.take() else {
+        let Some(f) = pr.arriving.as_mut() else {
             return Err(Violation::proto("end of no frame"));
         };
-        if f.off != f.hdr.payload_len() {
+        // The destination is moved out once; the rest of the frame is small.
+        let (hdr, src, off) = (f.hdr, f.src, f.off);
+        let dest = std::mem::replace(&mut f.dest, Dest::Skip);
+        pr.arriving = None;
+        if off != hdr.payload_len() {
             let why = Violation::proto("frame shorter than its header says");
-            self.drop_arriving(cx.b, f, why.err);
+            self.drop_arriving(cx.b, InFrame { hdr, src, dest, off }, why.err);
             return Err(why);
         }
-        let (hdr, src) = (f.hdr, f.src);
-        match f.dest {
+        match dest {
             Dest::Recv(target) => self.rx.complete(cx.b, target, &hdr, src, false),
             Dest::Unexp(buf) => {
                 let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };

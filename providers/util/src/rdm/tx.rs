@@ -11,7 +11,7 @@ use crate::atomic::{copy_operands, AtomicLens};
 use crate::bind::Bindings;
 use crate::iov;
 use crate::rx::{msg_flags, IOV_LIMIT};
-use crate::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, ATOMIC_MAX, RMA_CHUNK};
+use crate::wire::{AtomicHdr, HdrFlags, Header, OpCode, RmaDesc, ATOMIC_MAX, HDR_LEN, RMA_CHUNK};
 use fabric_core::atomic::AtomicKind;
 use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, IoVec, Op, RmaOp};
@@ -36,6 +36,28 @@ pub fn check_atomic(a: &AtomicDesc) -> Result<AtomicLens> {
         return Err(Error::Inval);
     }
     Ok(l)
+}
+
+/// What [`Engine::send_now`] did with a send.
+#[derive(Debug)]
+pub enum SendNow {
+    /// Not an eager message: queued as [`Engine::post_send`] queues it.
+    Queued,
+    /// Written whole; the send is complete.
+    Done,
+    /// Written in part: the frame went to the transport with the bytes of it
+    /// written (header included). Its sending ([`Engine::frame_done`])
+    /// completes the send.
+    Partial,
+}
+
+/// The header of a message of `len` bytes posted as `op` with `flags`.
+fn msg_header(op: &Op<'_>, flags: OpFlags, len: usize) -> Header {
+    let mut hf = if flags.contains(OpFlags::TAGGED) { HdrFlags::TAGGED } else { 0 };
+    if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+        hf |= HdrFlags::CQ_DATA;
+    }
+    Header { op: OpCode::Msg, flags: HdrFlags(hf), len: len as u64, tag: op.tag, data: op.data, id: 0 }
 }
 
 impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
@@ -75,11 +97,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         }
         let tagged = flags.contains(OpFlags::TAGGED);
         let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
-        let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
-        if flags.contains(OpFlags::REMOTE_CQ_DATA) {
-            hf |= HdrFlags::CQ_DATA;
-        }
-        let hdr = Header { op: OpCode::Msg, flags: HdrFlags(hf), len: len as u64, tag: op.tag, data: op.data, id: 0 };
+        let hdr = msg_header(op, flags, len);
         let cq_flags = Caps::SEND | msg_flags(tagged);
         let comp = flags.contains(OpFlags::COMPLETION);
         // FI_DELIVERY_COMPLETE: by rendezvous whatever the size, completing on
@@ -93,17 +111,27 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         } else if len <= self.cfg.eager_max && !dc {
             if copy {
                 let mut v = self.pool.pop().unwrap_or_default();
-                v.resize(len, 0);
+                v.reserve(len);
                 // SAFETY: the pieces are valid for reads under post_send's
-                // contract; `v` is our own buffer of `len` bytes.
-                unsafe { iov::gather(op.iov, 0, v.as_mut_ptr(), len) };
+                // contract; `v` is our own empty buffer with room for `len`
+                // bytes, all of which `gather` writes before they are counted.
+                unsafe {
+                    iov::gather(op.iov, 0, v.as_mut_ptr(), len);
+                    v.set_len(len);
+                }
                 self.copied += len;
                 let mut e = CqEntry::new(op.context, cq_flags);
                 e.len = len;
                 b.tx_done(e, comp);
                 Frame::owned(&hdr, &[], v, Done::Copied(len))
             } else {
-                Frame::new(&hdr, &[], op.iov, Done::Send { context: op.context, flags: cq_flags, len, comp })
+                Frame::build(
+                    &hdr,
+                    &[],
+                    op.iov,
+                    Done::Send { context: op.context, flags: cq_flags, len, comp },
+                    &mut self.spare,
+                )
             }
         } else {
             // Fetch mode: the receiver reads the data and its `Cts` comes once
@@ -151,6 +179,76 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         };
         self.out.push_back((peer, frame));
         Ok(())
+    }
+
+    /// [`Engine::post_send`] for a stream transport that can write to `peer` at
+    /// once (nothing of the peer's is queued before it): an eager message is
+    /// handed to `write` (its encoded header, then its payload pieces), which
+    /// returns the bytes the stream took (an error counts as none). Taken whole,
+    /// the send completes now, with no frame and nothing kept; taken in part,
+    /// its frame and the bytes written go to `park`, for the transport to write
+    /// the rest of before anything else to that peer ([`SendNow::Partial`]). Any
+    /// other message is queued as [`Engine::post_send`] queues it
+    /// ([`SendNow::Queued`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_now(
+        &mut self,
+        b: &Bindings,
+        peer: P,
+        op: &Op<'_>,
+        flags: OpFlags,
+        inject: Option<&[u8]>,
+        write: impl FnOnce(&[u8; HDR_LEN], &[IoVec]) -> Result<usize>,
+        park: impl FnOnce(Frame, usize),
+    ) -> Result<SendNow> {
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::Inval);
+        }
+        let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
+        let eager = inject.is_some() || len <= self.cfg.eager_max && !flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if !eager {
+            self.post_send(b, peer, op, flags, inject, false)?;
+            return Ok(SendNow::Queued);
+        }
+        let tagged = flags.contains(OpFlags::TAGGED);
+        let hdr = msg_header(op, flags, len);
+        let head = hdr.encode();
+        let cq_flags = Caps::SEND | msg_flags(tagged);
+        let comp = flags.contains(OpFlags::COMPLETION);
+        let wrote = match inject {
+            Some(d) => {
+                b.tx_count(false);
+                // Only read by `write`, during the call.
+                let piece = IoVec { base: d.as_ptr() as *mut u8, len: d.len() };
+                write(&head, std::slice::from_ref(&piece))
+            }
+            None => write(&head, op.iov),
+        }
+        .unwrap_or(0);
+        if wrote >= HDR_LEN + len {
+            if inject.is_none() {
+                let mut e = CqEntry::new(op.context, cq_flags);
+                e.len = len;
+                b.tx_done(e, comp);
+            }
+            return Ok(SendNow::Done);
+        }
+        let frame = match inject {
+            Some(d) => {
+                let mut v = self.pool.pop().unwrap_or_default();
+                v.extend_from_slice(d);
+                Frame::owned(&hdr, &[], v, Done::Nothing)
+            }
+            None => Frame::build(
+                &hdr,
+                &[],
+                op.iov,
+                Done::Send { context: op.context, flags: cq_flags, len, comp },
+                &mut self.spare,
+            ),
+        };
+        park(frame, wrote);
+        Ok(SendNow::Partial)
     }
 
     /// Post a receive (`src`: the source filter, resolved), and answer what it
@@ -247,7 +345,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                     }
                     None => {
                         let (pieces, k) = iov::slice(op.iov, off as u64, n as u64);
-                        Frame::new(&h, &desc, &pieces[..k], Done::Op(id))
+                        Frame::build(&h, &desc, &pieces[..k], Done::Op(id), &mut self.spare)
                     }
                 }
             };
@@ -305,7 +403,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         } else {
             let pieces =
                 [IoVec { base: a.operand.base, len: l.operand }, IoVec { base: a.compare.base, len: l.compare }];
-            Frame::new(&h, &prefix, &pieces, Done::Op(id))
+            Frame::build(&h, &prefix, &pieces, Done::Op(id), &mut self.spare)
         };
         self.out.push_back((peer, frame));
         Ok(())
@@ -334,6 +432,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if let Some(v) = f.owned.take() {
             self.recycle(v);
         }
+        self.recycle_pieces(&mut f);
     }
 
     /// Frame `f` to `peer` will not be sent (`err`: why).
@@ -371,6 +470,16 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         }
         if let Some(v) = f.owned.take() {
             self.recycle(v);
+        }
+        self.recycle_pieces(&mut f);
+    }
+
+    /// Keep the piece list of a frame with several pieces for the next one.
+    fn recycle_pieces(&mut self, f: &mut Frame) {
+        if f.more.capacity() > 0 && self.spare.len() < POOL_MAX {
+            let mut m = std::mem::take(&mut f.more);
+            m.clear();
+            self.spare.push(m);
         }
     }
 
@@ -448,7 +557,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         o.pending += 1 + u32::from(o.dc);
         let mut h = Header { op: OpCode::Data, id, ..o.hdr };
         h.flags.0 &= !HdrFlags::DC;
-        let f = Frame::new(&h, &[], &o.src[..o.nsrc], Done::Op(id));
+        let f = Frame::build(&h, &[], &o.src[..o.nsrc], Done::Op(id), &mut self.spare);
         self.out.push_back((peer, f));
         self.step(b, id, None);
         Ok(())
