@@ -237,6 +237,12 @@ impl<R> RxEngine<R> {
         }
     }
 
+    /// Whether [`RxEngine::take_action`] has something to return.
+    #[inline]
+    pub fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
     /// The next thing to put on the wire, if any.
     pub fn take_action(&mut self) -> Option<RxAction<R>> {
         self.actions.pop_front()
@@ -563,6 +569,7 @@ impl<R> RxEngine<R> {
 
     /// Write bytes of a message at offset `off` into its target (never past the
     /// receive's capacity, or the slice of a multi-receive buffer it was given).
+    #[inline]
     pub fn write(&self, target: &Target, off: u64, bytes: &[u8]) {
         match target {
             Target::Single(rec) if rec.list == NO_LIST => {
