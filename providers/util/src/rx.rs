@@ -626,6 +626,36 @@ impl<R> RxEngine<R> {
         }
     }
 
+    /// A whole message (header `hdr`, payload `body` of `hdr.len` bytes) into the
+    /// receive it matched: [`RxEngine::write`] then [`RxEngine::complete`], with
+    /// a one-piece receive that holds it all done inline.
+    #[inline]
+    pub fn deliver_whole(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, body: &[u8]) {
+        if let Target::Single(rec) = &target {
+            if rec.list == NO_LIST && body.len() <= rec.cap && hdr.len == body.len() as u64 {
+                if !body.is_empty() {
+                    // SAFETY: `body.len() <= cap`, the length of the receive's only
+                    // piece, which is valid for writes under post_recv's contract;
+                    // `body` is a distinct buffer of the caller's.
+                    unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
+                }
+                let tagged = hdr.flags.has(HdrFlags::TAGGED);
+                let mut e = CqEntry::new(rec.context, Caps::RECV | msg_flags(tagged));
+                if hdr.flags.has(HdrFlags::CQ_DATA) {
+                    e.flags |= Caps::REMOTE_CQ_DATA;
+                    e.data = hdr.data;
+                }
+                e.len = body.len();
+                e.tag = hdr.tag;
+                e.src = src;
+                b.rx_done(e, rec.completion);
+                return;
+            }
+        }
+        self.write(&target, 0, body);
+        self.complete(b, target, hdr, src, false);
+    }
+
     /// Complete a receive whose payload has been written (all of `hdr.len` seen).
     /// `rma`: the remote CQ data of an RMA write, reported as the write.
     pub fn complete(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, rma: bool) {

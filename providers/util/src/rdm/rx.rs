@@ -114,8 +114,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             // A message matching a posted receive lands there at once.
             let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
             if let Some(target) = self.rx.match_arrival(&m, hdr.len) {
-                self.rx.write(&target, 0, body);
-                self.rx.complete(cx.b, target, &hdr, src, false);
+                self.rx.deliver_whole(cx.b, target, &hdr, src, body);
                 return Ok(Begin::Done);
             }
         }
