@@ -873,6 +873,51 @@ mod tests {
     }
 
     #[test]
+    fn deliver_whole_agrees_with_write_and_complete() {
+        use fabric_core::prov::CqOps;
+        // (capacity of each piece, pieces, message length, tagged, CQ data)
+        let cases = [
+            (8, 1, 8, false, false),
+            (8, 1, 5, true, true),
+            (8, 1, 0, true, false),
+            (4, 1, 8, false, true),
+            (3, 2, 5, true, false),
+        ];
+        for (cap, n, len, tagged, cq_data) in cases {
+            let body: Vec<u8> = (1..=len as u8).collect();
+            let run = |whole: bool| {
+                let b = bindings();
+                let mut rx: RxEngine<u32> = RxEngine::new(0);
+                let mut dst = vec![0u8; cap * n];
+                let iov: Vec<IoVec> =
+                    dst.chunks_mut(cap).map(|c| IoVec { base: c.as_mut_ptr(), len: c.len() }).collect();
+                let o = Op { iov: &iov, addr: FiAddr::UNSPEC, context: 7, user_context: 7, data: 0, tag: 5, ignore: 0 };
+                let flags = if tagged { OpFlags::TAGGED } else { OpFlags::empty() };
+                rx.post(&b, &o, flags, FiAddr::UNSPEC).unwrap();
+                let m = MsgSpec { tagged, src: FiAddr(3), tag: 5 };
+                let t = rx.match_arrival(&m, len as u64).expect("posted");
+                let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
+                if cq_data {
+                    hf |= HdrFlags::CQ_DATA;
+                }
+                let hdr = Header { len: len as u64, tag: 5, data: 99, flags: HdrFlags(hf), ..Header::new(OpCode::Msg) };
+                if whole {
+                    rx.deliver_whole(&b, t, &hdr, FiAddr(3), &body);
+                } else {
+                    rx.write(&t, 0, &body);
+                    rx.complete(&b, t, &hdr, FiAddr(3), false);
+                }
+                let cq = b.rx_cq.as_ref().unwrap();
+                let mut out = [CqEntry::new(0, Caps::empty())];
+                let r = cq.read(&mut out);
+                let err = cq.readerr().ok();
+                (format!("{r:?} {out:?} {err:?}"), dst)
+            };
+            assert_eq!(run(true), run(false), "cap {cap} x {n}, len {len}");
+        }
+    }
+
+    #[test]
     fn rendezvous_becomes_an_action_and_discard_too() {
         let b = bindings();
         let mut rx: RxEngine<u32> = RxEngine::new(0);
