@@ -237,6 +237,12 @@ impl<R> RxEngine<R> {
         }
     }
 
+    /// Whether [`RxEngine::take_action`] has something to return.
+    #[inline]
+    pub fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
     /// The next thing to put on the wire, if any.
     pub fn take_action(&mut self) -> Option<RxAction<R>> {
         self.actions.pop_front()
@@ -563,6 +569,7 @@ impl<R> RxEngine<R> {
 
     /// Write bytes of a message at offset `off` into its target (never past the
     /// receive's capacity, or the slice of a multi-receive buffer it was given).
+    #[inline]
     pub fn write(&self, target: &Target, off: u64, bytes: &[u8]) {
         match target {
             Target::Single(rec) if rec.list == NO_LIST => {
@@ -617,6 +624,36 @@ impl<R> RxEngine<R> {
                 1
             }
         }
+    }
+
+    /// A whole message (header `hdr`, payload `body` of `hdr.len` bytes) into the
+    /// receive it matched: [`RxEngine::write`] then [`RxEngine::complete`], with
+    /// a one-piece receive that holds it all done inline.
+    #[inline]
+    pub fn deliver_whole(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, body: &[u8]) {
+        if let Target::Single(rec) = &target {
+            if rec.list == NO_LIST && body.len() <= rec.cap && hdr.len == body.len() as u64 {
+                if !body.is_empty() {
+                    // SAFETY: `body.len() <= cap`, the length of the receive's only
+                    // piece, which is valid for writes under post_recv's contract;
+                    // `body` is a distinct buffer of the caller's.
+                    unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
+                }
+                let tagged = hdr.flags.has(HdrFlags::TAGGED);
+                let mut e = CqEntry::new(rec.context, Caps::RECV | msg_flags(tagged));
+                if hdr.flags.has(HdrFlags::CQ_DATA) {
+                    e.flags |= Caps::REMOTE_CQ_DATA;
+                    e.data = hdr.data;
+                }
+                e.len = body.len();
+                e.tag = hdr.tag;
+                e.src = src;
+                b.rx_done(e, rec.completion);
+                return;
+            }
+        }
+        self.write(&target, 0, body);
+        self.complete(b, target, hdr, src, false);
     }
 
     /// Complete a receive whose payload has been written (all of `hdr.len` seen).
@@ -833,6 +870,51 @@ mod tests {
         assert_eq!(rx.free_lists.len(), 0);
         rx.fail_all_posted(&b, Error::Canceled);
         assert_eq!(rx.free_lists.len(), 1);
+    }
+
+    #[test]
+    fn deliver_whole_agrees_with_write_and_complete() {
+        use fabric_core::prov::CqOps;
+        // (capacity of each piece, pieces, message length, tagged, CQ data)
+        let cases = [
+            (8, 1, 8, false, false),
+            (8, 1, 5, true, true),
+            (8, 1, 0, true, false),
+            (4, 1, 8, false, true),
+            (3, 2, 5, true, false),
+        ];
+        for (cap, n, len, tagged, cq_data) in cases {
+            let body: Vec<u8> = (1..=len as u8).collect();
+            let run = |whole: bool| {
+                let b = bindings();
+                let mut rx: RxEngine<u32> = RxEngine::new(0);
+                let mut dst = vec![0u8; cap * n];
+                let iov: Vec<IoVec> =
+                    dst.chunks_mut(cap).map(|c| IoVec { base: c.as_mut_ptr(), len: c.len() }).collect();
+                let o = Op { iov: &iov, addr: FiAddr::UNSPEC, context: 7, user_context: 7, data: 0, tag: 5, ignore: 0 };
+                let flags = if tagged { OpFlags::TAGGED } else { OpFlags::empty() };
+                rx.post(&b, &o, flags, FiAddr::UNSPEC).unwrap();
+                let m = MsgSpec { tagged, src: FiAddr(3), tag: 5 };
+                let t = rx.match_arrival(&m, len as u64).expect("posted");
+                let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
+                if cq_data {
+                    hf |= HdrFlags::CQ_DATA;
+                }
+                let hdr = Header { len: len as u64, tag: 5, data: 99, flags: HdrFlags(hf), ..Header::new(OpCode::Msg) };
+                if whole {
+                    rx.deliver_whole(&b, t, &hdr, FiAddr(3), &body);
+                } else {
+                    rx.write(&t, 0, &body);
+                    rx.complete(&b, t, &hdr, FiAddr(3), false);
+                }
+                let cq = b.rx_cq.as_ref().unwrap();
+                let mut out = [CqEntry::new(0, Caps::empty())];
+                let r = cq.read(&mut out);
+                let err = cq.readerr().ok();
+                (format!("{r:?} {out:?} {err:?}"), dst)
+            };
+            assert_eq!(run(true), run(false), "cap {cap} x {n}, len {len}");
+        }
     }
 
     #[test]

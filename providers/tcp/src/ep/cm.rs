@@ -50,8 +50,22 @@ impl TcpEp {
         }
     }
 
-    /// Find (or start) the connection for a send to `dest`.
+    /// Find (or start) the connection for a send to `dest`. A send to the last
+    /// destination, whose connection lives and whose AV is unchanged, is found
+    /// inline.
+    #[inline]
     pub(super) fn conn_for(&self, g: &mut Inner, dest: FiAddr) -> Result<ConnId> {
+        if let (EpType::Rdm, Some(av), Some((a, id))) = (self.ep_type, g.b.av.as_ref(), g.last_addr) {
+            if a == dest && av.version() == g.cache_version && Self::conn_mut(g, id).is_some() {
+                return Ok(id);
+            }
+        }
+        self.conn_for_any(g, dest)
+    }
+
+    /// [`TcpEp::conn_for`] of any destination.
+    #[inline(never)]
+    fn conn_for_any(&self, g: &mut Inner, dest: FiAddr) -> Result<ConnId> {
         if self.ep_type == EpType::Msg {
             let i = g.slots.iter().position(|s| s.conn.is_some()).ok_or(Error::NotConn)?;
             let s = &g.slots[i];

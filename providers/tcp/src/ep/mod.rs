@@ -1,7 +1,8 @@
 //! Active endpoints (MSG and RDM) of the tcp provider.
 //!
-//! One mutex guards an endpoint's state; progress (driven by reads and waits on a
-//! bound queue) takes it, accepts and completes connections, reads frames and
+//! One spin lock guards an endpoint's state (nothing under it blocks: sockets are
+//! non-blocking, and no caller code runs under it); progress (driven by reads
+//! and waits on a bound queue) takes it, accepts and completes connections, reads frames and
 //! hands them to the RDM engine (`fabric_util::rdm`: matching, rendezvous, the
 //! RMA and atomic target, operations in flight), and writes the frames the engine
 //! queues. The endpoint's files follow libfabric's providers, one per operation
@@ -21,6 +22,7 @@ use crate::domain::TcpDomain;
 use crate::{config, NAME};
 use fabric_core::log::Level;
 use fabric_core::prov::{AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op};
+use fabric_core::sync::{SpinGuard, SpinLock};
 use fabric_core::{
     fi_log, Address, BindFlags, Caps, CqEntry, EpType, EqErrEntry, EqEvent, Error, FiAddr, Info, OpFlags, Result,
 };
@@ -33,7 +35,7 @@ use fabric_util::wire::{Header, OpCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 mod atomic;
@@ -128,7 +130,7 @@ pub(crate) struct TcpEp {
     domain: Arc<TcpDomain>,
     epoch: u64,
     poll: Waiter,
-    inner: Mutex<Inner>,
+    inner: SpinLock<Inner>,
     me: Weak<TcpEp>,
 }
 
@@ -176,13 +178,14 @@ impl TcpEp {
             domain,
             epoch: fabric_util::random::u64_or_fallback(),
             poll,
-            inner: Mutex::new(inner),
+            inner: SpinLock::new(inner),
             me: me.clone(),
         }))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline(always)]
+    fn lock(&self) -> SpinGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {

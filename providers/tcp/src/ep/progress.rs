@@ -9,18 +9,35 @@ use std::mem::MaybeUninit;
 /// Ready descriptors taken from one `epoll_wait`.
 const READY_MAX: usize = 32;
 
-/// The descriptors of epoll set `epfd` ready now (no wait), into `out`; how many.
-/// The events array is left uninitialized: the kernel fills what it reports.
-fn ready_now(epfd: RawFd, out: &mut [RawFd; READY_MAX]) -> usize {
-    let mut evs = [MaybeUninit::<libc::epoll_event>::uninit(); READY_MAX];
-    // SAFETY: `evs` has room for READY_MAX events, which the kernel writes.
-    let n = unsafe { libc::epoll_wait(epfd, evs.as_mut_ptr() as *mut libc::epoll_event, READY_MAX as i32, 0) };
-    let n = n.max(0) as usize;
-    for (o, e) in out.iter_mut().zip(&evs[..n]) {
-        // SAFETY: the first n events were written by epoll_wait.
-        *o = unsafe { e.assume_init_ref() }.u64 as RawFd;
+/// The events of an epoll set ready now, as `epoll_wait` left them.
+struct Ready {
+    /// The first `n` were written by the kernel; the rest stay uninitialized.
+    evs: [MaybeUninit<libc::epoll_event>; READY_MAX],
+    n: usize,
+}
+
+impl Ready {
+    /// The descriptors of epoll set `epfd` ready now (no wait).
+    #[inline]
+    fn now(epfd: RawFd) -> Ready {
+        let mut evs = [MaybeUninit::<libc::epoll_event>::uninit(); READY_MAX];
+        // SAFETY: `evs` has room for READY_MAX events, which the kernel writes.
+        let n = unsafe { libc::epoll_wait(epfd, evs.as_mut_ptr() as *mut libc::epoll_event, READY_MAX as i32, 0) };
+        Ready { evs, n: (n.max(0) as usize).min(READY_MAX) }
     }
-    n
+
+    /// Whether the answer was full (more may be ready than it holds).
+    #[inline]
+    fn full(&self) -> bool {
+        self.n == READY_MAX
+    }
+
+    /// Whether `fd` is among the ready descriptors.
+    #[inline]
+    fn has(&self, fd: RawFd) -> bool {
+        // SAFETY: the first n events were written by epoll_wait.
+        self.evs[..self.n].iter().any(|e| unsafe { e.assume_init_ref() }.u64 as RawFd == fd)
+    }
 }
 
 impl TcpEp {
@@ -95,11 +112,9 @@ impl TcpEp {
         }
         // Which sockets have something (one epoll_wait for all of them); a full
         // answer may hide more, so then every connection is looked at.
-        let mut ready = [0 as RawFd; READY_MAX];
-        let n = ready_now(self.poll.fd(), &mut ready);
-        let all = n == ready.len();
-        let ready = &ready[..n];
-        let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.contains(&l.as_raw_fd()));
+        let ready = Ready::now(self.poll.fd());
+        let all = ready.full();
+        let listener_ready = g.listener.as_ref().is_some_and(|l| all || ready.has(l.as_raw_fd()));
         if listener_ready || g.acceptor.paused() || !g.handshakes.is_empty() {
             self.accept_and_reap(g, listener_ready, Instant::now());
         }
@@ -111,7 +126,7 @@ impl TcpEp {
             // A connection needs work when its socket is ready (readable, writable
             // while blocked, connected, or in error), bytes wait in its stage, or
             // requests wait for its answers to be taken.
-            if !(all || c.staged() > 0 || c.paused || c.pr.answers.waiting() > 0 || ready.contains(&c.fd())) {
+            if !(all || c.staged() > 0 || c.paused || c.pr.answers.waiting() > 0 || ready.has(c.fd())) {
                 continue;
             }
             let id = ConnId { idx: i as u32, gen: g.slots[i].gen };

@@ -100,7 +100,30 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// and [`Engine::end`] at once, except that a fetch-mode `Rts` keeps its
     /// body as the message's `Rts` payload; any other frame's body is its
     /// payload, of the length its header says. `Payload` is never returned.
+    #[inline]
     pub fn frame(
+        &mut self,
+        cx: Ctx<'_>,
+        pr: &mut PeerRx,
+        peer: P,
+        src: FiAddr,
+        hdr: Header,
+        body: &[u8],
+    ) -> Result<Begin, Violation> {
+        if hdr.op == OpCode::Msg && pr.arriving.is_none() && body.len() as u64 == hdr.len {
+            // A message matching a posted receive lands there at once.
+            let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
+            if let Some(target) = self.rx.match_arrival(&m, hdr.len) {
+                self.rx.deliver_whole(cx.b, target, &hdr, src, body);
+                return Ok(Begin::Done);
+            }
+        }
+        self.frame_other(cx, pr, peer, src, hdr, body)
+    }
+
+    /// [`Engine::frame`] of any frame but a message matching a posted receive.
+    #[inline(never)]
+    fn frame_other(
         &mut self,
         cx: Ctx<'_>,
         pr: &mut PeerRx,
@@ -115,15 +138,6 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             }
             self.arrive_rts(cx.b, peer, src, hdr, body.to_vec());
             return Ok(Begin::Done);
-        }
-        if hdr.op == OpCode::Msg && pr.arriving.is_none() && body.len() as u64 == hdr.len {
-            // A message matching a posted receive lands there at once.
-            let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-            if let Some(target) = self.rx.match_arrival(&m, hdr.len) {
-                self.rx.write(&target, 0, body);
-                self.rx.complete(cx.b, target, &hdr, src, false);
-                return Ok(Begin::Done);
-            }
         }
         if body.len() as u64 != hdr.payload_len() {
             return Err(Violation::proto(format!(
@@ -333,7 +347,16 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
 
     /// Answer the rendezvous messages the receive engine matched (`Cts`, the
     /// data to follow) or discarded (`Nack`).
+    #[inline]
     pub(super) fn run_rx_actions(&mut self) {
+        if self.rx.has_actions() {
+            self.run_rx_actions_queued();
+        }
+    }
+
+    /// [`Engine::run_rx_actions`] when the receive side has some.
+    #[inline(never)]
+    fn run_rx_actions_queued(&mut self) {
         while let Some(a) = self.rx.take_action() {
             match a {
                 RxAction::Start(m) if self.fetch => {
