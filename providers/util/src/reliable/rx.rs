@@ -203,6 +203,7 @@ impl Channel {
         sent
     }
 
+    #[inline]
     pub(super) fn sample_rtt(&mut self, r: Duration) {
         // In nanoseconds (u64: 584 years), which is cheaper than `Duration`'s
         // arithmetic on every acknowledgement.
