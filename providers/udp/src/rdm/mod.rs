@@ -46,6 +46,7 @@ mod rma;
 use crate::domain::UdpDomain;
 use crate::NAME;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, Op, RmaOp};
+use fabric_core::sync::{SpinGuard, SpinLock};
 use fabric_core::{Address, BindFlags, EpType, Error, FiAddr, Info, OpFlags, Result};
 use fabric_util::bind::Bindings;
 use fabric_util::progress::Progress;
@@ -55,7 +56,7 @@ use fabric_util::scaffold;
 use fabric_util::wire::{Header, OpCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// The largest unexpected message gathered before a receive is posted for it.
@@ -177,7 +178,9 @@ pub(crate) struct UdpRdmEp {
     epoch: u32,
     /// The channels' tunables.
     cfg: reliable::Config,
-    inner: Mutex<Inner>,
+    /// The endpoint's state, under a spin lock: nothing done under it waits
+    /// (the socket is non-blocking) or runs caller code.
+    inner: SpinLock<Inner>,
     me: Weak<UdpRdmEp>,
 }
 
@@ -257,13 +260,14 @@ impl UdpRdmEp {
             name,
             epoch: (fabric_util::random::u64_or_fallback() as u32).max(1),
             cfg,
-            inner: Mutex::new(inner),
+            inner: SpinLock::new(inner),
             me: me.clone(),
         }))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline]
+    fn lock(&self) -> SpinGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {

@@ -119,8 +119,10 @@ impl Default for Config {
 pub const PROBES_BEFORE_UNREACHABLE: u32 = 8;
 
 /// A duration in nanoseconds, saturated at `u64::MAX` (584 years).
+#[inline]
 fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    // In u64 arithmetic: `as_nanos` computes in u128.
+    d.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(d.subsec_nanos()))
 }
 
 /// [`Channel::rto_cap`] of a configuration.

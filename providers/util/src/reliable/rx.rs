@@ -16,6 +16,45 @@ impl Channel {
         payload: &[u8],
         deliver: &mut dyn FnMut(Segment<'_>) -> bool,
     ) -> Result<(), Violation> {
+        // The common datagram: the next data segment in order, acknowledging
+        // every segment in flight, no selective acknowledgement, nothing
+        // retransmitted in flight, nothing held or received early. Its effect is
+        // the general walk's below, without the checks that cannot apply.
+        if h.kind == Kind::Data
+            && h.sack == 0
+            && h.ack == self.next_seq
+            && h.seq == self.rcv_nxt
+            && self.peer_epoch == Some(h.epoch)
+            && !self.failed
+            && self.resent_inflight == 0
+            && self.held.is_empty()
+            && self.ooo.is_empty()
+            && h.seq < self.delivered + self.cfg.window as u64
+        {
+            self.last_heard = now;
+            if h.ack > self.snd_una {
+                // `inflight` holds `snd_una..next_seq`: its last segment is the
+                // newest acknowledged, never retransmitted (`resent_inflight`).
+                if let Some(sent) = self.inflight.back().and_then(|s| (!s.sacked).then_some(s.sent_at)) {
+                    self.sample_rtt(now.saturating_duration_since(sent));
+                }
+                self.inflight.clear();
+                self.snd_una = h.ack;
+                self.count_acked();
+                self.rto_at = None;
+            }
+            self.on_wnd(h.wnd);
+            let seg = Segment { first: h.flags & FLAG_FIRST != 0, last: h.flags & FLAG_LAST != 0, bytes: payload };
+            if deliver(seg) {
+                self.delivered += 1;
+            } else {
+                let s = self.stored(h.flags, payload);
+                self.held.push_back(s);
+            }
+            self.rcv_nxt += 1;
+            self.owe_ack(now, h.flags);
+            return Ok(());
+        }
         if self.failed {
             return Err(Violation::Closed);
         }
@@ -59,13 +98,7 @@ impl Channel {
                 }
             }
             self.snd_una = h.ack;
-            // Reported by `poll_event`.
-            while let Some(m) = self.msgs.get(self.acked) {
-                match m.last_seq {
-                    Some(l) if l < self.snd_una => self.acked += 1,
-                    _ => break,
-                }
-            }
+            self.count_acked();
             self.rto_at = if self.inflight.is_empty() { None } else { Some(now + self.rto) };
         }
         if h.sack != 0 && !self.inflight.is_empty() {
@@ -90,11 +123,41 @@ impl Channel {
                 }
             }
         }
-        if h.wnd > self.peer_wnd {
-            self.peer_wnd = h.wnd;
+        self.on_wnd(h.wnd);
+    }
+
+    /// Counts the messages at the front of `msgs` that `snd_una` now covers
+    /// (reported by `poll_event`).
+    #[inline(always)]
+    fn count_acked(&mut self) {
+        while let Some(m) = self.msgs.get(self.acked) {
+            match m.last_seq {
+                Some(l) if l < self.snd_una => self.acked += 1,
+                _ => break,
+            }
+        }
+    }
+
+    /// Takes in the window the peer advertises.
+    #[inline(always)]
+    fn on_wnd(&mut self, wnd: u64) {
+        if wnd > self.peer_wnd {
+            self.peer_wnd = wnd;
             if !self.window_closed() {
                 self.probe_at = None;
             }
+        }
+    }
+
+    /// Notes an in-order segment received: acknowledge at once after
+    /// `ack_every` of them or when the sender waits, otherwise after `ack_delay`.
+    #[inline(always)]
+    fn owe_ack(&mut self, now: Instant, flags: u8) {
+        self.ack_owed += 1;
+        if self.ack_owed >= self.cfg.ack_every || flags & FLAG_ACK_NOW != 0 {
+            self.ack_now = true;
+        } else if self.ack_at.is_none() {
+            self.ack_at = Some(now + self.cfg.ack_delay);
         }
     }
 
@@ -140,6 +203,7 @@ impl Channel {
         sent
     }
 
+    #[inline]
     pub(super) fn sample_rtt(&mut self, r: Duration) {
         // In nanoseconds (u64: 584 years), which is cheaper than `Duration`'s
         // arithmetic on every acknowledgement.
@@ -210,12 +274,7 @@ impl Channel {
             self.ack_now = true;
             self.drain_held(deliver);
         }
-        self.ack_owed += 1;
-        if self.ack_owed >= self.cfg.ack_every || h.flags & FLAG_ACK_NOW != 0 {
-            self.ack_now = true;
-        } else if self.ack_at.is_none() {
-            self.ack_at = Some(now + self.cfg.ack_delay);
-        }
+        self.owe_ack(now, h.flags);
     }
 
     pub(super) fn drain_held(&mut self, deliver: &mut dyn FnMut(Segment<'_>) -> bool) -> bool {
