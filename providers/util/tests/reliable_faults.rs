@@ -16,10 +16,12 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fabric_testkit::Rng;
-use fabric_util::reliable::{Channel, Config, Event, Header, Kind, Segment, Stats, Violation, FLAG_SUMMED, HEADER_LEN};
+use fabric_util::reliable::{
+    Channel, Config, Event, Header, Kind, Nanos, Segment, Stats, Violation, FLAG_SUMMED, HEADER_LEN,
+};
 
 /// Salt of every generator's seed here. It keeps the sequences these tests were
 /// written and tuned against (the file's own SplitMix64 used to add it); see
@@ -186,7 +188,7 @@ struct NetStats {
 type Filter = Box<dyn FnMut(usize, &Header, Duration) -> bool>;
 
 struct Sim {
-    t0: Instant,
+    t0: Nanos,
     now: Duration,
     rng: Rng,
     faults: Faults,
@@ -238,7 +240,7 @@ fn sizes(rng: &mut Rng, mss: usize, n: usize) -> Vec<usize> {
 
 impl Sim {
     fn new(seed: u64, cfg: Config, faults: Faults, msgs: usize) -> Sim {
-        let t0 = Instant::now();
+        let t0 = Nanos::ZERO;
         let mut rng = salted(seed);
         let mss = cfg.mss;
         let s0 = sizes(&mut rng, mss, msgs);
@@ -291,7 +293,7 @@ impl Sim {
         }
     }
 
-    fn at(&self) -> Instant {
+    fn at(&self) -> Nanos {
         self.t0 + self.now
     }
 

@@ -4,7 +4,7 @@
 use super::UdpRdmEp;
 use fabric_core::prov::AtomicDesc;
 use fabric_core::{OpFlags, Result};
-use std::time::Instant;
+use fabric_util::reliable::Nanos;
 
 impl UdpRdmEp {
     /// Post an atomic; with `inject` its operands are copied now; with `flags`
@@ -13,7 +13,7 @@ impl UdpRdmEp {
     pub(super) fn atomic_common(&self, a: &AtomicDesc, inject: bool, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        let now = Instant::now();
+        let now = Nanos::now();
         let peer = self.check_ready(g, !flags.silent(), a.addr, now)?;
         g.eng.post_atomic(peer, a, inject, flags)?;
         self.pump(g, now);

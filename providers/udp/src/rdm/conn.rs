@@ -6,9 +6,9 @@ use fabric_core::{Address, Error, FiAddr, Result};
 use fabric_util::bind::Bindings;
 use fabric_util::rdm::PeerRx;
 use fabric_util::reliable::Channel;
+use fabric_util::reliable::Nanos;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 /// The peer `id` in `peers`, if it is still there.
 pub(super) fn slot(peers: &mut [Option<Peer>], id: PeerId) -> Option<&mut Peer> {
@@ -21,7 +21,7 @@ impl UdpRdmEp {
     }
 
     /// The peer at `addr`, created if new (`None` when over the peer limit).
-    pub(super) fn peer_by_sock(&self, g: &mut Inner, addr: SocketAddr, now: Instant) -> Option<PeerId> {
+    pub(super) fn peer_by_sock(&self, g: &mut Inner, addr: SocketAddr, now: Nanos) -> Option<PeerId> {
         // The last peer first: datagrams come in runs from one peer.
         if let Some((a, id)) = g.last_sock {
             if a == addr && Self::peer(g, id).is_some() {
@@ -64,7 +64,7 @@ impl UdpRdmEp {
 
     /// The peer behind an AV handle, to post to: `FI_EHOSTUNREACH` when its
     /// channel has failed (and the peer is not yet forgotten).
-    pub(super) fn peer_for(&self, g: &mut Inner, dest: FiAddr, now: Instant) -> Result<PeerId> {
+    pub(super) fn peer_for(&self, g: &mut Inner, dest: FiAddr, now: Nanos) -> Result<PeerId> {
         let v = g.b.av.as_ref().ok_or(Error::NoAv)?.version();
         if g.cache_version != v {
             g.by_addr.clear();

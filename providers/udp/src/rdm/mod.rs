@@ -51,13 +51,14 @@ use fabric_core::{Address, BindFlags, EpType, Error, FiAddr, Info, OpFlags, Resu
 use fabric_util::bind::Bindings;
 use fabric_util::progress::Progress;
 use fabric_util::rdm::{self, Engine, Frame, PeerRx, Violation, HEAD_MAX};
+use fabric_util::reliable::Nanos;
 use fabric_util::reliable::{self, Channel, HEADER_LEN};
 use fabric_util::scaffold;
 use fabric_util::wire::{Header, OpCode};
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The largest unexpected message gathered before a receive is posted for it.
 pub(crate) const UNEXP_MAX_ONE: u64 = 64 << 20;
@@ -148,23 +149,23 @@ struct Inner {
     rbuf: Vec<u8>,
     sbuf: Vec<u8>,
     /// When to look for peers that need a keep-alive.
-    next_keepalive: Instant,
+    next_keepalive: Nanos,
     /// When to look at every peer's channel (`None`: no timer armed).
     /// Conservative: a channel arms no timer sooner than `min_timer` after the
     /// time it is given, so touching channels at `now` lowers this to
     /// `now + min_timer` ([`Inner::timers_armed`]), and a look computes it
     /// exactly.
-    next_scan: Option<Instant>,
+    next_scan: Option<Nanos>,
     /// The shortest time-out a channel arms (the acknowledgement delay, the
-    /// smallest retransmission time-out).
-    min_timer: Duration,
+    /// smallest retransmission time-out), in nanoseconds.
+    min_timer: u64,
 }
 
 impl Inner {
     /// Channels were given datagrams, frames or time at `now`: any timer they
     /// armed falls due no sooner than `now + min_timer`.
-    fn timers_armed(&mut self, now: Instant) {
-        let soon = now + self.min_timer;
+    fn timers_armed(&mut self, now: Nanos) {
+        let soon = now.after(self.min_timer);
         self.next_scan = Some(self.next_scan.map_or(soon, |t| t.min(soon)));
     }
 }
@@ -249,9 +250,12 @@ impl UdpRdmEp {
             touched: Vec::new(),
             rbuf: vec![0u8; DGRAM_MAX + 1],
             sbuf: vec![0u8; cfg.mss + HEADER_LEN],
-            next_keepalive: Instant::now(),
+            next_keepalive: Nanos::now(),
             next_scan: None,
-            min_timer: cfg.ack_delay.min(cfg.rto_min).min(cfg.rto_initial).min(cfg.unreachable_after),
+            min_timer: u64::try_from(
+                cfg.ack_delay.min(cfg.rto_min).min(cfg.rto_initial).min(cfg.unreachable_after).as_nanos(),
+            )
+            .unwrap_or(u64::MAX),
         };
         Ok(Arc::new_cyclic(|me| UdpRdmEp {
             fid: fabric_core::prov::next_fid(),
@@ -282,7 +286,7 @@ impl UdpRdmEp {
 
     /// Whether an operation to `dest` may be posted now (`need_cq`: it completes
     /// on the transmit queue); its peer.
-    fn check_ready(&self, g: &mut Inner, need_cq: bool, dest: FiAddr, now: Instant) -> Result<PeerId> {
+    fn check_ready(&self, g: &mut Inner, need_cq: bool, dest: FiAddr, now: Nanos) -> Result<PeerId> {
         if g.closed || !g.enabled {
             return Err(Error::OpBadState);
         }
@@ -302,7 +306,7 @@ impl UdpRdmEp {
         // Tell peers what we received, so that their last sends complete, and
         // that we are gone, so that what they wait for from us fails now rather
         // than at their time-out (best effort: one try, no retransmission).
-        let now = Instant::now();
+        let now = Nanos::now();
         let mut buf = std::mem::take(&mut g.sbuf);
         for p in g.peers.iter_mut().flatten() {
             if let Some(n) = p.chan.poll_ack(&mut buf) {

@@ -4,8 +4,8 @@
 use super::{UdpRdmEp, COPY_BUDGET, EAGER_MAX, MAX_MSG};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::{Error, OpFlags, Result};
+use fabric_util::reliable::Nanos;
 use fabric_util::rx::IOV_LIMIT;
-use std::time::Instant;
 
 impl UdpRdmEp {
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
@@ -18,7 +18,7 @@ impl UdpRdmEp {
         }
         let mut g = self.lock();
         let g = &mut *g;
-        let now = Instant::now();
+        let now = Nanos::now();
         let peer = self.check_ready(g, inject.is_none(), op.addr, now)?;
         // An eager send is copied and completes now (as tcp's completes once in
         // the socket): the channel delivers it reliably from our copy, and the
@@ -41,7 +41,7 @@ impl UdpRdmEp {
         g.eng.post_recv(&g.b, op, flags, op.addr)?;
         // Clear the rendezvous messages it matched.
         if g.eng.wants_transmit() {
-            self.pump(g, Instant::now());
+            self.pump(g, Nanos::now());
         }
         Ok(())
     }

@@ -21,6 +21,7 @@ use fabric_core::{fi_log, Error, FiAddr};
 use fabric_util::iov::gather;
 use fabric_util::progress::Progress;
 use fabric_util::rdm::{Begin, Ctx, Done, Engine, Frame, PeerRx, Violation};
+use fabric_util::reliable::Nanos;
 use fabric_util::reliable::{self, Event, Segment};
 use fabric_util::wire::{Header, OpCode, HDR_LEN};
 use std::os::fd::{AsRawFd, RawFd};
@@ -131,7 +132,7 @@ impl UdpRdmEp {
     /// gone, its channel failed), what waited for it fails, with the error
     /// returned.
     #[inline]
-    pub(super) fn queue_frame(&self, g: &mut Inner, peer: PeerId, f: Frame, now: Instant) -> Result<(), Error> {
+    pub(super) fn queue_frame(&self, g: &mut Inner, peer: PeerId, f: Frame, now: Nanos) -> Result<(), Error> {
         // A completion waits for this frame's acknowledgement (an eager send, a
         // rendezvous send's data): the peer acknowledges it at once.
         let awaited = match f.done {
@@ -162,14 +163,14 @@ impl UdpRdmEp {
 
     /// Give the engine's frames to their peers' channels, and transmit.
     #[inline]
-    pub(super) fn pump(&self, g: &mut Inner, now: Instant) {
+    pub(super) fn pump(&self, g: &mut Inner, now: Nanos) {
         if g.eng.wants_transmit() {
             self.pump_frames(g, now);
         }
     }
 
     #[inline(never)]
-    fn pump_frames(&self, g: &mut Inner, now: Instant) {
+    fn pump_frames(&self, g: &mut Inner, now: Nanos) {
         // The peer given the last frame; the others in `touched` (the common
         // case, one peer, leaves it empty).
         let mut last: Option<PeerId> = None;
@@ -200,7 +201,7 @@ impl UdpRdmEp {
     /// Ask the peers we wait for answers from, and send nothing else to, for a
     /// sign of life (a keep-alive frame they acknowledge): so that a peer that
     /// died is noticed by its channel's time-out.
-    fn keepalive(&self, g: &mut Inner, now: Instant) {
+    fn keepalive(&self, g: &mut Inner, now: Nanos) {
         if now < g.next_keepalive {
             return;
         }
@@ -240,7 +241,7 @@ impl UdpRdmEp {
     }
 
     /// Transmit what a peer's channel has due.
-    pub(super) fn flush_peer(&self, g: &mut Inner, id: PeerId, now: Instant) {
+    pub(super) fn flush_peer(&self, g: &mut Inner, id: PeerId, now: Nanos) {
         let Inner { peers, sbuf, next_scan, .. } = g;
         let Some(p) = slot(peers, id) else { return };
         let fd = self.sock.as_raw_fd();
@@ -275,7 +276,7 @@ impl UdpRdmEp {
         if g.closed || !g.enabled {
             return;
         }
-        let now = Instant::now();
+        let now = Nanos::now();
         self.receive(g, now);
         self.pump(g, now);
         self.keepalive(g, now);
@@ -289,9 +290,9 @@ impl UdpRdmEp {
     /// ([`Inner::next_scan`]): at the earliest deadline of a channel, or at once
     /// while a peer holds segments (a receive may have been posted, the peer may
     /// have taken its answers).
-    fn scan(&self, g: &mut Inner, now: Instant) {
+    fn scan(&self, g: &mut Inner, now: Nanos) {
         g.next_scan = None;
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Nanos> = None;
         for idx in 0..g.peers.len() {
             let Some(p) = g.peers[idx].as_mut() else { continue };
             let id = PeerId { idx: idx as u32, gen: p.gen };
@@ -320,7 +321,7 @@ impl UdpRdmEp {
     /// Send what the engine queued, tell it the peer's channel events, transmit,
     /// and forget the peer if it broke the protocol, closed, or failed. (The
     /// timers this arms are the caller's to note: [`Inner::timers_armed`].)
-    fn after_channel(&self, g: &mut Inner, id: PeerId, now: Instant) {
+    fn after_channel(&self, g: &mut Inner, id: PeerId, now: Nanos) {
         self.pump(g, now);
         let Some(mut p) = Self::peer(g, id) else { return };
         if p.chan.has_events() {
@@ -356,7 +357,7 @@ impl UdpRdmEp {
     }
 
     /// Read the datagrams waiting on the socket.
-    fn receive(&self, g: &mut Inner, now: Instant) {
+    fn receive(&self, g: &mut Inner, now: Nanos) {
         let mut buf = std::mem::take(&mut g.rbuf);
         let mut got = false;
         let fd = self.sock.as_raw_fd();
@@ -409,7 +410,7 @@ impl UdpRdmEp {
         id: PeerId,
         h: &reliable::Header,
         payload: &[u8],
-        now: Instant,
+        now: Nanos,
     ) -> std::result::Result<(), reliable::Violation> {
         let Inner { peers, eng, b, .. } = g;
         let Some(p) = slot(peers, id) else { return Ok(()) };
@@ -431,7 +432,7 @@ impl UdpRdmEp {
     }
 
     /// Fail everything in flight with a peer and forget it.
-    pub(super) fn peer_down(&self, g: &mut Inner, id: PeerId, err: Error, now: Instant) {
+    pub(super) fn peer_down(&self, g: &mut Inner, id: PeerId, err: Error, now: Nanos) {
         let Some(p) = Self::peer(g, id) else { return };
         // Its frames not yet acknowledged fail (`FI_EHOSTUNREACH`), then what
         // else was in flight with it (`err`).
@@ -461,7 +462,10 @@ impl Progress for UdpRdmEp {
 
     fn next_deadline(&self) -> Option<Instant> {
         let g = self.lock();
-        g.peers.iter().flatten().filter_map(|p| p.chan.poll_timeout()).min()
+        let t = g.peers.iter().flatten().filter_map(|p| p.chan.poll_timeout()).min()?;
+        // The channels' clock to `Instant`'s.
+        let (now, now_ns) = (Instant::now(), Nanos::now());
+        Some(now + t.saturating_duration_since(now_ns))
     }
 }
 

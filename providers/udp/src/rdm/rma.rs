@@ -4,8 +4,8 @@
 use super::{UdpRdmEp, MAX_MSG};
 use fabric_core::prov::{IoVec, RmaOp};
 use fabric_core::{Error, OpFlags, Result};
+use fabric_util::reliable::Nanos;
 use fabric_util::rx::IOV_LIMIT;
-use std::time::Instant;
 
 impl UdpRdmEp {
     pub(super) fn rma_common(&self, op: &RmaOp<'_>, flags: OpFlags, inject: Option<&[u8]>, read: bool) -> Result<()> {
@@ -21,7 +21,7 @@ impl UdpRdmEp {
         }
         let mut g = self.lock();
         let g = &mut *g;
-        let now = Instant::now();
+        let now = Nanos::now();
         let peer = self.check_ready(g, inject.is_none(), op.addr, now)?;
         g.eng.post_rma(&g.b, peer, op, flags, read, inject)?;
         self.pump(g, now);

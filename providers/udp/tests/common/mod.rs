@@ -11,7 +11,7 @@ pub use endpoint::*;
 
 use fabric_core::prov::DomainOps;
 use fabric_core::Info;
-use fabric_util::reliable::{self, Channel, Event, HEADER_LEN};
+use fabric_util::reliable::{self, Channel, Event, Nanos, HEADER_LEN};
 use fabric_util::wire::{Header, HDR_LEN};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -52,7 +52,7 @@ impl Hostile {
             payload_checksum: false,
             ..reliable::Config::default()
         };
-        let chan = Channel::new(cfg, 0x0BAD_BEEF, Instant::now());
+        let chan = Channel::new(cfg, 0x0BAD_BEEF, Nanos::now());
         Hostile {
             sock,
             target,
@@ -70,13 +70,13 @@ impl Hostile {
     pub fn send(&mut self, frame: Vec<u8>) {
         let id = self.next_msg;
         self.next_msg += 1;
-        self.chan.send(Instant::now(), id, frame.len()).expect("the channel is open");
+        self.chan.send(Nanos::now(), id, frame.len()).expect("the channel is open");
         self.sent.insert(id, frame);
     }
 
     /// Send what the channel has due out (first transmissions and
     /// retransmissions), and nothing else: no timeouts, no receiving.
-    pub fn transmit(&mut self, now: Instant) {
+    pub fn transmit(&mut self, now: Nanos) {
         let sent = &self.sent;
         let mut fill = |id: u64, off: usize, buf: &mut [u8]| match sent.get(&id) {
             Some(f) => buf.copy_from_slice(&f[off..off + buf.len()]),
@@ -90,7 +90,7 @@ impl Hostile {
     /// Move datagrams both ways once: what the channel has due out, what the
     /// socket has in.
     pub fn pump_once(&mut self) {
-        let now = Instant::now();
+        let now = Nanos::now();
         if self.chan.poll_timeout().is_some_and(|t| t <= now) {
             self.chan.handle_timeout(now);
         }
@@ -107,7 +107,7 @@ impl Hostile {
         };
         let Ok((h, payload)) = reliable::Header::decode_with(&self.rbuf[..n], false) else { return };
         let Hostile { chan, partial, frames, .. } = self;
-        let _ = chan.handle(Instant::now(), &h, payload, &mut |seg| {
+        let _ = chan.handle(Nanos::now(), &h, payload, &mut |seg| {
             if seg.first {
                 partial.clear();
             }

@@ -1,5 +1,5 @@
 //! Reliable, ordered delivery of messages over an unreliable datagram transport,
-//! as a sans-IO state machine (no sockets, no clock: the caller passes `now`).
+//! as a sans-IO state machine (no sockets, no clock: the caller passes `now`, a [`Nanos`]).
 //!
 //! One [`Channel`] per peer. The sender hands it messages by id and length
 //! ([`Channel::send`]); the channel cuts them into segments of at most `mss` bytes,
@@ -59,12 +59,15 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod clock;
 mod header;
 mod rx;
 mod tx;
 
+use clock::nanos;
+pub use clock::Nanos;
 use header::SACK_SPAN;
 pub use header::*;
 
@@ -117,13 +120,6 @@ impl Default for Config {
 /// before a silent peer is declared unreachable (the back-off stops short of
 /// `rto_max` where it must).
 pub const PROBES_BEFORE_UNREACHABLE: u32 = 8;
-
-/// A duration in nanoseconds, saturated at `u64::MAX` (584 years).
-#[inline]
-fn nanos(d: Duration) -> u64 {
-    // In u64 arithmetic: `as_nanos` computes in u128.
-    d.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(d.subsec_nanos()))
-}
 
 /// [`Channel::rto_cap`] of a configuration.
 fn rto_cap(cfg: &Config) -> Duration {
@@ -211,7 +207,7 @@ struct TxSeg {
     off: usize,
     len: usize,
     flags: u8,
-    sent_at: Instant,
+    sent_at: Nanos,
     /// Sent more than once (its round trip is not sampled: Karn).
     retx: bool,
     /// A selective acknowledgement says the peer has it.
@@ -264,21 +260,23 @@ pub struct Channel {
     srtt: Option<u64>,
     /// Its mean deviation, in nanoseconds.
     rttvar: u64,
-    rto: Duration,
-    /// The largest `rto` ([`Channel::rto_cap`], computed once).
-    rto_cap: Duration,
-    /// `rto_min` and `rto_cap` in nanoseconds (saturated), for the estimate
-    /// computed in nanoseconds.
+    /// The retransmission time-out, in nanoseconds.
+    rto: u64,
+    /// `rto_min`, and the largest `rto` ([`Channel::rto_cap`], computed once),
+    /// in nanoseconds (saturated).
     rto_min_ns: u64,
     rto_cap_ns: u64,
+    /// `ack_delay` and `unreachable_after` in nanoseconds (saturated).
+    ack_delay_ns: u64,
+    unreachable_ns: u64,
     /// When the oldest unacknowledged segment times out.
-    rto_at: Option<Instant>,
+    rto_at: Option<Nanos>,
     /// When to probe a closed window.
-    probe_at: Option<Instant>,
+    probe_at: Option<Nanos>,
     probe_due: bool,
     /// The last time a valid datagram came from the peer, or the time we started
     /// waiting for it.
-    last_heard: Instant,
+    last_heard: Nanos,
 
     // ---- receiving ----
     /// Every segment below this was received.
@@ -292,7 +290,7 @@ pub struct Channel {
     /// In-order segments received since our last acknowledgement.
     ack_owed: u32,
     /// When the delayed acknowledgement is due.
-    ack_at: Option<Instant>,
+    ack_at: Option<Nanos>,
     /// An acknowledgement is due now.
     ack_now: bool,
     /// Buffers of consumed held segments, for reuse.
@@ -304,10 +302,11 @@ pub struct Channel {
 
 impl Channel {
     /// A channel to one peer, sending `epoch` as our incarnation.
-    pub fn new(cfg: Config, epoch: u32, now: Instant) -> Channel {
-        let rto = cfg.rto_initial;
+    pub fn new(cfg: Config, epoch: u32, now: Nanos) -> Channel {
         let cap = rto_cap(&cfg);
         let min_ns = nanos(cfg.rto_min);
+        let (ack_delay_ns, unreachable_ns) = (nanos(cfg.ack_delay), nanos(cfg.unreachable_after));
+        let rto = nanos(cfg.rto_initial);
         let wnd = cfg.window as u64;
         Channel {
             cfg,
@@ -326,9 +325,10 @@ impl Channel {
             srtt: None,
             rttvar: 0,
             rto,
-            rto_cap: cap,
             rto_min_ns: min_ns,
             rto_cap_ns: nanos(cap),
+            ack_delay_ns,
+            unreachable_ns,
             rto_at: None,
             probe_at: None,
             probe_due: false,
@@ -432,8 +432,8 @@ impl Channel {
     /// back-off to `rto_max` would leave room for when `unreachable_after` is
     /// short: with 10 % loss each way, four unanswered probes in a row are
     /// likely enough to happen in a long stall.
-    fn rto_cap(&self) -> Duration {
-        self.rto_cap
+    fn rto_cap(&self) -> u64 {
+        self.rto_cap_ns
     }
 
     /// A message waits to be cut but the peer's window (or our in-flight limit)

@@ -11,7 +11,7 @@ impl Channel {
     /// [`Channel::poll_deliver`]).
     pub fn handle(
         &mut self,
-        now: Instant,
+        now: Nanos,
         h: &Header,
         payload: &[u8],
         deliver: &mut dyn FnMut(Segment<'_>) -> bool,
@@ -36,7 +36,7 @@ impl Channel {
                 // `inflight` holds `snd_una..next_seq`: its last segment is the
                 // newest acknowledged, never retransmitted (`resent_inflight`).
                 if let Some(sent) = self.inflight.back().and_then(|s| (!s.sacked).then_some(s.sent_at)) {
-                    self.sample_rtt(now.saturating_duration_since(sent));
+                    self.sample_rtt(now.nanos_since(sent));
                 }
                 self.inflight.clear();
                 self.snd_una = h.ack;
@@ -80,9 +80,9 @@ impl Channel {
         Ok(())
     }
 
-    pub(super) fn on_ack(&mut self, now: Instant, h: &Header) {
+    pub(super) fn on_ack(&mut self, now: Nanos, h: &Header) {
         if let Some(sent) = self.rtt_sample_from(h) {
-            self.sample_rtt(now.saturating_duration_since(sent));
+            self.sample_rtt(now.nanos_since(sent));
         }
         if h.ack > self.snd_una {
             let n = (h.ack - self.snd_una) as usize;
@@ -99,10 +99,10 @@ impl Channel {
             }
             self.snd_una = h.ack;
             self.count_acked();
-            self.rto_at = if self.inflight.is_empty() { None } else { Some(now + self.rto) };
+            self.rto_at = if self.inflight.is_empty() { None } else { Some(now.after(self.rto)) };
         }
         if h.sack != 0 && !self.inflight.is_empty() {
-            let guard = self.srtt.map_or(self.rto, Duration::from_nanos);
+            let guard = self.srtt.unwrap_or(self.rto);
             let top = h.ack + SACK_SPAN - h.sack.leading_zeros() as u64; // highest sacked seq
             for i in 0..SACK_SPAN {
                 let seq = h.ack + 1 + i;
@@ -117,7 +117,7 @@ impl Channel {
             let end = top.min(self.next_seq);
             for seq in self.snd_una..end {
                 let s = &mut self.inflight[(seq - self.snd_una) as usize];
-                if !s.sacked && !s.queued && now.saturating_duration_since(s.sent_at) >= guard {
+                if !s.sacked && !s.queued && now.nanos_since(s.sent_at) >= guard {
                     s.queued = true;
                     self.retx.push_back(seq);
                 }
@@ -152,12 +152,12 @@ impl Channel {
     /// Notes an in-order segment received: acknowledge at once after
     /// `ack_every` of them or when the sender waits, otherwise after `ack_delay`.
     #[inline(always)]
-    fn owe_ack(&mut self, now: Instant, flags: u8) {
+    fn owe_ack(&mut self, now: Nanos, flags: u8) {
         self.ack_owed += 1;
         if self.ack_owed >= self.cfg.ack_every || flags & FLAG_ACK_NOW != 0 {
             self.ack_now = true;
         } else if self.ack_at.is_none() {
-            self.ack_at = Some(now + self.cfg.ack_delay);
+            self.ack_at = Some(now.after(self.ack_delay_ns));
         }
     }
 
@@ -176,8 +176,8 @@ impl Channel {
     /// retransmitted and its newest segment was not selectively acknowledged
     /// already; a selective acknowledgement is sampled from the newest segment it
     /// reports for the first time.)
-    pub(super) fn rtt_sample_from(&self, h: &Header) -> Option<Instant> {
-        let mut sent: Option<Instant> = None;
+    pub(super) fn rtt_sample_from(&self, h: &Header) -> Option<Nanos> {
+        let mut sent: Option<Nanos> = None;
         if h.ack > self.snd_una {
             let n = (h.ack - self.snd_una) as usize;
             let newest = &self.inflight[n - 1];
@@ -204,10 +204,9 @@ impl Channel {
     }
 
     #[inline]
-    pub(super) fn sample_rtt(&mut self, r: Duration) {
+    pub(super) fn sample_rtt(&mut self, r: u64) {
         // In nanoseconds (u64: 584 years), which is cheaper than `Duration`'s
         // arithmetic on every acknowledgement.
-        let r = nanos(r);
         let s = match self.srtt {
             None => {
                 self.rttvar = r / 2;
@@ -221,7 +220,7 @@ impl Channel {
         self.srtt = Some(s);
         // (`rto_min_ns <= rto_cap_ns`: the cap is at least `rto_min`.)
         let rto = s.saturating_add(self.rttvar.saturating_mul(4).max(100_000));
-        self.rto = Duration::from_nanos(rto.clamp(self.rto_min_ns, self.rto_cap_ns));
+        self.rto = rto.clamp(self.rto_min_ns, self.rto_cap_ns);
     }
 
     pub(super) fn stored(&mut self, flags: u8, payload: &[u8]) -> Held {
@@ -233,7 +232,7 @@ impl Channel {
 
     pub(super) fn on_data(
         &mut self,
-        now: Instant,
+        now: Nanos,
         h: &Header,
         payload: &[u8],
         deliver: &mut dyn FnMut(Segment<'_>) -> bool,

@@ -8,7 +8,7 @@ impl Channel {
     /// callback of [`Channel::poll_transmit`] (perhaps several times) until
     /// [`Event::Acked`] or [`Event::Failed`] for `id` comes out of
     /// [`Channel::poll_event`]. Fails only on a failed or closed channel.
-    pub fn send(&mut self, now: Instant, id: u64, len: usize) -> Result<(), Violation> {
+    pub fn send(&mut self, now: Nanos, id: u64, len: usize) -> Result<(), Violation> {
         self.push(now, id, len, false)
     }
 
@@ -16,11 +16,11 @@ impl Channel {
     /// acknowledgement (it completes on it): its last segment carries
     /// [`FLAG_ACK_NOW`], so the receiver acknowledges it at once instead of after
     /// its delay, even if it then stops making progress.
-    pub fn send_awaited(&mut self, now: Instant, id: u64, len: usize) -> Result<(), Violation> {
+    pub fn send_awaited(&mut self, now: Nanos, id: u64, len: usize) -> Result<(), Violation> {
         self.push(now, id, len, true)
     }
 
-    pub(super) fn push(&mut self, now: Instant, id: u64, len: usize, awaited: bool) -> Result<(), Violation> {
+    pub(super) fn push(&mut self, now: Nanos, id: u64, len: usize, awaited: bool) -> Result<(), Violation> {
         if self.failed {
             return Err(Violation::Closed);
         }
@@ -33,32 +33,32 @@ impl Channel {
     }
 
     /// The earliest time [`Channel::handle_timeout`] has work.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         if self.failed {
             return None;
         }
-        let dead = self.waiting().then(|| self.last_heard + self.cfg.unreachable_after);
+        let dead = self.waiting().then(|| self.last_heard.after(self.unreachable_ns));
         [self.ack_at, self.rto_at, self.probe_at, dead].into_iter().flatten().min()
     }
 
     /// Whether [`Channel::handle_timeout`] has work at `now` (what
     /// `poll_timeout().is_some_and(|t| t <= now)` says, without computing the
     /// earliest deadline).
-    pub fn timer_due(&self, now: Instant) -> bool {
-        let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+    pub fn timer_due(&self, now: Nanos) -> bool {
+        let due = |t: Option<Nanos>| t.is_some_and(|t| t <= now);
         !self.failed
             && (due(self.ack_at)
                 || due(self.rto_at)
                 || due(self.probe_at)
-                || (self.waiting() && self.last_heard + self.cfg.unreachable_after <= now))
+                || (self.waiting() && self.last_heard.after(self.unreachable_ns) <= now))
     }
 
     /// Run the timers due at `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         if self.failed {
             return;
         }
-        if self.waiting() && now.saturating_duration_since(self.last_heard) >= self.cfg.unreachable_after {
+        if self.waiting() && now.nanos_since(self.last_heard) >= self.unreachable_ns {
             self.close();
             return;
         }
@@ -74,14 +74,14 @@ impl Channel {
                     self.retx.push_back(self.snd_una + i as u64);
                 }
             }
-            self.rto = (self.rto * 2).min(self.rto_cap());
-            self.rto_at = if self.inflight.is_empty() { None } else { Some(now + self.rto) };
+            self.rto = self.rto.saturating_mul(2).min(self.rto_cap());
+            self.rto_at = if self.inflight.is_empty() { None } else { Some(now.after(self.rto)) };
         }
         if self.probe_at.is_some_and(|t| now >= t) {
             if self.window_closed() {
                 self.probe_due = true;
-                self.rto = (self.rto * 2).min(self.rto_cap());
-                self.probe_at = Some(now + self.rto);
+                self.rto = self.rto.saturating_mul(2).min(self.rto_cap());
+                self.probe_at = Some(now.after(self.rto));
             } else {
                 self.probe_at = None;
             }
@@ -94,7 +94,7 @@ impl Channel {
     /// `buf`.
     pub fn poll_transmit(
         &mut self,
-        now: Instant,
+        now: Nanos,
         out: &mut [u8],
         fill: &mut dyn FnMut(u64, usize, &mut [u8]),
     ) -> Option<usize> {
@@ -120,7 +120,7 @@ impl Channel {
             let (msg, off, len, flags) = (s.msg, s.off, s.len, s.flags);
             self.stats.retransmits += 1;
             if self.rto_at.is_none() {
-                self.rto_at = Some(now + self.rto);
+                self.rto_at = Some(now.after(self.rto));
             }
             return Some(self.data_dgram(out, seq, msg, off, len, flags, fill));
         }
@@ -156,12 +156,12 @@ impl Channel {
             });
             self.stats.segments_sent += 1;
             if self.rto_at.is_none() {
-                self.rto_at = Some(now + self.rto);
+                self.rto_at = Some(now.after(self.rto));
             }
             return Some(self.data_dgram(out, seq, msg, off, len, flags, fill));
         }
         if self.window_closed() && self.inflight.is_empty() && self.probe_at.is_none() {
-            self.probe_at = Some(now + self.rto);
+            self.probe_at = Some(now.after(self.rto));
         }
         if self.probe_due {
             self.probe_due = false;
