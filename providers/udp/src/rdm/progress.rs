@@ -8,7 +8,7 @@
 //! | a segment, `first` | decodes the header | [`Engine::begin`] |
 //! | its bytes | | [`Engine::write`] |
 //! | `last` | | [`Engine::end`] |
-//! | `Event::Acked(id)` | the peer's oldest frame (`Peer::frames`) | [`Engine::frame_done`] |
+//! | `Event::Acked(id)` | the peer's oldest frame (`Peer::frames`) | [`Engine::frame_done_in`] |
 //! | `Event::Failed(id)` | | [`Engine::frame_failed`] |
 //! | [`Channel::send`] | the peer's newest frame | [`Engine::poll_transmit`] |
 
@@ -231,11 +231,15 @@ impl UdpRdmEp {
             if p.frames.front().is_some_and(|f| f.op == OpCode::Msg) {
                 *sends -= 1;
             }
-            match p.frames.pop_front() {
-                Some(f) if ok => eng.frame_done(cx, id, Some(&mut p.pr), f),
+            if ok {
+                // Completed in place, then dropped: the frame is not moved.
+                if let Some(f) = p.frames.front_mut() {
+                    eng.frame_done_in(cx, id, Some(&mut p.pr), f);
+                    p.frames.pop_front();
+                }
+            } else if let Some(f) = p.frames.pop_front() {
                 // The frame is lost, and with it what waited for it.
-                Some(f) => eng.frame_failed(cx.b, id, f, Error::HostUnreach),
-                None => {}
+                eng.frame_failed(cx.b, id, f, Error::HostUnreach);
             }
         }
     }

@@ -411,7 +411,15 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
 
     /// Frame `f` to `peer` was sent (for a stream: written; for a reliable
     /// channel: acknowledged). `pr`: the peer's state, where it still has some.
+    #[inline]
     pub fn frame_done(&mut self, cx: Ctx<'_>, peer: P, pr: Option<&mut PeerRx>, mut f: Frame) {
+        self.frame_done_in(cx, peer, pr, &mut f);
+    }
+
+    /// [`Engine::frame_done`] for a frame the transport keeps (and drops
+    /// after): completes what waited for `f` and takes back its buffers (its
+    /// owned payload and piece list, left empty), without moving the frame.
+    pub fn frame_done_in(&mut self, cx: Ctx<'_>, peer: P, pr: Option<&mut PeerRx>, f: &mut Frame) {
         match f.done {
             Done::Nothing | Done::Cleared(_) => {}
             Done::Send { context, flags, len, comp } => {
@@ -432,7 +440,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if let Some(v) = f.owned.take() {
             self.recycle(v);
         }
-        self.recycle_pieces(&mut f);
+        self.recycle_pieces(f);
     }
 
     /// Frame `f` to `peer` will not be sent (`err`: why).
