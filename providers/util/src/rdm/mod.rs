@@ -247,6 +247,7 @@ impl Frame {
     }
 
     /// [`Frame::new`], taking a list for several pieces from `spare`.
+    #[inline]
     fn build(hdr: &Header, prefix: &[u8], iov: &[IoVec], done: Done, spare: &mut Vec<Vec<IoVec>>) -> Frame {
         let mut head = [0u8; HEAD_MAX];
         hdr.encode_into(&mut head);

@@ -125,13 +125,10 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
                 b.tx_done(e, comp);
                 Frame::owned(&hdr, &[], v, Done::Copied(len))
             } else {
-                Frame::build(
-                    &hdr,
-                    &[],
-                    op.iov,
-                    Done::Send { context: op.context, flags: cq_flags, len, comp },
-                    &mut self.spare,
-                )
+                // The common send: built straight into the queue.
+                let done = Done::Send { context: op.context, flags: cq_flags, len, comp };
+                self.out.push_back((peer, Frame::build(&hdr, &[], op.iov, done, &mut self.spare)));
+                return Ok(());
             }
         } else {
             // Fetch mode: the receiver reads the data and its `Cts` comes once
