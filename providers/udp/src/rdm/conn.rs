@@ -21,6 +21,7 @@ impl UdpRdmEp {
     }
 
     /// The peer at `addr`, created if new (`None` when over the peer limit).
+    #[inline]
     pub(super) fn peer_by_sock(&self, g: &mut Inner, addr: SocketAddr, now: Nanos) -> Option<PeerId> {
         // The last peer first: datagrams come in runs from one peer.
         if let Some((a, id)) = g.last_sock {
@@ -28,6 +29,12 @@ impl UdpRdmEp {
                 return Some(id);
             }
         }
+        self.peer_by_sock_slow(g, addr, now)
+    }
+
+    /// [`UdpRdmEp::peer_by_sock`] past the last peer: the map, or a peer created.
+    #[inline(never)]
+    fn peer_by_sock_slow(&self, g: &mut Inner, addr: SocketAddr, now: Nanos) -> Option<PeerId> {
         if let Some(&id) = g.by_sock.get(&addr) {
             g.last_sock = Some((addr, id));
             return Some(id);
