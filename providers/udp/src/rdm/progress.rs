@@ -322,18 +322,17 @@ impl UdpRdmEp {
         };
     }
 
-    /// Send what the engine queued, tell it the peer's channel events, transmit,
+    /// Tell the engine the peer's channel events, send what the engine queued, transmit,
     /// and forget the peer if it broke the protocol, closed, or failed. (The
     /// timers this arms are the caller's to note: [`Inner::timers_armed`].)
     fn after_channel(&self, g: &mut Inner, id: PeerId, now: Nanos) {
-        self.pump(g, now);
-        let Some(mut p) = Self::peer(g, id) else { return };
-        if p.chan.has_events() {
+        // The channel's events first, then the engine's frames (those the
+        // datagram caused and those the events caused, in the engine's order).
+        if Self::peer(g, id).is_some_and(|p| p.chan.has_events()) {
             self.channel_events(g, id);
-            self.pump(g, now);
-            let Some(q) = Self::peer(g, id) else { return };
-            p = q;
         }
+        self.pump(g, now);
+        let Some(p) = Self::peer(g, id) else { return };
         if let Some(v) = p.broken.take() {
             if v.why.is_empty() {
                 fi_log!(Level::Info, NAME, "ep_data", "peer {} closed its endpoint", p.addr);
