@@ -4,7 +4,8 @@
 //! libfabric's `lf_inproc`, so `instr.sh` counts both the same way) and the criterion
 //! bench `inproc` run it.
 
-use fabric::{AvAttr, BindFlags, Buf, Caps, CompletionQueue, CqAttr, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
+use crate::bound_endpoint;
+use fabric::{Buf, Caps, CompletionQueue, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
 use fabric::{OpBuffers, Result};
 
 /// The tag every message carries.
@@ -62,17 +63,8 @@ impl InProc {
         let info = fabric::getinfo(&hints)?.remove(0);
         let fab = Fabric::open(&info)?;
         let dom = fab.domain(&info)?;
-        let mk = || -> Result<_> {
-            let cq = dom.cq(CqAttr::default())?;
-            let av = dom.av(AvAttr::default())?;
-            let ep = dom.endpoint(&info)?;
-            ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
-            ep.bind_av(&av)?;
-            ep.enable()?;
-            Ok((ep, cq, av))
-        };
-        let (a, qa, ava) = mk()?;
-        let (b, qb, avb) = mk()?;
+        let (a, qa, ava) = bound_endpoint(&dom, &info)?;
+        let (b, qb, avb) = bound_endpoint(&dom, &info)?;
         let to_b = ava.insert_one(&b.name()?)?;
         let to_a = avb.insert_one(&a.name()?)?;
         let slots = std::array::from_fn(|_| Some(Buf::new(size)));

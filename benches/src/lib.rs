@@ -9,7 +9,8 @@
 
 pub mod inproc;
 
-use fabric::{AvAttr, BindFlags, CompletionQueue, CqAttr, Endpoint, EpType, Fabric, FiAddr, Hints, Result};
+use fabric::{AddressVector, AvAttr, BindFlags, CompletionQueue, CqAttr, Domain, Endpoint, EpType, Fabric, FiAddr};
+use fabric::{Hints, Info, Result};
 
 /// One side of an in-process RDM pair.
 pub struct Side {
@@ -23,6 +24,17 @@ pub struct Side {
     pub peer: FiAddr,
 }
 
+/// An enabled endpoint of `dom` with its own CQ (transmit and receive) and AV.
+pub fn bound_endpoint(dom: &Domain, info: &Info) -> Result<(Endpoint, CompletionQueue, AddressVector)> {
+    let cq = dom.cq(CqAttr::default())?;
+    let av = dom.av(AvAttr::default())?;
+    let ep = dom.endpoint(info)?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+    ep.bind_av(&av)?;
+    ep.enable()?;
+    Ok((ep, cq, av))
+}
+
 /// Two RDM endpoints of `prov` on loopback, each with its own domain, CQ and AV.
 pub fn rdm_pair(prov: &str) -> Result<(Side, Side)> {
     let hints = Hints::new().provider(prov).ep_type(EpType::Rdm).node("127.0.0.1").source(true);
@@ -30,12 +42,7 @@ pub fn rdm_pair(prov: &str) -> Result<(Side, Side)> {
     let fab = Fabric::open(&info)?;
     let mk = || -> Result<_> {
         let dom = fab.domain(&info)?;
-        let cq = dom.cq(CqAttr::default())?;
-        let av = dom.av(AvAttr::default())?;
-        let ep = dom.endpoint(&info)?;
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
-        ep.bind_av(&av)?;
-        ep.enable()?;
+        let (ep, cq, av) = bound_endpoint(&dom, &info)?;
         Ok((ep, cq, av, dom))
     };
     let (e1, c1, a1, d1) = mk()?;

@@ -77,7 +77,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         self.post_send_with(b, peer, op, flags, inject, copy, |_| Ok(RtsPayload::default()))
     }
 
-    /// [`Engine::post_send`] for a fetch-mode transport: a message that goes by
+    /// [`Engine::post_send`] for a stream transport with nothing queued to `peer`,
+    /// which can write at once: a message that goes by
     /// rendezvous asks `rts` for its announcement's payload (given the message's
     /// pieces); its error fails the post, with nothing queued. `rts` is not
     /// called for an eager message, nor outside fetch mode.
