@@ -47,7 +47,6 @@ use fabric_util::av::UtilAv;
 use fabric_util::bind::Bindings;
 use fabric_util::progress::Progress;
 use socket2::{InterfaceIndexOrAddress, SockAddr, Socket};
-use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -73,13 +72,107 @@ const RECV_FLAGS: Caps = Caps::RECV.union(Caps::MSG);
 const SEND_FLAGS: Caps = Caps::SEND.union(Caps::MSG);
 
 /// A posted receive.
+#[derive(Clone, Copy)]
 struct PostedRx {
     context: u64,
     user_context: u64,
+    /// Its pieces: the first `niov`.
     iov: [IoVec; IOV_LIMIT],
     niov: usize,
     /// Posted with `FI_COMPLETION` ([`Bindings::rx_done`]).
     comp: bool,
+}
+
+const NO_RX: PostedRx = PostedRx {
+    context: 0,
+    user_context: 0,
+    iov: [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT],
+    niov: 0,
+    comp: false,
+};
+
+/// The posted receives, oldest first: a ring whose entries are written where
+/// they lie when posted and read there when filled, so a receive is never moved.
+struct RxRing {
+    /// `slots.len()` is a power of two; the entries outside the `len` posted
+    /// ones, from `head` on (wrapping), are stale.
+    slots: Box<[PostedRx]>,
+    /// The oldest posted receive, when `len > 0`: always `< slots.len()`.
+    head: usize,
+    /// How many are posted: `<= slots.len()`.
+    len: usize,
+}
+
+impl RxRing {
+    /// Room for `n` receives (at least 1), allocated now, never again.
+    fn with_room(n: usize) -> Result<RxRing> {
+        let cap = n.max(1).next_power_of_two();
+        let mut v = Vec::new();
+        v.try_reserve_exact(cap).map_err(|_| Error::NoMem)?;
+        v.resize(cap, NO_RX);
+        Ok(RxRing { slots: v.into_boxed_slice(), head: 0, len: 0 })
+    }
+
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn front(&self) -> Option<&PostedRx> {
+        (self.len > 0).then(|| &self.slots[self.head])
+    }
+
+    /// Forget the oldest receive (there is one).
+    fn pop(&mut self) {
+        debug_assert!(self.len > 0);
+        self.head = (self.head + 1) & self.mask();
+        self.len -= 1;
+    }
+
+    /// The entry after the newest, to be filled and then made posted by `commit`;
+    /// `None` when the ring is full.
+    fn next_free(&mut self) -> Option<&mut PostedRx> {
+        if self.len == self.slots.len() {
+            return None;
+        }
+        let i = (self.head + self.len) & self.mask();
+        Some(&mut self.slots[i])
+    }
+
+    /// The entry `next_free` gave is posted.
+    fn commit(&mut self) {
+        debug_assert!(self.len < self.slots.len());
+        self.len += 1;
+    }
+
+    /// Keep, in order, only the receives `keep` says yes to.
+    fn retain(&mut self, mut keep: impl FnMut(&PostedRx) -> bool) {
+        let mask = self.mask();
+        let mut kept = 0;
+        for r in 0..self.len {
+            let from = (self.head + r) & mask;
+            if keep(&self.slots[from]) {
+                self.slots[(self.head + kept) & mask] = self.slots[from];
+                kept += 1;
+            }
+        }
+        self.len = kept;
+    }
+}
+
+/// The last sender looked up in the AV: an IPv4 sender by its [`RawSource::key`],
+/// any other by its address.
+#[derive(Clone, Copy)]
+struct SrcCache {
+    /// The AV's version when `handle` was found: stale once it differs.
+    version: u64,
+    /// The sender's key, 0 for a sender that is not IPv4 (then `addr` names it).
+    key: u64,
+    addr: Option<SocketAddr>,
+    handle: FiAddr,
 }
 
 /// A multicast group slot; its handle is `(gen << 32) | index`.
@@ -108,11 +201,11 @@ struct Inner {
     /// address bound.
     name: Option<SocketAddr>,
     /// Posted receives, oldest first.
-    rxq: VecDeque<PostedRx>,
+    rxq: RxRing,
     /// Joined multicast groups.
     mcs: Vec<McSlot>,
-    /// The last sender looked up: (AV version, sender, its handle).
-    src_cache: Option<(u64, SocketAddr, FiAddr)>,
+    /// The last sender looked up.
+    src_cache: Option<SrcCache>,
     /// The last destination of a send through the AV: (AV version, handle, its
     /// socket address), so that a stream of sends to one peer converts nothing.
     dst_cache: Option<(u64, FiAddr, SockAddr)>,
@@ -136,19 +229,32 @@ pub(crate) struct DgramEp {
 }
 
 /// The handle of `src` in `av` (`FI_ADDR_NOTAVAIL` if absent), remembering the
-/// last answer while the AV does not change.
-fn source(av: Option<&Arc<UtilAv>>, cache: &mut Option<(u64, SocketAddr, FiAddr)>, src: Option<SocketAddr>) -> FiAddr {
-    let (Some(av), Some(src)) = (av, src) else { return FiAddr::NOTAVAIL };
+/// last answer while the AV does not change: an IPv4 sender met last time costs
+/// one compare of its key.
+#[inline]
+fn source(av: Option<&Arc<UtilAv>>, cache: &mut Option<SrcCache>, src: &sock::RawSource) -> FiAddr {
+    let Some(av) = av else { return FiAddr::NOTAVAIL };
     // The version is read before the lookup, so a cached answer is never stale.
     let v = av.version();
-    if let Some((cv, ca, h)) = *cache {
-        if cv == v && ca == src {
-            return h;
+    let key = src.key();
+    match cache {
+        Some(c) if key != 0 && c.key == key && c.version == v => c.handle,
+        _ => source_slow(av, cache, src, key, v),
+    }
+}
+
+/// [`source`] for a sender not met last time, or not IPv4.
+#[inline(never)]
+fn source_slow(av: &UtilAv, cache: &mut Option<SrcCache>, src: &sock::RawSource, key: u64, v: u64) -> FiAddr {
+    let Some(addr) = src.addr() else { return FiAddr::NOTAVAIL };
+    if let Some(c) = cache {
+        if key == 0 && c.key == 0 && c.version == v && c.addr == Some(addr) {
+            return c.handle;
         }
     }
-    let h = av.find(&Address::Sockaddr(src)).unwrap_or(FiAddr::NOTAVAIL);
-    *cache = Some((v, src, h));
-    h
+    let handle = av.find(&Address::Sockaddr(addr)).unwrap_or(FiAddr::NOTAVAIL);
+    *cache = Some(SrcCache { version: v, key, addr: Some(addr), handle });
+    handle
 }
 
 impl DgramEp {
@@ -175,8 +281,7 @@ impl DgramEp {
             0 => QUEUE_SIZE,
             n => n.min(1 << 16),
         };
-        let mut rxq = VecDeque::new();
-        rxq.try_reserve_exact(rx_size).map_err(|_| Error::NoMem)?;
+        let rxq = RxRing::with_room(rx_size)?;
         let inner = Inner {
             enabled: false,
             closed: false,
@@ -218,6 +323,27 @@ impl DgramEp {
     /// entry's (kept in `dst_cache` while the AV does not change: the version is
     /// read before the lookup, so a cached answer is never stale).
     fn dest<'a>(
+        &self,
+        g: &'a mut Inner,
+        mc: &'a mut Option<SockAddr>,
+        addr: FiAddr,
+        flags: OpFlags,
+    ) -> Result<(&'a Socket, &'a SockAddr)> {
+        // The common case first: the destination of the last send, the AV unchanged.
+        let hit = !flags.contains(OpFlags::MULTICAST)
+            && matches!((&g.b.av, &g.dst_cache), (Some(av), Some((cv, ca, _))) if *ca == addr && av.version() == *cv);
+        if hit {
+            return match (g.sock.as_ref(), g.dst_cache.as_ref()) {
+                (Some(sock), Some((_, _, sa))) => Ok((sock, sa)),
+                _ => Err(Error::OpBadState),
+            };
+        }
+        self.dest_slow(g, mc, addr, flags)
+    }
+
+    /// [`dest`](Self::dest) for any other destination.
+    #[inline(never)]
+    fn dest_slow<'a>(
         &self,
         g: &'a mut Inner,
         mc: &'a mut Option<SockAddr>,
@@ -313,21 +439,28 @@ impl DgramEp {
                     }
                 }
             };
+            let mut src = sock::RawSource::new();
+            let iov = &rx.iov[..rx.niov];
             // SAFETY: the buffers of a posted receive are valid for writes and the
             // provider's alone until its completion is written (post_recv's
             // contract); it is still posted (it leaves the queue only below, or in
             // cancel and close, under this lock).
-            let r = unsafe { sock::recv_iov(sock, &rx.iov[..rx.niov]) };
+            let r = unsafe { sock::recv_raw(sock, iov, &mut src) };
             match r {
-                Ok(d) => {
-                    let Some(rx) = rxq.pop_front() else { break };
+                Ok(size) => {
+                    let cap = match iov {
+                        [v] => v.len,
+                        _ => IoVec::total(iov),
+                    };
                     let mut e = CqEntry::new(rx.context, RECV_FLAGS);
-                    e.len = d.len;
-                    e.src = source(b.av.as_ref(), src_cache, d.src);
-                    if d.size > d.len {
-                        b.rx_err(e, d.size - d.len, Error::Trunc);
+                    let comp = rx.comp;
+                    rxq.pop();
+                    e.len = size.min(cap);
+                    e.src = source(b.av.as_ref(), src_cache, &src);
+                    if size > cap {
+                        b.rx_err(e, size - cap, Error::Trunc);
                     } else {
-                        b.rx_done(e, rx.comp);
+                        b.rx_done(e, comp);
                     }
                 }
                 Err(Error::Again) => break,
@@ -378,9 +511,10 @@ impl DgramEp {
         }
         g.closed = true;
         let Inner { rxq, b, mcs, sock, dropped, .. } = g;
-        for rx in rxq.drain(..) {
+        rxq.retain(|rx| {
             b.rx_err(CqEntry::new(rx.context, RECV_FLAGS), 0, Error::Canceled);
-        }
+            false
+        });
         // Closing the socket leaves its groups; no handle names them any more.
         for s in mcs.iter_mut() {
             s.group = None;
@@ -496,10 +630,11 @@ impl EndpointOps for DgramEp {
         if g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
-        if op.iov.len() > IOV_LIMIT {
-            return Err(Error::Inval);
-        }
-        let len = IoVec::total(op.iov);
+        let len = match op.iov {
+            [v] => v.len,
+            iov if iov.len() <= IOV_LIMIT => IoVec::total(iov),
+            _ => return Err(Error::Inval),
+        };
         if len > self.max_msg {
             fi_log!(Level::Debug, NAME, "ep_data", "send of {len} bytes: above max_msg_size {}", self.max_msg);
             return Err(Error::MsgSize);
@@ -530,16 +665,21 @@ impl EndpointOps for DgramEp {
         if g.b.rx_cq.is_none() {
             return Err(Error::NoCq);
         }
-        if op.iov.len() > IOV_LIMIT {
+        let n = op.iov.len();
+        if n > IOV_LIMIT {
             return Err(Error::Inval);
         }
-        if g.rxq.len() >= self.rx_size {
+        if g.rxq.len >= self.rx_size {
             return Err(Error::Again);
         }
-        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
-        iov[..op.iov.len()].copy_from_slice(op.iov);
-        let comp = flags.contains(OpFlags::COMPLETION);
-        g.rxq.push_back(PostedRx { context: op.context, user_context: op.user_context, iov, niov: op.iov.len(), comp });
+        // Written where it will be read: the ring has room for rx_size >= len + 1.
+        let Some(rx) = g.rxq.next_free() else { return Err(Error::Again) };
+        rx.context = op.context;
+        rx.user_context = op.user_context;
+        rx.iov[..n].copy_from_slice(op.iov);
+        rx.niov = n;
+        rx.comp = flags.contains(OpFlags::COMPLETION);
+        g.rxq.commit();
         Ok(())
     }
 
@@ -559,7 +699,7 @@ impl EndpointOps for DgramEp {
     fn cancel(&self, user_context: u64) -> Result<()> {
         let mut g = self.lock();
         let Inner { rxq, b, .. } = &mut *g;
-        let before = rxq.len();
+        let before = rxq.len;
         rxq.retain(|rx| {
             if rx.user_context == user_context {
                 b.rx_err(CqEntry::new(rx.context, RECV_FLAGS), 0, Error::Canceled);
@@ -568,7 +708,7 @@ impl EndpointOps for DgramEp {
                 true
             }
         });
-        if rxq.len() < before {
+        if rxq.len < before {
             Ok(())
         } else {
             Err(Error::NoEnt)

@@ -229,6 +229,85 @@ unsafe fn source_of(p: *const libc::sockaddr_storage, len: libc::socklen_t) -> O
     sa.as_socket().map(unmap)
 }
 
+/// A sender's address as [`recv_raw`] leaves it: the kernel's bytes, read only
+/// when needed. An IPv4 sender (the common case) is compared and remembered by its
+/// [`key`](RawSource::key) alone, without building a `SocketAddr`.
+pub(crate) struct RawSource {
+    storage: std::mem::MaybeUninit<libc::sockaddr_storage>,
+    len: libc::socklen_t,
+}
+
+impl RawSource {
+    /// Room for any sender's address; none yet.
+    pub(crate) fn new() -> RawSource {
+        RawSource { storage: std::mem::MaybeUninit::uninit(), len: 0 }
+    }
+
+    /// An IPv4 sender's address and port in one nonzero word (bit 48 set), or 0 for
+    /// any other sender (or none).
+    #[inline]
+    pub(crate) fn key(&self) -> u64 {
+        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
+            return 0;
+        }
+        // SAFETY: `len` bytes of the storage were written by the kernel (set only
+        // by `recv_raw` from the length it returned); `ss_family` lies within the
+        // first bytes of any address.
+        let fam = unsafe { (*self.storage.as_ptr()).ss_family };
+        if fam as i32 != libc::AF_INET {
+            return 0;
+        }
+        // SAFETY: an AF_INET address of full length: a `sockaddr_in` was written.
+        let sin = unsafe { &*(self.storage.as_ptr() as *const libc::sockaddr_in) };
+        (1 << 48) | (u64::from(u32::from_be(sin.sin_addr.s_addr)) << 16) | u64::from(u16::from_be(sin.sin_port))
+    }
+
+    /// The sender's address (IPv4-mapped IPv6 addresses given as IPv4), `None`
+    /// when the kernel gave none.
+    pub(crate) fn addr(&self) -> Option<SocketAddr> {
+        let len = self.len.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
+        // SAFETY: the first `len` bytes of the storage were written by the kernel.
+        unsafe { source_of(self.storage.as_ptr(), len) }
+    }
+}
+
+/// Take one datagram from `sock` as [`recv_iov`] does, leaving its sender in
+/// `src` as the kernel wrote it: the datagram's size (more than the buffers hold
+/// when it was truncated to them).
+///
+/// # Safety
+/// As [`recv_iov`]: every `IoVec` in `iov` must be valid for writes of its length
+/// and not be read or written by anyone else for the duration of the call.
+#[inline]
+pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource) -> Result<usize> {
+    if iov.len() > MAX_IOV {
+        return Err(Error::Inval);
+    }
+    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = src.storage.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = as_iovecs(iov);
+    msg.msg_iovlen = iov.len() as _;
+    loop {
+        // SAFETY: as in `recv_iov`: `msg` points to `src`'s storage (its size
+        // given) and to `iov.len()` iovecs valid for writes (the caller's
+        // contract); the kernel writes at most those lengths.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        if n >= 0 {
+            src.len = msg.msg_namelen;
+            return Ok(n as usize);
+        }
+        let errno = std::io::Error::last_os_error();
+        if errno.raw_os_error() == Some(libc::EAGAIN) {
+            return Err(Error::Again);
+        }
+        if errno.kind() != std::io::ErrorKind::Interrupted {
+            return Err(errno.into());
+        }
+    }
+}
+
 /// Drop one datagram waiting on `sock` without copying it: its size and sender.
 /// `Err(Again)` when none is waiting.
 pub(crate) fn discard(sock: &Socket) -> Result<Datagram> {
@@ -294,6 +373,36 @@ mod tests {
         wait_readable(&b);
         assert_eq!(discard(&b).unwrap(), Datagram { len: 0, size: 4, src: Some(an) });
         assert_eq!(discard(&b).unwrap_err(), Error::Again);
+    }
+
+    #[test]
+    fn raw_sources_key_ipv4_senders() {
+        let (a, an, b, bn) = pair();
+        let (c, cn, _, _) = pair();
+        send_slice(&a, b"one", &bn.into()).unwrap();
+        send_slice(&c, b"two", &bn.into()).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            wait_readable(&b);
+            let mut buf = [0u8; 2];
+            let out = [IoVec { base: buf.as_mut_ptr(), len: 2 }];
+            let mut src = RawSource::new();
+            // SAFETY: one live, unaliased array.
+            let n = unsafe { recv_raw(&b, &out, &mut src) }.unwrap();
+            assert_eq!(n, 3, "the datagram's size, beyond the buffer");
+            got.push((src.key(), src.addr().unwrap(), buf));
+        }
+        let key = |sa: SocketAddr| match sa {
+            SocketAddr::V4(v) => (1u64 << 48) | (u64::from(u32::from(*v.ip())) << 16) | u64::from(v.port()),
+            SocketAddr::V6(_) => 0,
+        };
+        assert_eq!(got[0], (key(an), an, *b"on"));
+        assert_eq!(got[1], (key(cn), cn, *b"tw"));
+        assert_ne!(got[0].0, got[1].0);
+        let mut src = RawSource::new();
+        assert_eq!(src.key(), 0, "no sender yet");
+        // SAFETY: no pieces.
+        assert_eq!(unsafe { recv_raw(&b, &[], &mut src) }.unwrap_err(), Error::Again);
     }
 
     #[test]
