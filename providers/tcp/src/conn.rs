@@ -148,16 +148,36 @@ impl Conn {
 
     /// Receive into the (empty) stage. `Ok(0)` is never returned: end of stream is
     /// `Err(ConnReset)`; no data yet is `Err(Again)`.
+    #[inline]
     pub fn fill(&mut self) -> Result<usize> {
         debug_assert_eq!(self.staged(), 0);
         self.stage_lo = 0;
         self.stage_hi = 0;
-        let n = recv(self.fd(), &mut self.stage)?;
+        // SAFETY: the stage is valid for writes of its length.
+        let r = unsafe {
+            libc::recv(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, self.stage.len(), libc::MSG_DONTWAIT)
+        };
+        let n = if r > 0 { r as usize } else { self.fill_failed(r)? };
         self.stage_hi = n;
         // A short read drained the socket: the next read would most likely find
         // nothing, so this progress call stops once the staged bytes are used.
         self.drained = n < self.stage.len();
         Ok(n)
+    }
+
+    /// [`Conn::fill`] whose `recv` returned `r` (0 or less): end of stream, no
+    /// data yet, an error; interrupted, it receives again.
+    #[cold]
+    #[inline(never)]
+    fn fill_failed(&mut self, r: isize) -> Result<usize> {
+        if r == 0 {
+            return Err(Error::ConnReset);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return recv(self.fd(), &mut self.stage);
+        }
+        Err(e.into())
     }
 
     /// Gather the header from staged bytes; `true` once all 40 bytes are in.

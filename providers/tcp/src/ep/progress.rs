@@ -40,6 +40,16 @@ impl Ready {
     }
 }
 
+/// What [`TcpEp::progress_solo`] did.
+enum Solo {
+    /// All there was: nothing came, or every byte read went to the engine.
+    Done,
+    /// Not for it (or it stopped at something else): the full pass runs.
+    Full,
+    /// The connection failed: the error and why.
+    Fail(Error, String),
+}
+
 impl TcpEp {
     /// The engine's frames that will not be written (their connection is gone)
     /// fail; control frames are dropped.
@@ -110,6 +120,16 @@ impl TcpEp {
         if g.closed {
             return;
         }
+        match self.progress_solo(g) {
+            Solo::Done => {
+                if g.eng.wants_transmit() {
+                    self.pump(g);
+                }
+                return;
+            }
+            Solo::Full => {}
+            Solo::Fail(e, why) => return self.fail_solo(g, e, why),
+        }
         // Which sockets have something (one epoll_wait for all of them); a full
         // answer may hide more, so then every connection is looked at.
         let ready = Ready::now(self.poll.fd());
@@ -135,6 +155,98 @@ impl TcpEp {
         if g.eng.wants_transmit() {
             self.pump(g);
         }
+    }
+
+    /// The progress of an endpoint whose only connection is up and quiet (nothing
+    /// queued or blocked to write, no frame half read, no request held, no answer
+    /// owed): its socket is read at once, without `epoll_wait` (when nothing came,
+    /// that `recv` is the call's one system call, as `epoll_wait` would be), and
+    /// each whole message staged goes from the stage to the engine (matched to a
+    /// posted receive and completed) in one straight line. Anything else (another
+    /// frame kind, a message not staged whole, a full stage, the periodic look at
+    /// the listener) is left, where it stands, to the full pass.
+    #[inline]
+    fn progress_solo(&self, g: &mut Inner) -> Solo {
+        if !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused() {
+            return Solo::Full;
+        }
+        g.tick = g.tick.wrapping_add(1);
+        if g.tick % SOLO_FULL_EVERY == 0 && self.listener_ready(g) {
+            return Solo::Full;
+        }
+        let Inner { slots, eng, b, .. } = g;
+        let [slot] = &mut slots[..] else { return Solo::Full };
+        let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
+        if !matches!(slot.rx, RxState::Header)
+            || conn.state != ConnState::Ready
+            || conn.paused
+            || conn.want_write
+            || !conn.txq.is_empty()
+            || conn.hdr_got != 0
+            || conn.pr.answers.waiting() > 0
+        {
+            return Solo::Full;
+        }
+        if conn.stage_lo == conn.stage_hi {
+            match conn.fill() {
+                Ok(_) => {}
+                Err(Error::Again) => return Solo::Done,
+                Err(e) => return Solo::Fail(e, "peer closed the connection".into()),
+            }
+        }
+        let id = ConnId { idx: 0, gen: slot.gen };
+        let src = self.conn_src(b, conn);
+        let cx = Ctx { b, objs: &self.domain.objs };
+        loop {
+            let lo = conn.stage_lo;
+            let staged = conn.stage_hi - lo;
+            let Some(hb) = conn.stage.get(lo..lo + HDR_LEN).filter(|_| staged >= HDR_LEN) else {
+                return Solo::Full;
+            };
+            let hb: &[u8; HDR_LEN] = hb.try_into().expect("HDR_LEN bytes");
+            let hdr = match Header::decode(hb, i64::MAX as u64) {
+                Ok(h) => h,
+                Err(e) => return Solo::Fail(Error::Io, format!("protocol error from peer: {e}")),
+            };
+            if hdr.op != OpCode::Msg || hdr.len > (staged - HDR_LEN) as u64 {
+                // Left staged, header and all, for the full pass.
+                return Solo::Full;
+            }
+            let end = lo + HDR_LEN + hdr.len as usize;
+            match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo + HDR_LEN..end]) {
+                Ok(Begin::Done) => conn.stage_lo = end,
+                // A stream's peer is never held: past the limits is its error.
+                Ok(b) => return Solo::Fail(Error::Io, format!("protocol error: message not taken ({b:?})")),
+                Err(v) => return Solo::Fail(v.err, v.why),
+            }
+            if end == conn.stage_hi {
+                // The stage used up: done when the socket was drained too (epoll
+                // would not report it), else the full pass reads on.
+                if conn.drained {
+                    conn.drained = false;
+                    return Solo::Done;
+                }
+                return Solo::Full;
+            }
+        }
+    }
+
+    /// Whether the listener has a connection to accept, or an `epoll_wait` could
+    /// not say (its answer was full): the periodic look of
+    /// [`TcpEp::progress_solo`].
+    #[cold]
+    #[inline(never)]
+    fn listener_ready(&self, g: &Inner) -> bool {
+        let ready = Ready::now(self.poll.fd());
+        ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
+    }
+
+    /// The one connection of [`TcpEp::progress_solo`] failed.
+    #[cold]
+    #[inline(never)]
+    fn fail_solo(&self, g: &mut Inner, e: Error, why: String) {
+        let id = ConnId { idx: 0, gen: g.slots[0].gen };
+        self.fail_conn(g, id, e, &why);
     }
 
     pub(super) fn progress_conn(&self, g: &mut Inner, id: ConnId) {
@@ -310,16 +422,29 @@ impl TcpEp {
             return FiAddr::NOTAVAIL;
         }
         let Inner { b, slots, .. } = g;
-        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
-        let v = av.version();
         let Some(c) = slots.get_mut(id.idx as usize).filter(|s| s.gen == id.gen).and_then(|s| s.conn.as_mut()) else {
             return FiAddr::NOTAVAIL;
         };
+        self.conn_src(b, c)
+    }
+
+    /// The AV handle of connection `c`'s peer, as [`TcpEp::src_of`].
+    #[inline(always)]
+    fn conn_src(&self, b: &Bindings, c: &mut Conn) -> FiAddr {
+        let Some(av) = b.av.as_ref().filter(|_| self.ep_type == EpType::Rdm) else { return FiAddr::NOTAVAIL };
+        let v = av.version();
         if c.av_version != v {
-            c.fi_addr = c.peer.and_then(|p| av.find(&Address::Sockaddr(p))).unwrap_or(FiAddr::NOTAVAIL);
-            c.av_version = v;
+            Self::resolve_src(av, c, v);
         }
         c.fi_addr
+    }
+
+    /// [`TcpEp::conn_src`] when the AV changed since the last look.
+    #[cold]
+    #[inline(never)]
+    fn resolve_src(av: &fabric_util::av::UtilAv, c: &mut Conn, v: u64) {
+        c.fi_addr = c.peer.and_then(|p| av.find(&Address::Sockaddr(p))).unwrap_or(FiAddr::NOTAVAIL);
+        c.av_version = v;
     }
 
     /// Move payload bytes; `Ok(false)` when it would block.
