@@ -189,6 +189,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// other message is queued as [`Engine::post_send`] queues it
     /// ([`SendNow::Queued`]).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn send_now(
         &mut self,
         b: &Bindings,
@@ -202,7 +203,11 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
-        let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
+        let len = match (inject, op.iov) {
+            (Some(d), _) => d.len(),
+            (None, [v]) => v.len,
+            (None, iov) => IoVec::total(iov),
+        };
         let eager = inject.is_some() || len <= self.cfg.eager_max && !flags.contains(OpFlags::DELIVERY_COMPLETE);
         if !eager {
             self.post_send(b, peer, op, flags, inject, false)?;
@@ -251,6 +256,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
 
     /// Post a receive (`src`: the source filter, resolved), and answer what it
     /// matched.
+    #[inline]
     pub fn post_recv(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         self.rx.post(b, op, flags, src)?;
         self.run_rx_actions();
