@@ -149,7 +149,7 @@ impl Conn {
 
     /// Receive into the (empty) stage. `Ok(0)` is never returned: end of stream is
     /// `Err(ConnReset)`; no data yet is `Err(Again)`.
-    #[inline]
+    #[inline(always)]
     pub fn fill(&mut self) -> Result<usize> {
         debug_assert_eq!(self.staged(), 0);
         self.stage_lo = 0;

@@ -125,11 +125,16 @@ impl TcpEp {
                 if g.eng.wants_transmit() {
                     self.pump(g);
                 }
-                return;
             }
-            Solo::Full => {}
-            Solo::Fail(e, why) => return self.fail_solo(g, e, why),
+            Solo::Full => self.progress_all(g),
+            Solo::Fail(e, why) => self.fail_solo(g, e, why),
         }
+    }
+
+    /// [`TcpEp::progress_locked`]'s full pass: which sockets are ready, the
+    /// listener, handshakes, parked operations, every connection with work.
+    #[inline(never)]
+    fn progress_all(&self, g: &mut Inner) {
         // Which sockets have something (one epoll_wait for all of them); a full
         // answer may hide more, so then every connection is looked at.
         let ready = Ready::now(self.poll.fd());
