@@ -320,7 +320,7 @@ pub(crate) unsafe fn recvv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
 ///
 /// # Safety
 /// Every piece must be valid for reads of its length.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
     const NONE: MaybeUninit<libc::iovec> = MaybeUninit::uninit();
     // Only the pieces used are written (and read by the kernel).
@@ -336,7 +336,7 @@ pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVe
 }
 
 /// `sendmsg` of pieces, never raising SIGPIPE.
-#[inline]
+#[inline(always)]
 fn sendv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
     // SAFETY: every piece points to memory valid for reads (see `flush`); the
     // msghdr points at the slice for the duration of the call.

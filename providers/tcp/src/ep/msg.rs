@@ -37,6 +37,7 @@ impl TcpEp {
             op,
             flags,
             inject,
+            #[inline(always)]
             |head, pieces| unsafe { send_frame(fd, head, pieces) },
             |f, written| conn.txq.push_back(TxOp { f, sent: written, control: false }),
         )?;

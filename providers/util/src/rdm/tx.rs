@@ -214,16 +214,18 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         }
         let hdr = msg_header(op, flags, len);
         let head = hdr.encode();
-        let wrote = match inject {
+        let piece;
+        let pieces = match inject {
             Some(d) => {
                 b.tx_count(false);
                 // Only read by `write`, during the call.
-                let piece = IoVec { base: d.as_ptr() as *mut u8, len: d.len() };
-                write(&head, std::slice::from_ref(&piece))
+                piece = IoVec { base: d.as_ptr() as *mut u8, len: d.len() };
+                std::slice::from_ref(&piece)
             }
-            None => write(&head, op.iov),
-        }
-        .unwrap_or(0);
+            None => op.iov,
+        };
+        // One call site: the transport's write is inlined here.
+        let wrote = write(&head, pieces).unwrap_or(0);
         if wrote >= HDR_LEN + len {
             if inject.is_none() {
                 let mut e = CqEntry::new(op.context, Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED)));
