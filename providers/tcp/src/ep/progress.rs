@@ -41,13 +41,14 @@ impl Ready {
 }
 
 /// What [`TcpEp::progress_solo`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Solo {
     /// All there was: nothing came, or every byte read went to the engine.
     Done,
     /// Not for it (or it stopped at something else): the full pass runs.
     Full,
-    /// The connection failed: the error and why.
-    Fail(Error, String),
+    /// The connection failed (the error and why are in the caller's slot).
+    Fail,
 }
 
 impl TcpEp {
@@ -120,14 +121,15 @@ impl TcpEp {
         if g.closed {
             return;
         }
-        match self.progress_solo(g) {
+        let mut failed = None;
+        match self.progress_solo(g, &mut failed) {
             Solo::Done => {
                 if g.eng.wants_transmit() {
                     self.pump(g);
                 }
             }
             Solo::Full => self.progress_all(g),
-            Solo::Fail(e, why) => self.fail_solo(g, e, why),
+            Solo::Fail => self.fail_solo(g, failed),
         }
     }
 
@@ -171,7 +173,7 @@ impl TcpEp {
     /// frame kind, a message not staged whole, a full stage, the periodic look at
     /// the listener) is left, where it stands, to the full pass.
     #[inline]
-    fn progress_solo(&self, g: &mut Inner) -> Solo {
+    fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
         if !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused() {
             return Solo::Full;
         }
@@ -196,7 +198,7 @@ impl TcpEp {
             match conn.fill() {
                 Ok(_) => {}
                 Err(Error::Again) => return Solo::Done,
-                Err(e) => return Solo::Fail(e, "peer closed the connection".into()),
+                Err(e) => return Self::solo_failed(failed, e, "peer closed the connection".into()),
             }
         }
         let id = ConnId { idx: 0, gen: slot.gen };
@@ -211,7 +213,7 @@ impl TcpEp {
             let hb: &[u8; HDR_LEN] = hb.try_into().expect("HDR_LEN bytes");
             let hdr = match Header::decode(hb, i64::MAX as u64) {
                 Ok(h) => h,
-                Err(e) => return Solo::Fail(Error::Io, format!("protocol error from peer: {e}")),
+                Err(e) => return Self::solo_failed(failed, Error::Io, format!("protocol error from peer: {e}")),
             };
             if hdr.op != OpCode::Msg || hdr.len > (staged - HDR_LEN) as u64 {
                 // Left staged, header and all, for the full pass.
@@ -221,8 +223,10 @@ impl TcpEp {
             match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo + HDR_LEN..end]) {
                 Ok(Begin::Done) => conn.stage_lo = end,
                 // A stream's peer is never held: past the limits is its error.
-                Ok(b) => return Solo::Fail(Error::Io, format!("protocol error: message not taken ({b:?})")),
-                Err(v) => return Solo::Fail(v.err, v.why),
+                Ok(b) => {
+                    return Self::solo_failed(failed, Error::Io, format!("protocol error: message not taken ({b:?})"))
+                }
+                Err(v) => return Self::solo_failed(failed, v.err, v.why),
             }
             if end == conn.stage_hi {
                 // The stage used up: done when the socket was drained too (epoll
@@ -246,10 +250,20 @@ impl TcpEp {
         ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
     }
 
-    /// The one connection of [`TcpEp::progress_solo`] failed.
+    /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`: noted
+    /// in `failed`.
+    #[cold]
+    fn solo_failed(failed: &mut Option<(Error, String)>, e: Error, why: String) -> Solo {
+        *failed = Some((e, why));
+        Solo::Fail
+    }
+
+    /// The one connection of [`TcpEp::progress_solo`] failed (`failed`: with
+    /// what, and why).
     #[cold]
     #[inline(never)]
-    fn fail_solo(&self, g: &mut Inner, e: Error, why: String) {
+    fn fail_solo(&self, g: &mut Inner, failed: Option<(Error, String)>) {
+        let (e, why) = failed.unwrap_or((Error::Io, String::new()));
         let id = ConnId { idx: 0, gen: g.slots[0].gen };
         self.fail_conn(g, id, e, &why);
     }
