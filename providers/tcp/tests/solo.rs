@@ -8,6 +8,10 @@ mod common;
 use common::{open_rdm_domain, rdm_endpoint, wait, Rdm};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::*;
+use fabric_util::wire::{Header, OpCode, HDR_LEN};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
 fn op(iov: &[IoVec], addr: FiAddr, ctx: u64) -> Op<'_> {
     Op { iov, addr, context: ctx, user_context: ctx, data: 0, tag: 0, ignore: 0 }
@@ -82,4 +86,78 @@ fn messages_staged_together_arrive_whole_and_in_order() {
     for (k, &n) in sizes.iter().enumerate() {
         assert!(dsts[k][..n].iter().all(|&x| x == k as u8 + 1), "message {k} corrupt");
     }
+}
+
+#[test]
+fn a_peer_sending_garbage_after_a_whole_message_is_dropped() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let t = rdm_endpoint(&dom, &info);
+    let mut dst = [0u8; 16];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: `dst` outlives the completion waited for below.
+    unsafe { t.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 7), OpFlags::empty()) }.unwrap();
+    let limit = Instant::now() + Duration::from_secs(20);
+
+    // The peer: a hello under a made-up name, and the endpoint's acceptance.
+    let hold = TcpListener::bind("127.0.0.1:0").unwrap();
+    let name = format!("127.0.0.1:{}", hold.local_addr().unwrap().port());
+    let mut bad = TcpStream::connect(t.ep.getname().unwrap().sockaddr().unwrap()).unwrap();
+    let hello = Header { len: name.len() as u64, tag: name.len() as u64, id: 1, ..Header::new(OpCode::Hello) };
+    bad.write_all(&hello.encode()).unwrap();
+    bad.write_all(name.as_bytes()).unwrap();
+    bad.set_nonblocking(true).unwrap();
+    let mut ack = Vec::new();
+    while ack.len() < HDR_LEN {
+        let _ = t.cq.read(&mut []);
+        let mut b = [0u8; HDR_LEN];
+        match bad.read(&mut b[..HDR_LEN - ack.len()]) {
+            Ok(n) => ack.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("no acceptance: {e}"),
+        }
+        assert!(Instant::now() < limit, "no acceptance");
+    }
+    assert_eq!(Header::decode(ack[..].try_into().unwrap(), u64::MAX).unwrap().op, OpCode::HelloAck);
+    // The endpoint's one connection is up and quiet: its progress reads it alone.
+    for _ in 0..4 {
+        let _ = t.cq.read(&mut []);
+    }
+    // A whole message, then a header of no version the endpoint knows, in one
+    // segment: the message is delivered, then the connection is dropped.
+    let msg = Header { len: 5, ..Header::new(OpCode::Msg) };
+    let mut garbage = Header::new(OpCode::Msg).encode();
+    garbage[1] = 99;
+    let mut bytes = msg.encode().to_vec();
+    bytes.extend_from_slice(b"hello");
+    bytes.extend_from_slice(&garbage);
+    bad.write_all(&bytes).unwrap();
+    let mut out = [CqEntry::new(0, Caps::empty())];
+    let mut closed = false;
+    let mut got = None;
+    while !(closed && got.is_some()) {
+        if got.is_none() {
+            match t.cq.read(&mut out) {
+                Ok(1) => got = Some(out[0]),
+                Err(Error::Avail) => panic!("the message failed: {:?}", t.cq.readerr()),
+                _ => {}
+            }
+        } else {
+            let _ = t.cq.read(&mut []);
+        }
+        let mut b = [0u8; 64];
+        match bad.read(&mut b) {
+            Ok(0) => closed = true,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => closed = true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            r => panic!("unexpected bytes from the endpoint: {r:?}"),
+        }
+        assert!(Instant::now() < limit, "message {got:?}, connection closed {closed}");
+    }
+    let r = got.unwrap();
+    assert_eq!((r.op_context, r.len), (7, 5));
+    assert_eq!(&dst[..5], b"hello");
+    // The endpoint still talks to a well-behaved peer.
+    let a = rdm_endpoint(&dom, &info);
+    let to_t = a.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
+    assert_eq!(exchange(&a, to_t, &t, b"still fine", 100), b"still fine");
 }
