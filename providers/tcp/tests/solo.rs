@@ -54,9 +54,25 @@ fn a_new_peer_is_accepted_by_an_endpoint_busy_with_one_connection() {
 
 #[test]
 fn messages_staged_together_arrive_whole_and_in_order() {
+    burst(false);
+}
+
+#[test]
+fn messages_staged_together_arrive_whole_and_in_order_among_several_connections() {
+    burst(true);
+}
+
+/// A burst of messages of many sizes from one peer; with `others`, the receiver
+/// has another connection too (its full progress pass reads them).
+fn burst(others: bool) {
     let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
     let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
     let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    let c = rdm_endpoint(&dom, &info);
+    if others {
+        let c_to_b = c.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+        assert_eq!(exchange(&c, c_to_b, &b, b"another", 50), b"another");
+    }
     assert_eq!(exchange(&a, to_b, &b, b"hello", 1), b"hello");
     // Sizes from none to past the 64 KiB stage, sent before b reads anything, so
     // that one receive of b's stages several (some whole, some cut).

@@ -129,7 +129,7 @@ impl TcpEp {
                 }
             }
             Solo::Full => self.progress_all(g),
-            Solo::Fail => self.fail_solo(g, failed),
+            Solo::Fail => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, failed),
         }
     }
 
@@ -183,15 +183,33 @@ impl TcpEp {
         }
         let Inner { slots, eng, b, .. } = g;
         let [slot] = &mut slots[..] else { return Solo::Full };
+        let Some(conn) = slot.conn.as_ref() else { return Solo::Full };
+        if conn.want_write || !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
+            return Solo::Full;
+        }
+        self.read_whole(slots, eng, b, 0, failed)
+    }
+
+    /// The whole messages connection `idx` has staged, or receives now into an
+    /// empty stage, each straight from the stage to the engine (matched to a
+    /// posted receive and completed), while its receive side is between frames.
+    /// `Done` when every byte read went to the engine and the socket was drained;
+    /// `Full` when it stopped at anything else (another frame kind, a message not
+    /// staged whole, a full stage read, a connection not up), which it leaves
+    /// where it stands for [`TcpEp::read_step`]; `Fail` with the error and why in
+    /// `failed`.
+    #[inline(always)]
+    fn read_whole(
+        &self,
+        slots: &mut [Slot],
+        eng: &mut Engine<ConnId>,
+        b: &Bindings,
+        idx: usize,
+        failed: &mut Option<(Error, String)>,
+    ) -> Solo {
+        let Some(slot) = slots.get_mut(idx) else { return Solo::Full };
         let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
-        if !matches!(slot.rx, RxState::Header)
-            || conn.state != ConnState::Ready
-            || conn.paused
-            || conn.want_write
-            || !conn.txq.is_empty()
-            || conn.hdr_got != 0
-            || conn.pr.answers.waiting() > 0
-        {
+        if !matches!(slot.rx, RxState::Header) || conn.state != ConnState::Ready || conn.paused || conn.hdr_got != 0 {
             return Solo::Full;
         }
         if conn.stage_lo == conn.stage_hi {
@@ -201,7 +219,7 @@ impl TcpEp {
                 Err(e) => return Self::solo_failed(failed, e, "peer closed the connection".into()),
             }
         }
-        let id = ConnId { idx: 0, gen: slot.gen };
+        let id = ConnId { idx: idx as u32, gen: slot.gen };
         let src = self.conn_src(b, conn);
         let cx = Ctx { b, objs: &self.domain.objs };
         loop {
@@ -216,7 +234,7 @@ impl TcpEp {
                 Err(e) => return Self::solo_failed(failed, Error::Io, format!("protocol error from peer: {e}")),
             };
             if hdr.op != OpCode::Msg || hdr.len > (staged - HDR_LEN) as u64 {
-                // Left staged, header and all, for the full pass.
+                // Left staged, header and all, for `read_step`.
                 return Solo::Full;
             }
             let end = lo + HDR_LEN + hdr.len as usize;
@@ -230,7 +248,7 @@ impl TcpEp {
             }
             if end == conn.stage_hi {
                 // The stage used up: done when the socket was drained too (epoll
-                // would not report it), else the full pass reads on.
+                // would not report it), else `read_step` reads on.
                 if conn.drained {
                     conn.drained = false;
                     return Solo::Done;
@@ -258,13 +276,12 @@ impl TcpEp {
         Solo::Fail
     }
 
-    /// The one connection of [`TcpEp::progress_solo`] failed (`failed`: with
-    /// what, and why).
+    /// Connection `id` failed in [`TcpEp::read_whole`] (`failed`: with what, and
+    /// why).
     #[cold]
     #[inline(never)]
-    fn fail_solo(&self, g: &mut Inner, failed: Option<(Error, String)>) {
+    fn fail_solo(&self, g: &mut Inner, id: ConnId, failed: Option<(Error, String)>) {
         let (e, why) = failed.unwrap_or((Error::Io, String::new()));
-        let id = ConnId { idx: 0, gen: g.slots[0].gen };
         self.fail_conn(g, id, e, &why);
     }
 
@@ -296,6 +313,20 @@ impl TcpEp {
             return;
         }
         self.flush_conn(g, id);
+        // Whole messages straight to the engine (unless the last read drained
+        // the socket and nothing is staged: then nothing is read until epoll
+        // reports more, see `read_step`).
+        let Inner { slots, eng, b, .. } = g;
+        let drained =
+            slots.get(id.idx as usize).and_then(|s| s.conn.as_ref()).is_none_or(|c| c.staged() == 0 && c.drained);
+        if !drained {
+            let mut failed = None;
+            match self.read_whole(slots, eng, b, id.idx as usize, &mut failed) {
+                Solo::Done => return self.flush_conn(g, id),
+                Solo::Full => {}
+                Solo::Fail => return self.fail_solo(g, id, failed),
+            }
+        }
         // Read frames, with a budget so one busy peer cannot starve the others.
         for _ in 0..64 {
             match self.read_step(g, id) {
