@@ -318,7 +318,7 @@ impl TcpEp {
         // reports more, see `read_step`).
         let Inner { slots, eng, b, .. } = g;
         let drained =
-            slots.get(id.idx as usize).and_then(|s| s.conn.as_ref()).is_none_or(|c| c.staged() == 0 && c.drained);
+            slots.get(id.idx as usize).and_then(|s| s.conn.as_ref()).map_or(true, |c| c.staged() == 0 && c.drained);
         if !drained {
             let mut failed = None;
             match self.read_whole(slots, eng, b, id.idx as usize, &mut failed) {
