@@ -281,7 +281,6 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
 
     /// Post a receive (`src`: the source filter, resolved), and answer what it
     /// matched.
-    #[inline]
     pub fn post_recv(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         self.rx.post(b, op, flags, src)?;
         self.run_rx_actions();
