@@ -10,6 +10,7 @@ use fabric_util::rdm::{Done, Frame, PeerRx};
 use fabric_util::wire::{Header, HDR_LEN};
 
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -148,16 +149,36 @@ impl Conn {
 
     /// Receive into the (empty) stage. `Ok(0)` is never returned: end of stream is
     /// `Err(ConnReset)`; no data yet is `Err(Again)`.
+    #[inline(always)]
     pub fn fill(&mut self) -> Result<usize> {
         debug_assert_eq!(self.staged(), 0);
         self.stage_lo = 0;
         self.stage_hi = 0;
-        let n = recv(self.fd(), &mut self.stage)?;
+        // SAFETY: the stage is valid for writes of its length.
+        let r = unsafe {
+            libc::recv(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, self.stage.len(), libc::MSG_DONTWAIT)
+        };
+        let n = if r > 0 { r as usize } else { self.fill_failed(r)? };
         self.stage_hi = n;
         // A short read drained the socket: the next read would most likely find
         // nothing, so this progress call stops once the staged bytes are used.
         self.drained = n < self.stage.len();
         Ok(n)
+    }
+
+    /// [`Conn::fill`] whose `recv` returned `r` (0 or less): end of stream, no
+    /// data yet, an error; interrupted, it receives again.
+    #[cold]
+    #[inline(never)]
+    fn fill_failed(&mut self, r: isize) -> Result<usize> {
+        if r == 0 {
+            return Err(Error::ConnReset);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return recv(self.fd(), &mut self.stage);
+        }
+        Err(e.into())
     }
 
     /// Gather the header from staged bytes; `true` once all 40 bytes are in.
@@ -299,18 +320,52 @@ pub(crate) unsafe fn recvv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
 ///
 /// # Safety
 /// Every piece must be valid for reads of its length.
+#[inline(always)]
 pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
-    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 1 + IOV_LIMIT];
-    iov[0] = libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN };
+    const NONE: MaybeUninit<libc::iovec> = MaybeUninit::uninit();
+    // Only the pieces used are written (and read by the kernel).
+    let mut iov = [NONE; 1 + IOV_LIMIT];
+    iov[0].write(libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN });
     let k = payload.len().min(IOV_LIMIT);
     for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
-        *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+        o.write(libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len });
     }
-    sendv(fd, &iov[..1 + k])
+    // SAFETY: the first 1 + k pieces were written just above.
+    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, 1 + k) };
+    sendv(fd, iov)
 }
 
 /// `sendmsg` of pieces, never raising SIGPIPE.
+#[inline(always)]
 fn sendv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
+    // SAFETY: every piece points to memory valid for reads (see `flush`); the
+    // msghdr points at the slice for the duration of the call.
+    let r = unsafe { libc::sendmsg(fd, &msghdr(iov), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if r >= 0 {
+        return Ok(r as usize);
+    }
+    sendv_failed(fd, iov)
+}
+
+/// A `msghdr` of pieces `iov` alone (no name, no control data, no flags).
+#[inline(always)]
+fn msghdr(iov: &[libc::iovec]) -> libc::msghdr {
+    // SAFETY: all-zero is a valid msghdr (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len();
+    msg
+}
+
+/// [`sendv`] whose `sendmsg` failed: the error, or (interrupted) the bytes a
+/// `sendmsg` again takes.
+#[cold]
+#[inline(never)]
+fn sendv_failed(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
+    let e = std::io::Error::last_os_error();
+    if e.kind() != std::io::ErrorKind::Interrupted {
+        return Err(e.into());
+    }
     loop {
         // SAFETY: every piece points to memory valid for reads (see `flush`); the
         // msghdr points at the slice for the duration of the call.

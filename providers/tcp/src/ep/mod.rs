@@ -121,7 +121,15 @@ struct Inner {
     parked: Vec<Parked>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
+    /// Progress calls so far: every [`SOLO_FULL_EVERY`]th takes the full pass
+    /// even when the one-connection pass applies (the listener is looked at).
+    tick: u32,
 }
+
+/// How often (in progress calls) an endpoint with one quiet connection takes the
+/// full pass (`epoll_wait`, the listener) instead of reading that connection
+/// alone: a connection from a new peer waits at most this many calls.
+const SOLO_FULL_EVERY: u32 = 16;
 
 /// An active endpoint of the tcp provider.
 pub(crate) struct TcpEp {
@@ -162,6 +170,7 @@ impl TcpEp {
             }),
             parked: Vec::new(),
             connect_param: Vec::new(),
+            tick: 0,
         };
         // A passive side's endpoint adopts the pending connection from its handle.
         if let Some(h) = &info.handle {

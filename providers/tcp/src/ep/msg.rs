@@ -7,6 +7,7 @@ use crate::conn::send_frame;
 use fabric_util::rdm::SendNow;
 
 impl TcpEp {
+    #[inline(always)]
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
         if g.closed || !g.enabled {
@@ -36,6 +37,7 @@ impl TcpEp {
             op,
             flags,
             inject,
+            #[inline(always)]
             |head, pieces| unsafe { send_frame(fd, head, pieces) },
             |f, written| conn.txq.push_back(TxOp { f, sent: written, control: false }),
         )?;
@@ -47,6 +49,7 @@ impl TcpEp {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;

@@ -40,6 +40,17 @@ impl Ready {
     }
 }
 
+/// What [`TcpEp::progress_solo`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Solo {
+    /// All there was: nothing came, or every byte read went to the engine.
+    Done,
+    /// Not for it (or it stopped at something else): the full pass runs.
+    Full,
+    /// The connection failed (the error and why are in the caller's slot).
+    Fail,
+}
+
 impl TcpEp {
     /// The engine's frames that will not be written (their connection is gone)
     /// fail; control frames are dropped.
@@ -110,6 +121,22 @@ impl TcpEp {
         if g.closed {
             return;
         }
+        let mut failed = None;
+        match self.progress_solo(g, &mut failed) {
+            Solo::Done => {
+                if g.eng.wants_transmit() {
+                    self.pump(g);
+                }
+            }
+            Solo::Full => self.progress_all(g),
+            Solo::Fail => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, failed),
+        }
+    }
+
+    /// [`TcpEp::progress_locked`]'s full pass: which sockets are ready, the
+    /// listener, handshakes, parked operations, every connection with work.
+    #[inline(never)]
+    fn progress_all(&self, g: &mut Inner) {
         // Which sockets have something (one epoll_wait for all of them); a full
         // answer may hide more, so then every connection is looked at.
         let ready = Ready::now(self.poll.fd());
@@ -135,6 +162,127 @@ impl TcpEp {
         if g.eng.wants_transmit() {
             self.pump(g);
         }
+    }
+
+    /// The progress of an endpoint whose only connection is up and quiet (nothing
+    /// queued or blocked to write, no frame half read, no request held, no answer
+    /// owed): its socket is read at once, without `epoll_wait` (when nothing came,
+    /// that `recv` is the call's one system call, as `epoll_wait` would be), and
+    /// each whole message staged goes from the stage to the engine (matched to a
+    /// posted receive and completed) in one straight line. Anything else (another
+    /// frame kind, a message not staged whole, a full stage, the periodic look at
+    /// the listener) is left, where it stands, to the full pass.
+    #[inline]
+    fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
+        if !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused() {
+            return Solo::Full;
+        }
+        g.tick = g.tick.wrapping_add(1);
+        if g.tick % SOLO_FULL_EVERY == 0 && self.listener_ready(g) {
+            return Solo::Full;
+        }
+        let Inner { slots, eng, b, .. } = g;
+        let [slot] = &mut slots[..] else { return Solo::Full };
+        let Some(conn) = slot.conn.as_ref() else { return Solo::Full };
+        if conn.want_write || !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
+            return Solo::Full;
+        }
+        self.read_whole(slots, eng, b, 0, failed)
+    }
+
+    /// The whole messages connection `idx` has staged, or receives now into an
+    /// empty stage, each straight from the stage to the engine (matched to a
+    /// posted receive and completed), while its receive side is between frames.
+    /// `Done` when every byte read went to the engine and the socket was drained;
+    /// `Full` when it stopped at anything else (another frame kind, a message not
+    /// staged whole, a full stage read, a connection not up), which it leaves
+    /// where it stands for [`TcpEp::read_step`]; `Fail` with the error and why in
+    /// `failed`.
+    #[inline(always)]
+    fn read_whole(
+        &self,
+        slots: &mut [Slot],
+        eng: &mut Engine<ConnId>,
+        b: &Bindings,
+        idx: usize,
+        failed: &mut Option<(Error, String)>,
+    ) -> Solo {
+        let Some(slot) = slots.get_mut(idx) else { return Solo::Full };
+        let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
+        if !matches!(slot.rx, RxState::Header) || conn.state != ConnState::Ready || conn.paused || conn.hdr_got != 0 {
+            return Solo::Full;
+        }
+        if conn.stage_lo == conn.stage_hi {
+            match conn.fill() {
+                Ok(_) => {}
+                Err(Error::Again) => return Solo::Done,
+                Err(e) => return Self::solo_failed(failed, e, "peer closed the connection".into()),
+            }
+        }
+        let id = ConnId { idx: idx as u32, gen: slot.gen };
+        let src = self.conn_src(b, conn);
+        let cx = Ctx { b, objs: &self.domain.objs };
+        loop {
+            let lo = conn.stage_lo;
+            let staged = conn.stage_hi - lo;
+            let Some(hb) = conn.stage.get(lo..lo + HDR_LEN).filter(|_| staged >= HDR_LEN) else {
+                return Solo::Full;
+            };
+            let hb: &[u8; HDR_LEN] = hb.try_into().expect("HDR_LEN bytes");
+            let hdr = match Header::decode(hb, i64::MAX as u64) {
+                Ok(h) => h,
+                Err(e) => return Self::solo_failed(failed, Error::Io, format!("protocol error from peer: {e}")),
+            };
+            if hdr.op != OpCode::Msg || hdr.len > (staged - HDR_LEN) as u64 {
+                // Left staged, header and all, for `read_step`.
+                return Solo::Full;
+            }
+            let end = lo + HDR_LEN + hdr.len as usize;
+            match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo + HDR_LEN..end]) {
+                Ok(Begin::Done) => conn.stage_lo = end,
+                // A stream's peer is never held: past the limits is its error.
+                Ok(b) => {
+                    return Self::solo_failed(failed, Error::Io, format!("protocol error: message not taken ({b:?})"))
+                }
+                Err(v) => return Self::solo_failed(failed, v.err, v.why),
+            }
+            if end == conn.stage_hi {
+                // The stage used up: done when the socket was drained too (epoll
+                // would not report it), else `read_step` reads on.
+                if conn.drained {
+                    conn.drained = false;
+                    return Solo::Done;
+                }
+                return Solo::Full;
+            }
+        }
+    }
+
+    /// Whether the listener has a connection to accept, or an `epoll_wait` could
+    /// not say (its answer was full): the periodic look of
+    /// [`TcpEp::progress_solo`].
+    #[cold]
+    #[inline(never)]
+    fn listener_ready(&self, g: &Inner) -> bool {
+        let ready = Ready::now(self.poll.fd());
+        ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
+    }
+
+    /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`: noted
+    /// in `failed`.
+    #[cold]
+    fn solo_failed(failed: &mut Option<(Error, String)>, e: Error, why: String) -> Solo {
+        *failed = Some((e, why));
+        Solo::Fail
+    }
+
+    /// Connection `id` failed in [`TcpEp::read_whole`] (`failed`: with what, and
+    /// why).
+    #[cold]
+    #[inline(never)]
+    fn fail_solo(&self, g: &mut Inner, id: ConnId, failed: Option<(Error, String)>) {
+        let (e, why) = failed.unwrap_or((Error::Io, String::new()));
+        self.fail_conn(g, id, e, &why);
     }
 
     pub(super) fn progress_conn(&self, g: &mut Inner, id: ConnId) {
@@ -165,6 +313,20 @@ impl TcpEp {
             return;
         }
         self.flush_conn(g, id);
+        // Whole messages straight to the engine (unless the last read drained
+        // the socket and nothing is staged: then nothing is read until epoll
+        // reports more, see `read_step`).
+        let Inner { slots, eng, b, .. } = g;
+        let drained =
+            slots.get(id.idx as usize).and_then(|s| s.conn.as_ref()).map_or(true, |c| c.staged() == 0 && c.drained);
+        if !drained {
+            let mut failed = None;
+            match self.read_whole(slots, eng, b, id.idx as usize, &mut failed) {
+                Solo::Done => return self.flush_conn(g, id),
+                Solo::Full => {}
+                Solo::Fail => return self.fail_solo(g, id, failed),
+            }
+        }
         // Read frames, with a budget so one busy peer cannot starve the others.
         for _ in 0..64 {
             match self.read_step(g, id) {
@@ -310,16 +472,29 @@ impl TcpEp {
             return FiAddr::NOTAVAIL;
         }
         let Inner { b, slots, .. } = g;
-        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
-        let v = av.version();
         let Some(c) = slots.get_mut(id.idx as usize).filter(|s| s.gen == id.gen).and_then(|s| s.conn.as_mut()) else {
             return FiAddr::NOTAVAIL;
         };
+        self.conn_src(b, c)
+    }
+
+    /// The AV handle of connection `c`'s peer, as [`TcpEp::src_of`].
+    #[inline(always)]
+    fn conn_src(&self, b: &Bindings, c: &mut Conn) -> FiAddr {
+        let Some(av) = b.av.as_ref().filter(|_| self.ep_type == EpType::Rdm) else { return FiAddr::NOTAVAIL };
+        let v = av.version();
         if c.av_version != v {
-            c.fi_addr = c.peer.and_then(|p| av.find(&Address::Sockaddr(p))).unwrap_or(FiAddr::NOTAVAIL);
-            c.av_version = v;
+            Self::resolve_src(av, c, v);
         }
         c.fi_addr
+    }
+
+    /// [`TcpEp::conn_src`] when the AV changed since the last look.
+    #[cold]
+    #[inline(never)]
+    fn resolve_src(av: &fabric_util::av::UtilAv, c: &mut Conn, v: u64) {
+        c.fi_addr = c.peer.and_then(|p| av.find(&Address::Sockaddr(p))).unwrap_or(FiAddr::NOTAVAIL);
+        c.av_version = v;
     }
 
     /// Move payload bytes; `Ok(false)` when it would block.

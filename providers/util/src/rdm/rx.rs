@@ -100,7 +100,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// and [`Engine::end`] at once, except that a fetch-mode `Rts` keeps its
     /// body as the message's `Rts` payload; any other frame's body is its
     /// payload, of the length its header says. `Payload` is never returned.
-    #[inline]
+    #[inline(always)]
     pub fn frame(
         &mut self,
         cx: Ctx<'_>,

@@ -189,6 +189,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// other message is queued as [`Engine::post_send`] queues it
     /// ([`SendNow::Queued`]).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn send_now(
         &mut self,
         b: &Bindings,
@@ -202,51 +203,80 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
-        let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
+        let len = match (inject, op.iov) {
+            (Some(d), _) => d.len(),
+            (None, [v]) => v.len,
+            (None, iov) => IoVec::total(iov),
+        };
         let eager = inject.is_some() || len <= self.cfg.eager_max && !flags.contains(OpFlags::DELIVERY_COMPLETE);
         if !eager {
-            self.post_send(b, peer, op, flags, inject, false)?;
-            return Ok(SendNow::Queued);
+            return self.send_later(b, peer, op, flags, inject);
         }
-        let tagged = flags.contains(OpFlags::TAGGED);
         let hdr = msg_header(op, flags, len);
         let head = hdr.encode();
-        let cq_flags = Caps::SEND | msg_flags(tagged);
-        let comp = flags.contains(OpFlags::COMPLETION);
-        let wrote = match inject {
+        let piece;
+        let pieces = match inject {
             Some(d) => {
                 b.tx_count(false);
                 // Only read by `write`, during the call.
-                let piece = IoVec { base: d.as_ptr() as *mut u8, len: d.len() };
-                write(&head, std::slice::from_ref(&piece))
+                piece = IoVec { base: d.as_ptr() as *mut u8, len: d.len() };
+                std::slice::from_ref(&piece)
             }
-            None => write(&head, op.iov),
-        }
-        .unwrap_or(0);
+            None => op.iov,
+        };
+        // One call site: the transport's write is inlined here.
+        let wrote = write(&head, pieces).unwrap_or(0);
         if wrote >= HDR_LEN + len {
             if inject.is_none() {
-                let mut e = CqEntry::new(op.context, cq_flags);
+                let mut e = CqEntry::new(op.context, Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED)));
                 e.len = len;
-                b.tx_done(e, comp);
+                b.tx_done(e, flags.contains(OpFlags::COMPLETION));
             }
             return Ok(SendNow::Done);
         }
-        let frame = match inject {
+        park(self.partial_frame(&hdr, op, flags, inject), wrote);
+        Ok(SendNow::Partial)
+    }
+
+    /// [`Engine::send_now`] of a message that is not eager: queued.
+    #[cold]
+    #[inline(never)]
+    fn send_later(
+        &mut self,
+        b: &Bindings,
+        peer: P,
+        op: &Op<'_>,
+        flags: OpFlags,
+        inject: Option<&[u8]>,
+    ) -> Result<SendNow> {
+        self.post_send(b, peer, op, flags, inject, false)?;
+        Ok(SendNow::Queued)
+    }
+
+    /// The frame of [`Engine::send_now`]'s eager message of header `hdr`, written
+    /// in part: its payload copied (an inject) or its pieces kept.
+    #[cold]
+    #[inline(never)]
+    fn partial_frame(&mut self, hdr: &Header, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Frame {
+        match inject {
             Some(d) => {
                 let mut v = self.pool.pop().unwrap_or_default();
                 v.extend_from_slice(d);
-                Frame::owned(&hdr, &[], v, Done::Nothing)
+                Frame::owned(hdr, &[], v, Done::Nothing)
             }
-            None => Frame::build(
-                &hdr,
-                &[],
-                op.iov,
-                Done::Send { context: op.context, flags: cq_flags, len, comp },
-                &mut self.spare,
-            ),
-        };
-        park(frame, wrote);
-        Ok(SendNow::Partial)
+            None => {
+                let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
+                let comp = flags.contains(OpFlags::COMPLETION);
+                let len = hdr.len as usize;
+                Frame::build(
+                    hdr,
+                    &[],
+                    op.iov,
+                    Done::Send { context: op.context, flags: cq_flags, len, comp },
+                    &mut self.spare,
+                )
+            }
+        }
     }
 
     /// Post a receive (`src`: the source filter, resolved), and answer what it

@@ -1,0 +1,179 @@
+//! An endpoint whose only connection is up and quiet reads that connection alone,
+//! without `epoll_wait` (`progress_solo`): messages still arrive whole and in
+//! order, whatever the mix of sizes one `recv` stages, and a new peer's connection
+//! is still accepted while the one connection keeps the endpoint busy.
+
+mod common;
+
+use common::{open_rdm_domain, rdm_endpoint, wait, Rdm};
+use fabric_core::prov::{IoVec, Op};
+use fabric_core::*;
+use fabric_util::wire::{Header, OpCode, HDR_LEN};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+fn op(iov: &[IoVec], addr: FiAddr, ctx: u64) -> Op<'_> {
+    Op { iov, addr, context: ctx, user_context: ctx, data: 0, tag: 0, ignore: 0 }
+}
+
+/// Send `msg` from `from` to `peer` (its handle in `from`'s AV) into a fresh
+/// receive on `to`, and return what arrived.
+fn exchange(from: &Rdm, peer: FiAddr, to: &Rdm, msg: &[u8], ctx: u64) -> Vec<u8> {
+    let mut src = msg.to_vec();
+    let mut dst = vec![0u8; msg.len() + 8];
+    let si = [IoVec { base: src.as_mut_ptr(), len: src.len() }];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: both buffers outlive the completions waited for below.
+    unsafe {
+        to.ep.post_recv(&op(&ri, FiAddr::UNSPEC, ctx), OpFlags::empty()).unwrap();
+        from.ep.post_send(&op(&si, peer, ctx + 1), OpFlags::empty()).unwrap();
+    }
+    let r = wait(&to.cq, &from.cq).unwrap();
+    assert_eq!(r.op_context, ctx);
+    let s = wait(&from.cq, &to.cq).unwrap();
+    assert_eq!(s.op_context, ctx + 1);
+    dst.truncate(r.len);
+    dst
+}
+
+#[test]
+fn a_new_peer_is_accepted_by_an_endpoint_busy_with_one_connection() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let (a, b, c) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+    let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    let c_to_b = c.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    // b has one connection (from a), up: its progress reads that one alone.
+    for i in 0..40u64 {
+        assert_eq!(exchange(&a, to_b, &b, &i.to_le_bytes(), 10 * i), i.to_le_bytes());
+    }
+    // c connects; only b's listener hears of it, and b's progress must look.
+    assert_eq!(exchange(&c, c_to_b, &b, b"from c", 1000), b"from c");
+    assert_eq!(exchange(&a, to_b, &b, b"from a again", 2000), b"from a again");
+}
+
+#[test]
+fn messages_staged_together_arrive_whole_and_in_order() {
+    burst(false);
+}
+
+#[test]
+fn messages_staged_together_arrive_whole_and_in_order_among_several_connections() {
+    burst(true);
+}
+
+/// A burst of messages of many sizes from one peer; with `others`, the receiver
+/// has another connection too (its full progress pass reads them).
+fn burst(others: bool) {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+    let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    let c = rdm_endpoint(&dom, &info);
+    if others {
+        let c_to_b = c.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+        assert_eq!(exchange(&c, c_to_b, &b, b"another", 50), b"another");
+    }
+    assert_eq!(exchange(&a, to_b, &b, b"hello", 1), b"hello");
+    // Sizes from none to past the 64 KiB stage, sent before b reads anything, so
+    // that one receive of b's stages several (some whole, some cut).
+    let sizes = [0usize, 1, 64, 39, 40, 41, 1000, 30_000, 64, 70_000, 0, 5, 65_536, 3];
+    let mut srcs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &n)| vec![k as u8 + 1; n]).collect();
+    let mut dsts: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n + 8]).collect();
+    for (k, s) in srcs.iter_mut().enumerate() {
+        let si = [IoVec { base: s.as_mut_ptr(), len: s.len() }];
+        // SAFETY: `srcs` outlives every completion waited for below.
+        unsafe { a.ep.post_send(&op(&si, to_b, 100 + k as u64), OpFlags::empty()) }.unwrap();
+    }
+    for (k, d) in dsts.iter_mut().enumerate() {
+        let ri = [IoVec { base: d.as_mut_ptr(), len: d.len() }];
+        // SAFETY: `dsts` outlives every completion waited for below.
+        unsafe { b.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 200 + k as u64), OpFlags::empty()) }.unwrap();
+    }
+    for (k, &n) in sizes.iter().enumerate() {
+        let r = wait(&b.cq, &a.cq).unwrap();
+        assert_eq!(r.op_context, 200 + k as u64, "message {k} out of order");
+        assert_eq!(r.len, n, "message {k}");
+    }
+    let mut sent = 0;
+    while sent < sizes.len() {
+        wait(&a.cq, &b.cq).unwrap();
+        sent += 1;
+    }
+    for (k, &n) in sizes.iter().enumerate() {
+        assert!(dsts[k][..n].iter().all(|&x| x == k as u8 + 1), "message {k} corrupt");
+    }
+}
+
+#[test]
+fn a_peer_sending_garbage_after_a_whole_message_is_dropped() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let t = rdm_endpoint(&dom, &info);
+    let mut dst = [0u8; 16];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: `dst` outlives the completion waited for below.
+    unsafe { t.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 7), OpFlags::empty()) }.unwrap();
+    let limit = Instant::now() + Duration::from_secs(20);
+
+    // The peer: a hello under a made-up name, and the endpoint's acceptance.
+    let hold = TcpListener::bind("127.0.0.1:0").unwrap();
+    let name = format!("127.0.0.1:{}", hold.local_addr().unwrap().port());
+    let mut bad = TcpStream::connect(t.ep.getname().unwrap().sockaddr().unwrap()).unwrap();
+    let hello = Header { len: name.len() as u64, tag: name.len() as u64, id: 1, ..Header::new(OpCode::Hello) };
+    bad.write_all(&hello.encode()).unwrap();
+    bad.write_all(name.as_bytes()).unwrap();
+    bad.set_nonblocking(true).unwrap();
+    let mut ack = Vec::new();
+    while ack.len() < HDR_LEN {
+        let _ = t.cq.read(&mut []);
+        let mut b = [0u8; HDR_LEN];
+        match bad.read(&mut b[..HDR_LEN - ack.len()]) {
+            Ok(n) => ack.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("no acceptance: {e}"),
+        }
+        assert!(Instant::now() < limit, "no acceptance");
+    }
+    assert_eq!(Header::decode(ack[..].try_into().unwrap(), u64::MAX).unwrap().op, OpCode::HelloAck);
+    // The endpoint's one connection is up and quiet: its progress reads it alone.
+    for _ in 0..4 {
+        let _ = t.cq.read(&mut []);
+    }
+    // A whole message, then a header of no version the endpoint knows, in one
+    // segment: the message is delivered, then the connection is dropped.
+    let msg = Header { len: 5, ..Header::new(OpCode::Msg) };
+    let mut garbage = Header::new(OpCode::Msg).encode();
+    garbage[1] = 99;
+    let mut bytes = msg.encode().to_vec();
+    bytes.extend_from_slice(b"hello");
+    bytes.extend_from_slice(&garbage);
+    bad.write_all(&bytes).unwrap();
+    let mut out = [CqEntry::new(0, Caps::empty())];
+    let mut closed = false;
+    let mut got = None;
+    while !(closed && got.is_some()) {
+        if got.is_none() {
+            match t.cq.read(&mut out) {
+                Ok(1) => got = Some(out[0]),
+                Err(Error::Avail) => panic!("the message failed: {:?}", t.cq.readerr()),
+                _ => {}
+            }
+        } else {
+            let _ = t.cq.read(&mut []);
+        }
+        let mut b = [0u8; 64];
+        match bad.read(&mut b) {
+            Ok(0) => closed = true,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => closed = true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            r => panic!("unexpected bytes from the endpoint: {r:?}"),
+        }
+        assert!(Instant::now() < limit, "message {got:?}, connection closed {closed}");
+    }
+    let r = got.unwrap();
+    assert_eq!((r.op_context, r.len), (7, 5));
+    assert_eq!(&dst[..5], b"hello");
+    // The endpoint still talks to a well-behaved peer.
+    let a = rdm_endpoint(&dom, &info);
+    let to_t = a.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
+    assert_eq!(exchange(&a, to_t, &t, b"still fine", 100), b"still fine");
+}
