@@ -71,6 +71,9 @@ struct Queue {
     popped: u64,
     /// An overrun has been recorded and the queue has not had room since.
     overrun: bool,
+    /// Entries queued, successes and errors: `pushed - popped + errs.len()`,
+    /// kept as one word so a push checks the size with one compare.
+    len: usize,
 }
 
 impl Queue {
@@ -78,12 +81,6 @@ impl Queue {
     #[inline]
     fn succ_len(&self) -> usize {
         (self.pushed - self.popped) as usize
-    }
-
-    /// Entries queued, successes and errors.
-    #[inline]
-    fn entries(&self) -> usize {
-        self.succ_len() + self.errs.len()
     }
 
     /// Successes that may be read before the head error (all of them if none).
@@ -101,15 +98,29 @@ impl Queue {
         self.errs.front().is_some_and(|&(pos, _)| pos <= self.popped)
     }
 
-    /// Append a success.
+    /// Append a success. Within the queue's `size` (the usual case), that is a
+    /// store into the ring and two counts; the rest is [`Queue::push_full`].
     #[inline]
-    fn push_succ(&mut self, e: CqEntry) {
-        if self.succ_len() == self.slots.len() {
-            self.grow();
+    fn push_succ(&mut self, size: usize, e: CqEntry) {
+        // `len < size <= slots.len()`: the ring has room, and no overrun is new.
+        if self.len >= size || self.overrun {
+            self.push_full(size);
         }
         let i = self.pushed as usize & self.mask;
         self.slots[i] = e;
         self.pushed += 1;
+        self.len += 1;
+    }
+
+    /// [`Queue::push_succ`] past the fast path: an overrun recorded, or the end
+    /// of one (the queue has room again), and the ring grown if full.
+    #[cold]
+    #[inline(never)]
+    fn push_full(&mut self, size: usize) {
+        self.check_overrun(size);
+        if self.succ_len() == self.slots.len() {
+            self.grow();
+        }
     }
 
     /// Double the ring (an overrun filled it), keeping each queued success at
@@ -147,6 +158,7 @@ impl Queue {
                 return Err(Error::Again);
             }
             self.pop_into(out, n);
+            self.len -= n;
             return Ok(n);
         }
         self.copy_out_slow(out)
@@ -168,13 +180,14 @@ impl Queue {
             };
         }
         self.pop_into(out, n);
+        self.len -= n;
         Ok(n)
     }
 
     /// Record an overrun if this push finds the queue full (see the module docs).
     #[inline]
     fn check_overrun(&mut self, size: usize) {
-        if self.entries() < size {
+        if self.len < size {
             self.overrun = false;
         } else {
             self.record_overrun();
@@ -188,6 +201,7 @@ impl Queue {
         if !self.overrun {
             self.overrun = true;
             self.errs.push_back((self.pushed, overrun_entry()));
+            self.len += 1;
         }
     }
 }
@@ -235,7 +249,7 @@ impl UtilCq {
             fid: next_fid(),
             size,
             wait_obj: attr.wait_obj,
-            queue: SpinLock::new(Queue { slots, mask: len - 1, errs, pushed: 0, popped: 0, overrun: false }),
+            queue: SpinLock::new(Queue { slots, mask: len - 1, errs, pushed: 0, popped: 0, overrun: false, len: 0 }),
             entries: AtomicUsize::new(0),
             reads_without_progress: AtomicUsize::new(0),
             waiter: Waiter::new()?,
@@ -249,8 +263,7 @@ impl UtilCq {
     pub fn push(&self, e: CqEntry) {
         {
             let mut q = self.lock();
-            q.check_overrun(self.size);
-            q.push_succ(e);
+            q.push_succ(self.size, e);
             self.publish(&q);
         }
         self.waiter.notify();
@@ -264,6 +277,7 @@ impl UtilCq {
             q.check_overrun(self.size);
             let pos = q.pushed;
             q.errs.push_back((pos, e));
+            q.len += 1;
             self.publish(&q);
         }
         self.waiter.notify();
@@ -292,7 +306,8 @@ impl UtilCq {
     /// Record how many entries the queue holds (called with its lock held).
     #[inline]
     fn publish(&self, q: &Queue) {
-        self.entries.store(q.entries(), Ordering::Release);
+        debug_assert_eq!(q.len, q.succ_len() + q.errs.len(), "the entry count drifted");
+        self.entries.store(q.len, Ordering::Release);
     }
 
     /// Copy out under the lock, unless the queue is known empty.
@@ -305,6 +320,18 @@ impl UtilCq {
         let r = q.copy_out(out);
         self.publish(&q);
         r
+    }
+
+    /// [`CqOps::read`] of a queue found empty, or after too many reads without
+    /// progress: drive the bound objects' progress, then take what is queued.
+    /// Out of line, so that a read of completions already queued saves no
+    /// registers for the call.
+    #[inline(never)]
+    fn progress_and_take(&self, out: &mut [CqEntry]) -> Result<usize> {
+        self.reads_without_progress.store(0, Ordering::Relaxed);
+        // No lock held here: progress pushes into this queue.
+        self.waiter.progress();
+        self.take(out)
     }
 
     #[inline]
@@ -357,14 +384,14 @@ impl CqOps for UtilCq {
     fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
         let skipped = self.reads_without_progress.load(Ordering::Relaxed);
         if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
-            self.reads_without_progress.store(0, Ordering::Relaxed);
-            // No lock held here: progress pushes into this queue.
-            self.waiter.progress();
-        } else {
-            // Racing readers may lose a count: progress then comes a read later.
-            self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+            return self.progress_and_take(out);
         }
-        self.take(out)
+        // Racing readers may lose a count: progress then comes a read later.
+        self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        let mut q = self.lock();
+        let r = q.copy_out(out);
+        self.publish(&q);
+        r
     }
 
     /// Pop the error entry at the head. `Err(Again)` when the head is not an error
@@ -375,6 +402,9 @@ impl CqOps for UtilCq {
             return Err(Error::Again);
         }
         let e = q.errs.pop_front().map(|(_, e)| e).ok_or(Error::Again);
+        if e.is_ok() {
+            q.len -= 1;
+        }
         self.publish(&q);
         e
     }

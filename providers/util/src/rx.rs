@@ -177,6 +177,7 @@ pub struct RxEngine<R> {
 
 /// The completion flags that say which kind of message a completion is for:
 /// [`Caps::TAGGED`] for a tagged one, [`Caps::MSG`] otherwise.
+#[inline]
 pub fn msg_flags(tagged: bool) -> Caps {
     if tagged {
         Caps::TAGGED
@@ -279,21 +280,12 @@ impl<R> RxEngine<R> {
     #[inline]
     fn recv(&mut self, context: u64, iov: &[IoVec], tagged: bool, completion: bool) -> PostedRecv {
         let n = iov.len().min(IOV_LIMIT);
-        let (first, list) = match n {
-            0 => (IoVec { base: std::ptr::null_mut(), len: 0 }, NO_LIST),
-            1 => (iov[0], NO_LIST),
-            _ => (IoVec { base: std::ptr::null_mut(), len: 0 }, self.store_list(&iov[..n])),
+        let (first, list, cap) = match n {
+            0 => (IoVec { base: std::ptr::null_mut(), len: 0 }, NO_LIST, 0),
+            1 => (iov[0], NO_LIST, iov[0].len),
+            _ => (IoVec { base: std::ptr::null_mut(), len: 0 }, self.store_list(&iov[..n]), IoVec::total(&iov[..n])),
         };
-        PostedRecv {
-            context,
-            first,
-            list,
-            niov: n as u32,
-            cap: IoVec::total(&iov[..n]),
-            tagged,
-            completion,
-            multi: NO_MULTI,
-        }
+        PostedRecv { context, first, list, niov: n as u32, cap, tagged, completion, multi: NO_MULTI }
     }
 
     /// Keep the pieces of a receive of several in a piece list; its index.
@@ -658,7 +650,35 @@ impl<R> RxEngine<R> {
 
     /// Complete a receive whose payload has been written (all of `hdr.len` seen).
     /// `rma`: the remote CQ data of an RMA write, reported as the write.
+    #[inline]
     pub fn complete(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
+        // The usual case inline: a whole message into a receive of one piece.
+        if let Target::Single(rec) = &target {
+            if rec.list == NO_LIST && hdr.len <= rec.cap as u64 && !rma {
+                let cq_data = hdr.flags.has(HdrFlags::CQ_DATA);
+                let flags = Caps::RECV
+                    | msg_flags(hdr.flags.has(HdrFlags::TAGGED))
+                    | if cq_data { Caps::REMOTE_CQ_DATA } else { Caps::empty() };
+                let e = CqEntry {
+                    op_context: rec.context,
+                    flags,
+                    len: hdr.len as usize,
+                    buf: 0,
+                    data: if cq_data { hdr.data } else { 0 },
+                    tag: hdr.tag,
+                    src,
+                };
+                b.rx_done(e, rec.completion);
+                return;
+            }
+        }
+        self.complete_slow(b, target, hdr, src, rma)
+    }
+
+    /// [`RxEngine::complete`] of anything but a whole message into a receive of
+    /// one piece: a piece list, a multi-receive buffer, a truncation, RMA data.
+    #[inline(never)]
+    fn complete_slow(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
         let tagged = hdr.flags.has(HdrFlags::TAGGED);
         let mut flags = if rma { Caps::RMA | Caps::REMOTE_WRITE } else { Caps::RECV | msg_flags(tagged) };
         let data = if hdr.flags.has(HdrFlags::CQ_DATA) {
