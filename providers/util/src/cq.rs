@@ -137,9 +137,23 @@ impl Queue {
         self.mask = len - 1;
     }
 
-    /// Move the `n` oldest successes (queued) into `out[..n]`.
+    /// Move the `n` oldest successes (queued) into `out[..n]`: one (the usual
+    /// read) inline, more in a loop out of line.
     #[inline]
     fn pop_into(&mut self, out: &mut [CqEntry], n: usize) {
+        if n == 1 {
+            if let Some(dst) = out.first_mut() {
+                *dst = self.slots[self.popped as usize & self.mask];
+            }
+            self.popped += 1;
+        } else {
+            self.pop_many(out, n);
+        }
+    }
+
+    /// [`Queue::pop_into`] of more than one entry.
+    #[inline(never)]
+    fn pop_many(&mut self, out: &mut [CqEntry], n: usize) {
         let from = self.popped as usize;
         for (i, dst) in out[..n].iter_mut().enumerate() {
             *dst = self.slots[(from + i) & self.mask];
@@ -258,8 +272,9 @@ impl UtilCq {
 
     /// Queue a successful completion and wake a sleeping reader, if any. Never
     /// drops the entry: past `size` entries, an overrun is recorded instead (see
-    /// the module docs).
-    #[inline]
+    /// the module docs). Inlined, so that the entry's fields are stored
+    /// straight into the ring's slot rather than built and copied there.
+    #[inline(always)]
     pub fn push(&self, e: CqEntry) {
         {
             let mut q = self.lock();
