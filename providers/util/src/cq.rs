@@ -100,7 +100,7 @@ impl Queue {
 
     /// Append a success. Within the queue's `size` (the usual case), that is a
     /// store into the ring and two counts; the rest is [`Queue::push_full`].
-    #[inline]
+    #[inline(always)]
     fn push_succ(&mut self, size: usize, e: CqEntry) {
         // `len < size <= slots.len()`: the ring has room, and no overrun is new.
         if self.len >= size || self.overrun {
