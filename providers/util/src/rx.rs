@@ -11,7 +11,7 @@
 
 use crate::bind::Bindings;
 use crate::iov::{self, copy_into};
-use crate::matcher::{Matcher, MsgSpec, PostedId, PostedMatch, RecvSpec};
+use crate::matcher::{Matcher, MsgSpec, PostedId, PostedMatch, RecvSpec, UnexpId};
 use crate::wire::{HdrFlags, Header, OpCode};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags, Result};
@@ -264,15 +264,20 @@ impl<R> RxEngine<R> {
         }
         let rec = self.recv(op.context, op.iov, tagged, completion);
         match self.matcher.match_unexpected(&spec) {
-            Some(uid) => {
-                let (m, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
-                self.deliver(b, Target::Single(rec), m, u);
-            }
+            Some(uid) => self.post_unexpected(b, rec, uid),
             None => {
                 self.matcher.push_posted(spec, rec);
             }
         }
         Ok(())
+    }
+
+    /// [`RxEngine::post`] of a receive an unexpected message was waiting for
+    /// (out of line: the usual receive is posted before its message arrives).
+    #[inline(never)]
+    fn post_unexpected(&mut self, b: &Bindings, rec: PostedRecv, uid: UnexpId) {
+        let (m, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
+        self.deliver(b, Target::Single(rec), m, u);
     }
 
     /// A receive record for `iov` (at most [`IOV_LIMIT`] pieces): more than one
