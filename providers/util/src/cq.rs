@@ -165,15 +165,23 @@ impl Queue {
     /// nothing was copied, `Err(Again)` when the queue is empty.
     #[inline]
     fn copy_out(&mut self, out: &mut [CqEntry]) -> Result<usize> {
-        // The usual case: no error queued, so every success is readable.
-        if self.errs.is_empty() && !out.is_empty() {
-            let n = self.succ_len().min(out.len());
-            if n == 0 {
-                return Err(Error::Again);
+        // The usual case: no error queued, so every entry is a readable success.
+        if self.errs.is_empty() {
+            match (self.len, out.len()) {
+                (0, _) => return Err(Error::Again),
+                (_, 0) => {}
+                (1, _) | (_, 1) => {
+                    self.pop_into(out, 1);
+                    self.len -= 1;
+                    return Ok(1);
+                }
+                (len, room) => {
+                    let n = len.min(room);
+                    self.pop_into(out, n);
+                    self.len -= n;
+                    return Ok(n);
+                }
             }
-            self.pop_into(out, n);
-            self.len -= n;
-            return Ok(n);
         }
         self.copy_out_slow(out)
     }
