@@ -357,6 +357,17 @@ impl UtilCq {
         self.take(out)
     }
 
+    /// [`CqOps::read`] of a queue with completions queued: copy them out under
+    /// the lock. Out of line like [`UtilCq::progress_and_take`], so that the
+    /// read itself is a check and a tail call either way.
+    #[inline(never)]
+    fn take_queued(&self, out: &mut [CqEntry]) -> Result<usize> {
+        let mut q = self.lock();
+        let r = q.copy_out(out);
+        self.publish(&q);
+        r
+    }
+
     #[inline]
     fn lock(&self) -> SpinGuard<'_, Queue> {
         // The queue's invariants hold between statements that could panic.
@@ -411,10 +422,7 @@ impl CqOps for UtilCq {
         }
         // Racing readers may lose a count: progress then comes a read later.
         self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
-        let mut q = self.lock();
-        let r = q.copy_out(out);
-        self.publish(&q);
-        r
+        self.take_queued(out)
     }
 
     /// Pop the error entry at the head. `Err(Again)` when the head is not an error
