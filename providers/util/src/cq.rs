@@ -71,6 +71,9 @@ struct Queue {
     popped: u64,
     /// An overrun has been recorded and the queue has not had room since.
     overrun: bool,
+    /// The queue's size while no overrun is recorded, 0 while one is: a push
+    /// below it (`len < limit`) is in the fast path, with one compare.
+    limit: usize,
     /// Entries queued, successes and errors: `pushed - popped + errs.len()`,
     /// kept as one word so a push checks the size with one compare.
     len: usize,
@@ -102,8 +105,9 @@ impl Queue {
     /// store into the ring and two counts; the rest is [`Queue::push_full`].
     #[inline(always)]
     fn push_succ(&mut self, size: usize, e: CqEntry) {
-        // `len < size <= slots.len()`: the ring has room, and no overrun is new.
-        if self.len >= size || self.overrun {
+        // `len < limit` means `len < size <= slots.len()` and no overrun
+        // recorded: the ring has room, and there is no overrun to end.
+        if self.len >= self.limit {
             self.push_full(size);
         }
         let i = self.pushed as usize & self.mask;
@@ -211,6 +215,7 @@ impl Queue {
     fn check_overrun(&mut self, size: usize) {
         if self.len < size {
             self.overrun = false;
+            self.limit = size;
         } else {
             self.record_overrun();
         }
@@ -222,6 +227,7 @@ impl Queue {
     fn record_overrun(&mut self) {
         if !self.overrun {
             self.overrun = true;
+            self.limit = 0;
             self.errs.push_back((self.pushed, overrun_entry()));
             self.len += 1;
         }
@@ -271,7 +277,16 @@ impl UtilCq {
             fid: next_fid(),
             size,
             wait_obj: attr.wait_obj,
-            queue: SpinLock::new(Queue { slots, mask: len - 1, errs, pushed: 0, popped: 0, overrun: false, len: 0 }),
+            queue: SpinLock::new(Queue {
+                slots,
+                mask: len - 1,
+                errs,
+                pushed: 0,
+                popped: 0,
+                overrun: false,
+                limit: size,
+                len: 0,
+            }),
             entries: AtomicUsize::new(0),
             reads_without_progress: AtomicUsize::new(0),
             waiter: Waiter::new()?,
