@@ -101,7 +101,7 @@ impl Bindings {
     /// `FI_COMPLETION`; without it, a queue bound with `FI_SELECTIVE_COMPLETION`
     /// gets no entry (the counter still counts it, and failures are always
     /// reported: [`Bindings::tx_err`]).
-    #[inline]
+    #[inline(always)]
     pub fn tx_done(&self, e: CqEntry, completion: bool) {
         if let Some(cq) = &self.tx_cq {
             if completion || !self.tx_selective {
@@ -144,7 +144,7 @@ impl Bindings {
 
     /// A receive completed; `completion` as for [`Bindings::tx_done`], against
     /// the receive queue's binding.
-    #[inline]
+    #[inline(always)]
     pub fn rx_done(&self, e: CqEntry, completion: bool) {
         if let Some(cq) = &self.rx_cq {
             if completion || !self.rx_selective {

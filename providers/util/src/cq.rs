@@ -71,6 +71,12 @@ struct Queue {
     popped: u64,
     /// An overrun has been recorded and the queue has not had room since.
     overrun: bool,
+    /// The queue's size while no overrun is recorded, 0 while one is: a push
+    /// below it (`len < limit`) is in the fast path, with one compare.
+    limit: usize,
+    /// Entries queued, successes and errors: `pushed - popped + errs.len()`,
+    /// kept as one word so a push checks the size with one compare.
+    len: usize,
 }
 
 impl Queue {
@@ -78,12 +84,6 @@ impl Queue {
     #[inline]
     fn succ_len(&self) -> usize {
         (self.pushed - self.popped) as usize
-    }
-
-    /// Entries queued, successes and errors.
-    #[inline]
-    fn entries(&self) -> usize {
-        self.succ_len() + self.errs.len()
     }
 
     /// Successes that may be read before the head error (all of them if none).
@@ -101,15 +101,30 @@ impl Queue {
         self.errs.front().is_some_and(|&(pos, _)| pos <= self.popped)
     }
 
-    /// Append a success.
-    #[inline]
-    fn push_succ(&mut self, e: CqEntry) {
-        if self.succ_len() == self.slots.len() {
-            self.grow();
+    /// Append a success. Within the queue's `size` (the usual case), that is a
+    /// store into the ring and two counts; the rest is [`Queue::push_full`].
+    #[inline(always)]
+    fn push_succ(&mut self, size: usize, e: CqEntry) {
+        // `len < limit` means `len < size <= slots.len()` and no overrun
+        // recorded: the ring has room, and there is no overrun to end.
+        if self.len >= self.limit {
+            self.push_full(size);
         }
         let i = self.pushed as usize & self.mask;
         self.slots[i] = e;
         self.pushed += 1;
+        self.len += 1;
+    }
+
+    /// [`Queue::push_succ`] past the fast path: an overrun recorded, or the end
+    /// of one (the queue has room again), and the ring grown if full.
+    #[cold]
+    #[inline(never)]
+    fn push_full(&mut self, size: usize) {
+        self.check_overrun(size);
+        if self.succ_len() == self.slots.len() {
+            self.grow();
+        }
     }
 
     /// Double the ring (an overrun filled it), keeping each queued success at
@@ -126,9 +141,23 @@ impl Queue {
         self.mask = len - 1;
     }
 
-    /// Move the `n` oldest successes (queued) into `out[..n]`.
+    /// Move the `n` oldest successes (queued) into `out[..n]`: one (the usual
+    /// read) inline, more in a loop out of line.
     #[inline]
     fn pop_into(&mut self, out: &mut [CqEntry], n: usize) {
+        if n == 1 {
+            if let Some(dst) = out.first_mut() {
+                *dst = self.slots[self.popped as usize & self.mask];
+            }
+            self.popped += 1;
+        } else {
+            self.pop_many(out, n);
+        }
+    }
+
+    /// [`Queue::pop_into`] of more than one entry.
+    #[inline(never)]
+    fn pop_many(&mut self, out: &mut [CqEntry], n: usize) {
         let from = self.popped as usize;
         for (i, dst) in out[..n].iter_mut().enumerate() {
             *dst = self.slots[(from + i) & self.mask];
@@ -140,14 +169,23 @@ impl Queue {
     /// nothing was copied, `Err(Again)` when the queue is empty.
     #[inline]
     fn copy_out(&mut self, out: &mut [CqEntry]) -> Result<usize> {
-        // The usual case: no error queued, so every success is readable.
-        if self.errs.is_empty() && !out.is_empty() {
-            let n = self.succ_len().min(out.len());
-            if n == 0 {
-                return Err(Error::Again);
+        // The usual case: no error queued, so every entry is a readable success.
+        if self.errs.is_empty() {
+            match (self.len, out.len()) {
+                (0, _) => return Err(Error::Again),
+                (_, 0) => {}
+                (1, _) | (_, 1) => {
+                    self.pop_into(out, 1);
+                    self.len -= 1;
+                    return Ok(1);
+                }
+                (len, room) => {
+                    let n = len.min(room);
+                    self.pop_into(out, n);
+                    self.len -= n;
+                    return Ok(n);
+                }
             }
-            self.pop_into(out, n);
-            return Ok(n);
         }
         self.copy_out_slow(out)
     }
@@ -168,14 +206,16 @@ impl Queue {
             };
         }
         self.pop_into(out, n);
+        self.len -= n;
         Ok(n)
     }
 
     /// Record an overrun if this push finds the queue full (see the module docs).
     #[inline]
     fn check_overrun(&mut self, size: usize) {
-        if self.entries() < size {
+        if self.len < size {
             self.overrun = false;
+            self.limit = size;
         } else {
             self.record_overrun();
         }
@@ -187,7 +227,9 @@ impl Queue {
     fn record_overrun(&mut self) {
         if !self.overrun {
             self.overrun = true;
+            self.limit = 0;
             self.errs.push_back((self.pushed, overrun_entry()));
+            self.len += 1;
         }
     }
 }
@@ -235,7 +277,16 @@ impl UtilCq {
             fid: next_fid(),
             size,
             wait_obj: attr.wait_obj,
-            queue: SpinLock::new(Queue { slots, mask: len - 1, errs, pushed: 0, popped: 0, overrun: false }),
+            queue: SpinLock::new(Queue {
+                slots,
+                mask: len - 1,
+                errs,
+                pushed: 0,
+                popped: 0,
+                overrun: false,
+                limit: size,
+                len: 0,
+            }),
             entries: AtomicUsize::new(0),
             reads_without_progress: AtomicUsize::new(0),
             waiter: Waiter::new()?,
@@ -244,13 +295,13 @@ impl UtilCq {
 
     /// Queue a successful completion and wake a sleeping reader, if any. Never
     /// drops the entry: past `size` entries, an overrun is recorded instead (see
-    /// the module docs).
-    #[inline]
+    /// the module docs). Inlined, so that the entry's fields are stored
+    /// straight into the ring's slot rather than built and copied there.
+    #[inline(always)]
     pub fn push(&self, e: CqEntry) {
         {
             let mut q = self.lock();
-            q.check_overrun(self.size);
-            q.push_succ(e);
+            q.push_succ(self.size, e);
             self.publish(&q);
         }
         self.waiter.notify();
@@ -264,6 +315,7 @@ impl UtilCq {
             q.check_overrun(self.size);
             let pos = q.pushed;
             q.errs.push_back((pos, e));
+            q.len += 1;
             self.publish(&q);
         }
         self.waiter.notify();
@@ -292,7 +344,8 @@ impl UtilCq {
     /// Record how many entries the queue holds (called with its lock held).
     #[inline]
     fn publish(&self, q: &Queue) {
-        self.entries.store(q.entries(), Ordering::Release);
+        debug_assert_eq!(q.len, q.succ_len() + q.errs.len(), "the entry count drifted");
+        self.entries.store(q.len, Ordering::Release);
     }
 
     /// Copy out under the lock, unless the queue is known empty.
@@ -301,6 +354,29 @@ impl UtilCq {
         if self.entries.load(Ordering::Acquire) == 0 {
             return Err(Error::Again);
         }
+        let mut q = self.lock();
+        let r = q.copy_out(out);
+        self.publish(&q);
+        r
+    }
+
+    /// [`CqOps::read`] of a queue found empty, or after too many reads without
+    /// progress: drive the bound objects' progress, then take what is queued.
+    /// Out of line, so that a read of completions already queued saves no
+    /// registers for the call.
+    #[inline(never)]
+    fn progress_and_take(&self, out: &mut [CqEntry]) -> Result<usize> {
+        self.reads_without_progress.store(0, Ordering::Relaxed);
+        // No lock held here: progress pushes into this queue.
+        self.waiter.progress();
+        self.take(out)
+    }
+
+    /// [`CqOps::read`] of a queue with completions queued: copy them out under
+    /// the lock. Out of line like [`UtilCq::progress_and_take`], so that the
+    /// read itself is a check and a tail call either way.
+    #[inline(never)]
+    fn take_queued(&self, out: &mut [CqEntry]) -> Result<usize> {
         let mut q = self.lock();
         let r = q.copy_out(out);
         self.publish(&q);
@@ -357,14 +433,11 @@ impl CqOps for UtilCq {
     fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
         let skipped = self.reads_without_progress.load(Ordering::Relaxed);
         if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
-            self.reads_without_progress.store(0, Ordering::Relaxed);
-            // No lock held here: progress pushes into this queue.
-            self.waiter.progress();
-        } else {
-            // Racing readers may lose a count: progress then comes a read later.
-            self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+            return self.progress_and_take(out);
         }
-        self.take(out)
+        // Racing readers may lose a count: progress then comes a read later.
+        self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        self.take_queued(out)
     }
 
     /// Pop the error entry at the head. `Err(Again)` when the head is not an error
@@ -375,6 +448,9 @@ impl CqOps for UtilCq {
             return Err(Error::Again);
         }
         let e = q.errs.pop_front().map(|(_, e)| e).ok_or(Error::Again);
+        if e.is_ok() {
+            q.len -= 1;
+        }
         self.publish(&q);
         e
     }

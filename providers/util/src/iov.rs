@@ -70,6 +70,7 @@ pub fn walk<P: Piece>(pieces: &[P], off: u64, len: u64, mut f: impl FnMut(P) -> 
 }
 
 /// How many of the bytes `off..off + len` lie below `cap`.
+#[inline]
 pub fn clip(cap: u64, off: u64, len: u64) -> u64 {
     len.min(cap.saturating_sub(off))
 }

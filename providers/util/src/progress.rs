@@ -187,7 +187,7 @@ impl Waiter {
     }
 
     /// Drive progress of every bound object once.
-    #[inline]
+    #[inline(always)]
     pub fn progress(&self) {
         self.each_bound(|o| o.progress());
     }
@@ -253,7 +253,7 @@ impl Waiter {
     /// last reference to an object whose `Drop` unbinds it). The usual case, one
     /// bound object, costs one lock and one upgrade; more are collected first
     /// ([`Waiter::each_bound_many`]).
-    #[inline]
+    #[inline(always)]
     fn each_bound(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
         let one = {
             let b = self.bound.lock();

@@ -11,7 +11,7 @@
 
 use crate::bind::Bindings;
 use crate::iov::{self, copy_into};
-use crate::matcher::{Matcher, MsgSpec, PostedId, PostedMatch, RecvSpec};
+use crate::matcher::{Matcher, MsgSpec, PostedId, PostedMatch, RecvSpec, UnexpId};
 use crate::wire::{HdrFlags, Header, OpCode};
 use fabric_core::prov::{IoVec, Op};
 use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags, Result};
@@ -177,6 +177,7 @@ pub struct RxEngine<R> {
 
 /// The completion flags that say which kind of message a completion is for:
 /// [`Caps::TAGGED`] for a tagged one, [`Caps::MSG`] otherwise.
+#[inline]
 pub fn msg_flags(tagged: bool) -> Caps {
     if tagged {
         Caps::TAGGED
@@ -263,10 +264,7 @@ impl<R> RxEngine<R> {
         }
         let rec = self.recv(op.context, op.iov, tagged, completion);
         match self.matcher.match_unexpected(&spec) {
-            Some(uid) => {
-                let (m, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
-                self.deliver(b, Target::Single(rec), m, u);
-            }
+            Some(uid) => self.post_unexpected(b, rec, uid),
             None => {
                 self.matcher.push_posted(spec, rec);
             }
@@ -274,26 +272,25 @@ impl<R> RxEngine<R> {
         Ok(())
     }
 
+    /// [`RxEngine::post`] of a receive an unexpected message was waiting for
+    /// (out of line: the usual receive is posted before its message arrives).
+    #[inline(never)]
+    fn post_unexpected(&mut self, b: &Bindings, rec: PostedRecv, uid: UnexpId) {
+        let (m, u) = self.matcher.remove_unexpected(uid).expect("matched id exists");
+        self.deliver(b, Target::Single(rec), m, u);
+    }
+
     /// A receive record for `iov` (at most [`IOV_LIMIT`] pieces): more than one
     /// piece go to a piece list, released when the receive completes or fails.
     #[inline]
     fn recv(&mut self, context: u64, iov: &[IoVec], tagged: bool, completion: bool) -> PostedRecv {
         let n = iov.len().min(IOV_LIMIT);
-        let (first, list) = match n {
-            0 => (IoVec { base: std::ptr::null_mut(), len: 0 }, NO_LIST),
-            1 => (iov[0], NO_LIST),
-            _ => (IoVec { base: std::ptr::null_mut(), len: 0 }, self.store_list(&iov[..n])),
+        let (first, list, cap) = match n {
+            0 => (IoVec { base: std::ptr::null_mut(), len: 0 }, NO_LIST, 0),
+            1 => (iov[0], NO_LIST, iov[0].len),
+            _ => (IoVec { base: std::ptr::null_mut(), len: 0 }, self.store_list(&iov[..n]), IoVec::total(&iov[..n])),
         };
-        PostedRecv {
-            context,
-            first,
-            list,
-            niov: n as u32,
-            cap: IoVec::total(&iov[..n]),
-            tagged,
-            completion,
-            multi: NO_MULTI,
-        }
+        PostedRecv { context, first, list, niov: n as u32, cap, tagged, completion, multi: NO_MULTI }
     }
 
     /// Keep the pieces of a receive of several in a piece list; its index.
@@ -523,6 +520,76 @@ impl<R> RxEngine<R> {
         }
     }
 
+    /// A message whose payload is all here (`body`, of its `len` bytes; CQ data
+    /// `data`), matched and delivered in one step: what [`RxEngine::match_arrival`],
+    /// [`RxEngine::write`] and [`RxEngine::complete`] do one after the other,
+    /// with a one-piece receive that holds it all filled and completed inline
+    /// (no [`Target`] or [`Header`] built). `false` when no posted receive
+    /// matches: the caller holds the message as unexpected.
+    #[inline]
+    pub fn deliver_eager(&mut self, b: &Bindings, m: &MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> bool {
+        match self.matcher.take_posted(m, |r| r.multi != NO_MULTI) {
+            None => false,
+            Some(PostedMatch::Taken(_, rec)) => {
+                if rec.list == NO_LIST && body.len() <= rec.cap && body.len() as u64 == len {
+                    if !body.is_empty() {
+                        // SAFETY: `body.len() <= cap`, the length of the receive's
+                        // only piece, which is valid for writes under post_recv's
+                        // contract; `body` is a distinct buffer of the caller's.
+                        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
+                    }
+                    let flags = Caps::RECV
+                        | msg_flags(m.tagged)
+                        | if data.is_some() { Caps::REMOTE_CQ_DATA } else { Caps::empty() };
+                    let e = CqEntry {
+                        op_context: rec.context,
+                        flags,
+                        len: body.len(),
+                        buf: 0,
+                        data: data.unwrap_or(0),
+                        tag: m.tag,
+                        src: m.src,
+                    };
+                    b.rx_done(e, rec.completion);
+                } else {
+                    self.deliver_eager_slow(b, Target::Single(rec), m, len, data, body);
+                }
+                true
+            }
+            Some(PostedMatch::Stays(pid)) => {
+                let target = self.take_multi(pid, len);
+                self.deliver_eager_slow(b, target, m, len, data, body);
+                true
+            }
+        }
+    }
+
+    /// [`RxEngine::deliver_eager`] into anything but a one-piece receive that
+    /// holds the whole message.
+    #[inline(never)]
+    fn deliver_eager_slow(
+        &mut self,
+        b: &Bindings,
+        target: Target,
+        m: &MsgSpec,
+        len: u64,
+        data: Option<u64>,
+        body: &[u8],
+    ) {
+        let hdr = Header {
+            flags: HdrFlags(
+                if m.tagged { HdrFlags::TAGGED } else { 0 } | if data.is_some() { HdrFlags::CQ_DATA } else { 0 },
+            ),
+            len,
+            tag: m.tag,
+            data: data.unwrap_or(0),
+            id: 0,
+            op: OpCode::Msg,
+        };
+        self.write(&target, 0, body);
+        self.complete(b, target, &hdr, m.src, false);
+    }
+
     /// The slice of the matched multi-receive buffer `pid` a message of `len`
     /// bytes gets.
     #[cold]
@@ -658,7 +725,35 @@ impl<R> RxEngine<R> {
 
     /// Complete a receive whose payload has been written (all of `hdr.len` seen).
     /// `rma`: the remote CQ data of an RMA write, reported as the write.
+    #[inline]
     pub fn complete(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
+        // The usual case inline: a whole message into a receive of one piece.
+        if let Target::Single(rec) = &target {
+            if rec.list == NO_LIST && hdr.len <= rec.cap as u64 && !rma {
+                let cq_data = hdr.flags.has(HdrFlags::CQ_DATA);
+                let flags = Caps::RECV
+                    | msg_flags(hdr.flags.has(HdrFlags::TAGGED))
+                    | if cq_data { Caps::REMOTE_CQ_DATA } else { Caps::empty() };
+                let e = CqEntry {
+                    op_context: rec.context,
+                    flags,
+                    len: hdr.len as usize,
+                    buf: 0,
+                    data: if cq_data { hdr.data } else { 0 },
+                    tag: hdr.tag,
+                    src,
+                };
+                b.rx_done(e, rec.completion);
+                return;
+            }
+        }
+        self.complete_slow(b, target, hdr, src, rma)
+    }
+
+    /// [`RxEngine::complete`] of anything but a whole message into a receive of
+    /// one piece: a piece list, a multi-receive buffer, a truncation, RMA data.
+    #[inline(never)]
+    fn complete_slow(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, rma: bool) {
         let tagged = hdr.flags.has(HdrFlags::TAGGED);
         let mut flags = if rma { Caps::RMA | Caps::REMOTE_WRITE } else { Caps::RECV | msg_flags(tagged) };
         let data = if hdr.flags.has(HdrFlags::CQ_DATA) {
@@ -885,7 +980,8 @@ mod tests {
         ];
         for (cap, n, len, tagged, cq_data) in cases {
             let body: Vec<u8> = (1..=len as u8).collect();
-            let run = |whole: bool| {
+            // 0: deliver_whole, 1: write then complete, 2: deliver_eager.
+            let run = |how: u8| {
                 let b = bindings();
                 let mut rx: RxEngine<u32> = RxEngine::new(0);
                 let mut dst = vec![0u8; cap * n];
@@ -895,17 +991,21 @@ mod tests {
                 let flags = if tagged { OpFlags::TAGGED } else { OpFlags::empty() };
                 rx.post(&b, &o, flags, FiAddr::UNSPEC).unwrap();
                 let m = MsgSpec { tagged, src: FiAddr(3), tag: 5 };
-                let t = rx.match_arrival(&m, len as u64).expect("posted");
                 let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
                 if cq_data {
                     hf |= HdrFlags::CQ_DATA;
                 }
                 let hdr = Header { len: len as u64, tag: 5, data: 99, flags: HdrFlags(hf), ..Header::new(OpCode::Msg) };
-                if whole {
-                    rx.deliver_whole(&b, t, &hdr, FiAddr(3), &body);
+                if how == 2 {
+                    assert!(rx.deliver_eager(&b, &m, len as u64, cq_data.then_some(99), &body));
                 } else {
-                    rx.write(&t, 0, &body);
-                    rx.complete(&b, t, &hdr, FiAddr(3), false);
+                    let t = rx.match_arrival(&m, len as u64).expect("posted");
+                    if how == 0 {
+                        rx.deliver_whole(&b, t, &hdr, FiAddr(3), &body);
+                    } else {
+                        rx.write(&t, 0, &body);
+                        rx.complete(&b, t, &hdr, FiAddr(3), false);
+                    }
                 }
                 let cq = b.rx_cq.as_ref().unwrap();
                 let mut out = [CqEntry::new(0, Caps::empty())];
@@ -913,8 +1013,25 @@ mod tests {
                 let err = cq.readerr().ok();
                 (format!("{r:?} {out:?} {err:?}"), dst)
             };
-            assert_eq!(run(true), run(false), "cap {cap} x {n}, len {len}");
+            assert_eq!(run(0), run(1), "cap {cap} x {n}, len {len}");
+            assert_eq!(run(2), run(1), "eager: cap {cap} x {n}, len {len}");
         }
+    }
+
+    #[test]
+    fn deliver_eager_without_a_receive_leaves_the_message_to_the_caller() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(0);
+        assert!(!rx.deliver_eager(&b, &spec(), 2, None, b"hi"));
+        assert!(read_one(&b).is_none());
+        // A multi-receive buffer takes it through the general path.
+        let mut dst = [0u8; 8];
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut dst, &mut iov, 4), OpFlags::MULTI_RECV, FiAddr::UNSPEC).unwrap();
+        assert!(rx.deliver_eager(&b, &spec(), 2, Some(1), b"hi"));
+        let e = read_one(&b).expect("completed in the multi-receive buffer");
+        assert_eq!((e.op_context, e.len, e.data, e.buf), (4, 2, 1, dst.as_ptr() as usize));
+        assert_eq!(&dst[..2], b"hi");
     }
 
     #[test]

@@ -280,20 +280,12 @@ impl ShmEp {
         let src = Self::src_of(g, peer);
         let tagged = e.flags & flags::TAGGED != 0;
         let m = MsgSpec { tagged, src, tag: e.tag };
-        match g.rx.match_arrival(&m, e.len) {
-            Some(target) => {
-                g.rx.write(&target, 0, e.inline(raw));
-                let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
-                if e.flags & flags::CQ_DATA != 0 {
-                    hf |= HdrFlags::CQ_DATA;
-                }
-                let hdr = Header { flags: HdrFlags(hf), len: e.len, tag: e.tag, data: e.data, id: 0, op: OpCode::Msg };
-                // Completing a receive queues no action for the wire.
-                g.rx.complete(&g.b, target, &hdr, src, false);
-            }
-            None => return self.msg_unexpected(g, m, e.flags, e.data, e.len, e.inline(raw)),
+        let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+        // Completing a receive queues no action for the wire.
+        if g.rx.deliver_eager(&g.b, &m, e.len, data, e.inline(raw)) {
+            return Ok(());
         }
-        Ok(())
+        self.msg_unexpected(g, m, e.flags, e.data, e.len, e.inline(raw))
     }
 
     /// A small message no receive was posted for: held, with a copy of its payload.
