@@ -36,20 +36,26 @@ fn drive(qa: &CompletionQueue, mut na: usize, qb: &CompletionQueue, mut nb: usiz
     let mut once = na == 0 && nb == 0;
     while na > 0 || nb > 0 || once {
         once = false;
-        for (q, n) in [(qa, &mut na), (qb, &mut nb)] {
-            match q.read_one() {
-                Ok(c) => {
-                    *n = n.saturating_sub(1);
-                    if let OpBuffers::One(b) = c.buffers {
-                        slots[c.context as usize] = Some(b);
-                    }
-                }
-                Err(Error::Again) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        na -= read(qa, slots)?.min(na);
+        nb -= read(qb, slots)?.min(nb);
     }
     Ok(())
+}
+
+/// Read one completion of `q`, its buffer back to its slot: how many were read
+/// (0 or 1).
+#[inline(always)]
+fn read(q: &CompletionQueue, slots: &mut Slots) -> Result<usize> {
+    match q.read_one() {
+        Ok(c) => {
+            if let OpBuffers::One(b) = c.buffers {
+                slots[c.context as usize] = Some(b);
+            }
+            Ok(1)
+        }
+        Err(Error::Again) => Ok(0),
+        Err(e) => Err(e),
+    }
 }
 
 impl InProc {

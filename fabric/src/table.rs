@@ -77,14 +77,20 @@ const _: () = assert!(fabric_core::prov::NO_CONTEXT == 0);
 
 #[derive(Debug)]
 struct Slot {
-    /// The high half of the key of the slot's current (or next) record; never 0,
-    /// so no key is 0 (`NO_CONTEXT`, reserved for entries of no operation). A
-    /// new stamp each time a record leaves, so the old key never finds the next.
-    stamp: u32,
+    /// The key of the slot's record while it is live. While the slot is free, the
+    /// key its next record will get with the lowest bit flipped ([`FREE`]): that
+    /// value names another index, so no key that leads here equals it, and a
+    /// lookup is one index and one compare. The high half (the stamp) is never 0,
+    /// so no key is 0 (`NO_CONTEXT`, reserved for entries of no operation); it
+    /// changes each time a record leaves, so the old key never finds the next.
+    key: u64,
     /// The next free slot while this one is free.
     next_free: u32,
     rec: Option<Record>,
 }
+
+/// XORed into a free slot's key (see [`Slot::key`]).
+const FREE: u64 = 1;
 
 /// The slab.
 #[derive(Debug)]
@@ -98,6 +104,13 @@ pub(crate) struct Table {
     first_stamp: u32,
     /// Buffer-released completions waiting to be read.
     pub(crate) pending: VecDeque<PendingRelease>,
+}
+
+/// A slot index found out of range where it cannot be.
+#[cold]
+#[inline(never)]
+fn unreachable_slot() -> ! {
+    unreachable!("a free slot index is below the table's length")
 }
 
 /// Mix a value into a salt (splitmix64's finalizer).
@@ -136,17 +149,36 @@ impl Table {
     /// Insert a record; its key (never `NO_CONTEXT`).
     #[inline(always)]
     pub(crate) fn insert(&mut self, rec: Record) -> u64 {
-        let mut idx = self.free;
+        let idx = self.vacant();
+        self.fill(idx, rec)
+    }
+
+    /// A free slot's index, growing the table when none is free: the first half
+    /// of [`Table::insert`], the only one that may call out (to grow), so that a
+    /// caller can build the record after it (no copy of the record kept for an
+    /// unwind).
+    #[inline(always)]
+    pub(crate) fn vacant(&mut self) -> u32 {
+        let idx = self.free;
         if idx as usize >= self.slots.len() {
-            idx = self.grow();
+            return self.grow();
         }
-        let slot = &mut self.slots[idx as usize];
+        idx
+    }
+
+    /// Put `rec` in the free slot `idx` (from [`Table::vacant`], no call in
+    /// between); its key (never `NO_CONTEXT`).
+    #[inline(always)]
+    pub(crate) fn fill(&mut self, idx: u32, rec: Record) -> u64 {
+        // `idx` is below the length (checked by `vacant`, or the slot `grow`
+        // just pushed): the `else` is never taken.
+        let Some(slot) = self.slots.get_mut(idx as usize) else { unreachable_slot() };
         self.free = slot.next_free;
         // A free slot holds no record: nothing to drop.
         debug_assert!(slot.rec.is_none());
         std::mem::forget(slot.rec.replace(rec));
-        let stamp = slot.stamp;
-        self.key(idx, stamp)
+        slot.key ^= FREE;
+        slot.key
     }
 
     /// A new free slot (the free list is empty): its index.
@@ -157,7 +189,8 @@ impl Table {
         // process is out of memory long before.
         let idx = self.slots.len() as u32;
         assert!(idx != NIL, "in-flight operation table full");
-        self.slots.push(Slot { stamp: self.first_stamp, next_free: self.free, rec: None });
+        let key = self.key(idx, self.first_stamp) ^ FREE;
+        self.slots.push(Slot { key, next_free: self.free, rec: None });
         idx
     }
 
@@ -166,7 +199,7 @@ impl Table {
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
         let idx = (key as u32 ^ self.salt_lo) as usize;
         let slot = self.slots.get(idx)?;
-        (slot.stamp == (key >> 32) as u32 && slot.rec.is_some()).then_some(idx)
+        (slot.key == key).then_some(idx)
     }
 
     /// The record in slot `i` (from [`Table::find`]).
@@ -181,7 +214,8 @@ impl Table {
         let free = self.free;
         let slot = &mut self.slots[i];
         let rec = slot.rec.take().expect("a slot found live");
-        slot.stamp = next_stamp(slot.stamp);
+        let stamp = next_stamp((slot.key >> 32) as u32);
+        slot.key = ((stamp as u64) << 32 | (slot.key & 0xffff_ffff)) ^ FREE;
         slot.next_free = free;
         self.free = i as u32;
         rec
@@ -279,9 +313,11 @@ mod tests {
         t.remove(k).unwrap();
         // A key naming the free slot with its current stamp still finds nothing.
         let idx = (k as u32 ^ t.salt_lo) as usize;
-        let forged = t.key(idx as u32, t.slots[idx].stamp);
-        assert!(t.get(forged).is_none());
-        assert!(t.remove(forged).is_none());
+        let stored = t.slots[idx].key;
+        for forged in [stored, stored ^ FREE, t.key(idx as u32, (stored >> 32) as u32)] {
+            assert!(t.get(forged).is_none());
+            assert!(t.remove(forged).is_none());
+        }
         assert_eq!(t.live(), 0);
     }
 
