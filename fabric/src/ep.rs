@@ -605,6 +605,7 @@ impl Endpoint {
 
     /// Send the contents of `buf` to `dest` (`fi_send`). The buffer comes back in
     /// the send's completion.
+    #[inline]
     pub fn send(&self, buf: Buf, dest: FiAddr, context: u64) -> PostResult {
         self.send_op(buf, Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
@@ -634,6 +635,7 @@ impl Endpoint {
     /// Post a receive into the whole capacity of `buf` from `src`
     /// (`FiAddr::UNSPEC`: any) (`fi_recv`). The buffer comes back in the
     /// completion, its length set to the bytes received.
+    #[inline]
     pub fn recv(&self, buf: Buf, src: FiAddr, context: u64) -> PostResult {
         self.recv_op(buf, Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
@@ -669,6 +671,7 @@ impl Endpoint {
     // ---- tagged messages ----
 
     /// Send a tagged message (`fi_tsend`).
+    #[inline]
     pub fn tsend(&self, buf: Buf, dest: FiAddr, tag: u64, context: u64) -> PostResult {
         self.send_op(buf, Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
     }
@@ -693,6 +696,7 @@ impl Endpoint {
 
     /// Post a tagged receive matching `tag` on the bits not set in `ignore`
     /// (`fi_trecv`).
+    #[inline]
     pub fn trecv(&self, buf: Buf, src: FiAddr, tag: u64, ignore: u64, context: u64) -> PostResult {
         self.recv_op(buf, Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
     }
