@@ -121,10 +121,15 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The stamp after `s`: skips 0.
+/// The key after `key` for the same slot: the next stamp in the high half
+/// (skipping 0), the same index half.
 #[inline(always)]
-fn next_stamp(s: u32) -> u32 {
-    s.wrapping_add(1).max(1)
+fn next_key(key: u64) -> u64 {
+    let k = key.wrapping_add(1 << 32);
+    if k >> 32 == 0 {
+        return k | 1 << 32;
+    }
+    k
 }
 
 impl Table {
@@ -214,8 +219,7 @@ impl Table {
         let free = self.free;
         let slot = &mut self.slots[i];
         let rec = slot.rec.take().expect("a slot found live");
-        let stamp = next_stamp((slot.key >> 32) as u32);
-        slot.key = ((stamp as u64) << 32 | (slot.key & 0xffff_ffff)) ^ FREE;
+        slot.key = next_key(slot.key) ^ FREE;
         slot.next_free = free;
         self.free = i as u32;
         rec
@@ -347,7 +351,7 @@ mod tests {
 
     #[test]
     fn stamps_wrap_without_zero() {
-        assert_eq!(next_stamp(u32::MAX), 1);
-        assert_eq!(next_stamp(1), 2);
+        assert_eq!(next_key(0xffff_ffff_0000_0005), 0x1_0000_0005);
+        assert_eq!(next_key(0x1_ffff_fffe), 0x2_ffff_fffe);
     }
 }
