@@ -106,11 +106,14 @@ pub(crate) struct Table {
     pub(crate) pending: VecDeque<PendingRelease>,
 }
 
-/// A slot index found out of range where it cannot be.
+/// A slot index found out of range where it cannot be. Aborts rather than
+/// panics: a call that cannot unwind lets the caller build the record in its
+/// slot, where an unwind would first need it kept on the stack to be dropped.
 #[cold]
 #[inline(never)]
-fn unreachable_slot() -> ! {
-    unreachable!("a free slot index is below the table's length")
+extern "C" fn unreachable_slot() -> ! {
+    eprintln!("fabric: a free slot index is not below the table's length");
+    std::process::abort()
 }
 
 /// Mix a value into a salt (splitmix64's finalizer).
