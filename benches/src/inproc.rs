@@ -5,7 +5,7 @@
 //! bench `inproc` run it.
 
 use crate::bound_endpoint;
-use fabric::{Buf, Caps, CompletionQueue, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
+use fabric::{Buf, Caps, Completion, CompletionQueue, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
 use fabric::{OpBuffers, Result};
 
 /// The tag every message carries.
@@ -47,12 +47,11 @@ fn drive(qa: &CompletionQueue, mut na: usize, qb: &CompletionQueue, mut nb: usiz
 #[inline(always)]
 fn read(q: &CompletionQueue, slots: &mut Slots) -> Result<usize> {
     match q.read_one() {
-        Ok(c) => {
-            if let OpBuffers::One(b) = c.buffers {
-                slots[c.context as usize] = Some(b);
-            }
+        Ok(Completion { context, buffers: OpBuffers::One(b), .. }) => {
+            slots[context as usize] = Some(b);
             Ok(1)
         }
+        Ok(_) => Ok(1),
         Err(Error::Again) => Ok(0),
         Err(e) => Err(e),
     }
