@@ -100,7 +100,7 @@ pub(crate) struct Table {
     free: u32,
     /// XORed into a key's index half.
     salt_lo: u32,
-    /// A new slot's first stamp (never 0).
+    /// A new slot's first stamp (odd, so never 0; see [`next_key`]).
     first_stamp: u32,
     /// Buffer-released completions waiting to be read.
     pub(crate) pending: VecDeque<PendingRelease>,
@@ -124,15 +124,12 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The key after `key` for the same slot: the next stamp in the high half
-/// (skipping 0), the same index half.
+/// The key after `key` for the same slot: the next stamp in the high half, the
+/// same index half. Stamps are odd (the first is, and each is the last plus 2,
+/// wrapping), so one add gives the next and none is 0.
 #[inline(always)]
 fn next_key(key: u64) -> u64 {
-    let k = key.wrapping_add(1 << 32);
-    if k >> 32 == 0 {
-        return k | 1 << 32;
-    }
-    k
+    key.wrapping_add(2 << 32)
 }
 
 impl Table {
@@ -144,7 +141,7 @@ impl Table {
             slots: Vec::with_capacity(capacity),
             free: NIL,
             salt_lo: salt as u32,
-            first_stamp: ((salt >> 32) as u32).max(1),
+            first_stamp: (salt >> 32) as u32 | 1,
             pending: VecDeque::new(),
         }
     }
@@ -355,6 +352,9 @@ mod tests {
     #[test]
     fn stamps_wrap_without_zero() {
         assert_eq!(next_key(0xffff_ffff_0000_0005), 0x1_0000_0005);
-        assert_eq!(next_key(0x1_ffff_fffe), 0x2_ffff_fffe);
+        assert_eq!(next_key(0x1_ffff_fffe), 0x3_ffff_fffe);
+        for seed in 0..64 {
+            assert_eq!(Table::new(4, seed).first_stamp % 2, 1, "stamps are odd");
+        }
     }
 }
