@@ -5,7 +5,7 @@
 //! bench `inproc` run it.
 
 use crate::bound_endpoint;
-use fabric::{Buf, Caps, CompletionQueue, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
+use fabric::{Buf, Caps, Completion, CompletionQueue, Endpoint, EpType, Error, Fabric, FiAddr, Hints};
 use fabric::{OpBuffers, Result};
 
 /// The tag every message carries.
@@ -36,20 +36,25 @@ fn drive(qa: &CompletionQueue, mut na: usize, qb: &CompletionQueue, mut nb: usiz
     let mut once = na == 0 && nb == 0;
     while na > 0 || nb > 0 || once {
         once = false;
-        for (q, n) in [(qa, &mut na), (qb, &mut nb)] {
-            match q.read_one() {
-                Ok(c) => {
-                    *n = n.saturating_sub(1);
-                    if let OpBuffers::One(b) = c.buffers {
-                        slots[c.context as usize] = Some(b);
-                    }
-                }
-                Err(Error::Again) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        na -= read(qa, slots)?.min(na);
+        nb -= read(qb, slots)?.min(nb);
     }
     Ok(())
+}
+
+/// Read one completion of `q`, its buffer back to its slot: how many were read
+/// (0 or 1).
+#[inline(always)]
+fn read(q: &CompletionQueue, slots: &mut Slots) -> Result<usize> {
+    match q.read_one() {
+        Ok(Completion { context, buffers: OpBuffers::One(b), .. }) => {
+            slots[context as usize] = Some(b);
+            Ok(1)
+        }
+        Ok(_) => Ok(1),
+        Err(Error::Again) => Ok(0),
+        Err(e) => Err(e),
+    }
 }
 
 impl InProc {
@@ -75,23 +80,40 @@ impl InProc {
     /// answers; returns when all four completions were read.
     pub fn round_trip(&mut self) -> Result<()> {
         let InProc { a, b, qa, qb, to_a, to_b, slots, .. } = self;
-        for (rx, tx, rq, tq, dest, r, s) in [(&*b, &*a, 0, 1, *to_b, &*qb, &*qa), (&*a, &*b, 2, 3, *to_a, &*qa, &*qb)] {
-            let buf = slots[rq].take().ok_or(Error::Inval)?;
-            rx.trecv(buf, FiAddr::UNSPEC, TAG, 0, rq as u64).map_err(|e| e.error)?;
-            let mut buf = slots[tq].take().ok_or(Error::Inval)?;
-            loop {
-                match tx.tsend(buf, dest, TAG, tq as u64) {
-                    Ok(()) => break,
-                    Err(e) if e.error == Error::Again => {
-                        let OpBuffers::One(back) = e.buffers else { return Err(Error::Inval) };
-                        buf = back;
-                        drive(qa, 0, qb, 0, slots)?;
-                    }
-                    Err(e) => return Err(e.error),
-                }
-            }
-            drive(s, 1, r, 1, slots)?;
-        }
-        Ok(())
+        half(b, a, 0, 1, *to_b, qa, qb, slots)?;
+        half(a, b, 2, 3, *to_a, qa, qb, slots)
     }
+}
+
+/// Half a round trip, as `lf_inproc` does it: `rx` posts a receive into slot
+/// `rq`, `tx` sends slot `tq` to it at `dest` (driving both queues while the send
+/// meets back-pressure), then both queues are read until each gave one
+/// completion (A's queue first).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn half(
+    rx: &Endpoint,
+    tx: &Endpoint,
+    rq: usize,
+    tq: usize,
+    dest: FiAddr,
+    qa: &CompletionQueue,
+    qb: &CompletionQueue,
+    slots: &mut Slots,
+) -> Result<()> {
+    let buf = slots[rq].take().ok_or(Error::Inval)?;
+    rx.trecv(buf, FiAddr::UNSPEC, TAG, 0, rq as u64).map_err(|e| e.error)?;
+    let mut buf = slots[tq].take().ok_or(Error::Inval)?;
+    loop {
+        match tx.tsend(buf, dest, TAG, tq as u64) {
+            Ok(()) => break,
+            Err(e) if e.error == Error::Again => {
+                let OpBuffers::One(back) = e.buffers else { return Err(Error::Inval) };
+                buf = back;
+                drive(qa, 0, qb, 0, slots)?;
+            }
+            Err(e) => return Err(e.error),
+        }
+    }
+    drive(qa, 1, qb, 1, slots)
 }

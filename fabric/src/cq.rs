@@ -22,6 +22,9 @@ const CHUNK: usize = 16;
 /// operations in flight whose completions it will carry.
 pub(crate) struct CqInner {
     pub(crate) ops: Arc<dyn CqOps>,
+    /// `ops` as a plain pointer, for the reads: a call through it does not
+    /// locate the object inside the `Arc`'s allocation each time.
+    prov: ProvCq,
     table: TableLock,
     /// Whether `table.pending` may be non-empty: set under the table's lock after a
     /// push, cleared under it when a pop empties it, so a read with nothing
@@ -31,7 +34,25 @@ pub(crate) struct CqInner {
     _domain: Domain,
 }
 
+/// A pointer to the provider's queue, owned by the `Arc` beside it in [`CqInner`].
+struct ProvCq(*const dyn CqOps);
+
+// SAFETY: the pointer is only turned into a `&dyn CqOps` (see `CqInner::prov`),
+// and `dyn CqOps` is `Send + Sync`, so sending or sharing it is as sending or
+// sharing the `Arc<dyn CqOps>` it comes from.
+unsafe impl Send for ProvCq {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ProvCq {}
+
 impl CqInner {
+    /// The provider's queue.
+    #[inline(always)]
+    fn prov(&self) -> &dyn CqOps {
+        // SAFETY: `prov` points at the object `self.ops` owns, which lives as long
+        // as `self` (the field is never replaced).
+        unsafe { &*self.prov.0 }
+    }
+
     #[inline(always)]
     pub(crate) fn table(&self) -> TableGuard<'_> {
         self.table.lock()
@@ -112,6 +133,75 @@ impl CqInner {
             buffers,
             recv: None,
         })
+    }
+
+    /// The completion of the provider entry `e` read by [`CompletionQueue::read_one`]:
+    /// the common case (a live record of the operation's own buffers) inline, the
+    /// rest ([`CqInner::convert_rare`]) out of line.
+    #[inline(always)]
+    fn convert_one(&self, e: &CqEntry) -> Result<Completion> {
+        let mut t = self.table();
+        let i = match t.find(e.op_context) {
+            Some(i) if !matches!(t.at(i).bufs, RecBufs::Multi(_)) => i,
+            _ => {
+                drop(t);
+                return self.convert_rare(e);
+            }
+        };
+        let rec = t.take(i);
+        drop(t);
+        let buffers = match rec.bufs {
+            RecBufs::Recv(mut bufs) => {
+                set_recv_len(&mut bufs, e.len);
+                bufs
+            }
+            RecBufs::Owned(bufs) => bufs,
+            // Not found above: a multi-receive record takes `convert_rare`.
+            RecBufs::Multi(shared) => unwrap_shared(shared),
+        };
+        Ok(Completion {
+            context: rec.user_context,
+            flags: e.flags,
+            len: e.len,
+            data: e.data,
+            tag: e.tag,
+            src: e.src,
+            buffers,
+            recv: None,
+        })
+    }
+
+    /// [`CqInner::convert_one`] for an entry of a multi-receive buffer or of an
+    /// unknown context (logged and skipped: the queue is read again).
+    #[cold]
+    #[inline(never)]
+    fn convert_rare(&self, e: &CqEntry) -> Result<Completion> {
+        match self.convert(e, &mut false) {
+            Ok(c) => Ok(c),
+            Err(_) => self.read_one_slow(),
+        }
+    }
+
+    /// [`CompletionQueue::read_one`] when a buffer-released completion may be
+    /// pending, or after an entry of unknown context was skipped.
+    #[cold]
+    #[inline(never)]
+    fn read_one_slow(&self) -> Result<Completion> {
+        if self.has_pending() {
+            if let Some(c) = self.take_pending() {
+                return Ok(c);
+            }
+        }
+        let mut e = [CqEntry::new(0, Caps::empty())];
+        loop {
+            if self.prov().read(&mut e)? == 0 {
+                return Err(Error::Again);
+            }
+            let c = self.convert(&e[0], &mut false);
+            if c.is_ok() {
+                return c;
+            }
+        }
     }
 
     /// [`CqInner::convert`] for a multi-receive record, in slot `i` of the locked
@@ -309,6 +399,7 @@ impl CompletionQueue {
         let table = TableLock::new(Table::new(size, ops.fid()));
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
+                prov: ProvCq(Arc::as_ptr(&ops)),
                 ops,
                 table,
                 has_pending: AtomicBool::new(false),
@@ -340,23 +431,17 @@ impl CompletionQueue {
     /// `Err(Avail)` when an error completion is at the head (read it with
     /// [`CompletionQueue::readerr`], or use [`CompletionQueue::next`], which reads
     /// either).
-    #[inline]
+    #[inline(always)]
     pub fn read_one(&self) -> Result<Completion> {
-        if self.inner.has_pending() {
-            if let Some(c) = self.inner.take_pending() {
-                return Ok(c);
-            }
+        let inner = &*self.inner;
+        if inner.has_pending() {
+            return inner.read_one_slow();
         }
         let mut e = [CqEntry::new(0, Caps::empty())];
-        loop {
-            if self.inner.ops.read(&mut e)? == 0 {
-                return Err(Error::Again);
-            }
-            let c = self.inner.convert(&e[0], &mut false);
-            if c.is_ok() {
-                return c;
-            }
+        if inner.prov().read(&mut e)? == 0 {
+            return Err(Error::Again);
         }
+        inner.convert_one(&e[0])
     }
 
     /// Read up to `max` completions, appending them to `out`; how many were
@@ -379,7 +464,7 @@ impl CompletionQueue {
             }
             let mut entries = [CqEntry::new(0, Caps::empty()); CHUNK];
             let want = (max - got).min(CHUNK);
-            let n = match self.inner.ops.read(&mut entries[..want]) {
+            let n = match self.inner.prov().read(&mut entries[..want]) {
                 Ok(n) => n,
                 Err(_) if got > 0 => break,
                 Err(e) => return Err(e),

@@ -182,6 +182,9 @@ struct Bound {
 /// the completion queues.
 pub struct Endpoint {
     ops: Arc<dyn EndpointOps>,
+    /// `ops` as a plain pointer, for the posts: a call through it does not locate
+    /// the object inside the `Arc`'s allocation each time.
+    prov: ProvEp,
     domain: Domain,
     tx: OnceLock<Arc<CqInner>>,
     rx: OnceLock<Arc<CqInner>>,
@@ -190,6 +193,17 @@ pub struct Endpoint {
     /// The endpoint's capabilities (its `Info`'s): what flags a post may carry.
     caps: Caps,
 }
+
+/// A pointer to the provider's endpoint, owned by the `Arc` beside it in
+/// [`Endpoint`].
+struct ProvEp(*const dyn EndpointOps);
+
+// SAFETY: the pointer is only turned into a `&dyn EndpointOps` (see
+// `Endpoint::prov`), and `dyn EndpointOps` is `Send + Sync`, so sending or sharing
+// it is as sending or sharing the `Arc<dyn EndpointOps>` it comes from.
+unsafe impl Send for ProvEp {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ProvEp {}
 
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -205,6 +219,7 @@ impl Endpoint {
     pub(crate) fn open(domain: &Domain, info: &Info) -> Result<Endpoint> {
         let ops = domain.inner.ops.endpoint(info)?;
         Ok(Endpoint {
+            prov: ProvEp(Arc::as_ptr(&ops)),
             ops,
             domain: domain.clone(),
             tx: OnceLock::new(),
@@ -213,6 +228,14 @@ impl Endpoint {
             closed: false,
             caps: info.caps,
         })
+    }
+
+    /// The provider's endpoint.
+    #[inline(always)]
+    fn prov(&self) -> &dyn EndpointOps {
+        // SAFETY: `prov` points at the object `self.ops` owns, which lives as long
+        // as `self` (the field is never replaced).
+        unsafe { &*self.prov.0 }
     }
 
     fn bound(&self) -> std::sync::MutexGuard<'_, Bound> {
@@ -387,7 +410,7 @@ impl Endpoint {
     fn post(&self, rx: bool, buffers: impl PostBufs, f: Fields, flags: OpFlags) -> PostResult {
         let multi = rx && flags.contains(OpFlags::MULTI_RECV);
         let flags = flags | OpFlags::COMPLETION;
-        let ops = &self.ops;
+        let ops = self.prov();
         // SAFETY: `post_with` hands the call IoVecs that satisfy post_send's and
         // post_recv's contracts under the record key it passes (see there).
         self.post_with(rx, rx, multi, buffers, f.context, move |iov, key| unsafe {
@@ -454,8 +477,12 @@ impl Endpoint {
         let buffers = match buffers.single() {
             Ok(mut b) if !multi => {
                 let iov = [IoVec { base: b.raw_ptr(), len: if whole { b.capacity() } else { b.len() } }];
-                let rec = Record { user_context: context, bufs: RecBufs::own(OpBuffers::One(b), rx) };
-                let key = cq.table().insert(rec);
+                // The slot first, the record after: nothing that may unwind is
+                // called while the record is built, so it is built in place.
+                let mut t = cq.table();
+                let idx = t.vacant();
+                let key = t.fill(idx, Record { user_context: context, bufs: RecBufs::own(OpBuffers::One(b), rx) });
+                drop(t);
                 return match call(&iov, key) {
                     Ok(()) => Ok(()),
                     Err(error) => Err(self.post_failed(cq, key, error)),
@@ -578,6 +605,7 @@ impl Endpoint {
 
     /// Send the contents of `buf` to `dest` (`fi_send`). The buffer comes back in
     /// the send's completion.
+    #[inline]
     pub fn send(&self, buf: Buf, dest: FiAddr, context: u64) -> PostResult {
         self.send_op(buf, Fields { addr: dest, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
@@ -607,6 +635,7 @@ impl Endpoint {
     /// Post a receive into the whole capacity of `buf` from `src`
     /// (`FiAddr::UNSPEC`: any) (`fi_recv`). The buffer comes back in the
     /// completion, its length set to the bytes received.
+    #[inline]
     pub fn recv(&self, buf: Buf, src: FiAddr, context: u64) -> PostResult {
         self.recv_op(buf, Fields { addr: src, context, data: 0, tag: 0, ignore: 0 }, OpFlags::empty())
     }
@@ -642,6 +671,7 @@ impl Endpoint {
     // ---- tagged messages ----
 
     /// Send a tagged message (`fi_tsend`).
+    #[inline]
     pub fn tsend(&self, buf: Buf, dest: FiAddr, tag: u64, context: u64) -> PostResult {
         self.send_op(buf, Fields { addr: dest, context, data: 0, tag, ignore: 0 }, OpFlags::TAGGED)
     }
@@ -666,6 +696,7 @@ impl Endpoint {
 
     /// Post a tagged receive matching `tag` on the bits not set in `ignore`
     /// (`fi_trecv`).
+    #[inline]
     pub fn trecv(&self, buf: Buf, src: FiAddr, tag: u64, ignore: u64, context: u64) -> PostResult {
         self.recv_op(buf, Fields { addr: src, context, data: 0, tag, ignore }, OpFlags::TAGGED)
     }

@@ -77,14 +77,20 @@ const _: () = assert!(fabric_core::prov::NO_CONTEXT == 0);
 
 #[derive(Debug)]
 struct Slot {
-    /// The high half of the key of the slot's current (or next) record; never 0,
-    /// so no key is 0 (`NO_CONTEXT`, reserved for entries of no operation). A
-    /// new stamp each time a record leaves, so the old key never finds the next.
-    stamp: u32,
+    /// The key of the slot's record while it is live. While the slot is free, the
+    /// key its next record will get with the lowest bit flipped ([`FREE`]): that
+    /// value names another index, so no key that leads here equals it, and a
+    /// lookup is one index and one compare. The high half (the stamp) is never 0,
+    /// so no key is 0 (`NO_CONTEXT`, reserved for entries of no operation); it
+    /// changes each time a record leaves, so the old key never finds the next.
+    key: u64,
     /// The next free slot while this one is free.
     next_free: u32,
     rec: Option<Record>,
 }
+
+/// XORed into a free slot's key (see [`Slot::key`]).
+const FREE: u64 = 1;
 
 /// The slab.
 #[derive(Debug)]
@@ -94,10 +100,20 @@ pub(crate) struct Table {
     free: u32,
     /// XORed into a key's index half.
     salt_lo: u32,
-    /// A new slot's first stamp (never 0).
+    /// A new slot's first stamp (odd, so never 0; see [`next_key`]).
     first_stamp: u32,
     /// Buffer-released completions waiting to be read.
     pub(crate) pending: VecDeque<PendingRelease>,
+}
+
+/// A slot index found out of range where it cannot be. Aborts rather than
+/// panics: a call that cannot unwind lets the caller build the record in its
+/// slot, where an unwind would first need it kept on the stack to be dropped.
+#[cold]
+#[inline(never)]
+extern "C" fn unreachable_slot() -> ! {
+    eprintln!("fabric: a free slot index is not below the table's length");
+    std::process::abort()
 }
 
 /// Mix a value into a salt (splitmix64's finalizer).
@@ -108,10 +124,12 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The stamp after `s`: skips 0.
+/// The key after `key` for the same slot: the next stamp in the high half, the
+/// same index half. Stamps are odd (the first is, and each is the last plus 2,
+/// wrapping), so one add gives the next and none is 0.
 #[inline(always)]
-fn next_stamp(s: u32) -> u32 {
-    s.wrapping_add(1).max(1)
+fn next_key(key: u64) -> u64 {
+    key.wrapping_add(2 << 32)
 }
 
 impl Table {
@@ -123,7 +141,7 @@ impl Table {
             slots: Vec::with_capacity(capacity),
             free: NIL,
             salt_lo: salt as u32,
-            first_stamp: ((salt >> 32) as u32).max(1),
+            first_stamp: (salt >> 32) as u32 | 1,
             pending: VecDeque::new(),
         }
     }
@@ -136,17 +154,36 @@ impl Table {
     /// Insert a record; its key (never `NO_CONTEXT`).
     #[inline(always)]
     pub(crate) fn insert(&mut self, rec: Record) -> u64 {
-        let mut idx = self.free;
+        let idx = self.vacant();
+        self.fill(idx, rec)
+    }
+
+    /// A free slot's index, growing the table when none is free: the first half
+    /// of [`Table::insert`], the only one that may call out (to grow), so that a
+    /// caller can build the record after it (no copy of the record kept for an
+    /// unwind).
+    #[inline(always)]
+    pub(crate) fn vacant(&mut self) -> u32 {
+        let idx = self.free;
         if idx as usize >= self.slots.len() {
-            idx = self.grow();
+            return self.grow();
         }
-        let slot = &mut self.slots[idx as usize];
+        idx
+    }
+
+    /// Put `rec` in the free slot `idx` (from [`Table::vacant`], no call in
+    /// between); its key (never `NO_CONTEXT`).
+    #[inline(always)]
+    pub(crate) fn fill(&mut self, idx: u32, rec: Record) -> u64 {
+        // `idx` is below the length (checked by `vacant`, or the slot `grow`
+        // just pushed): the `else` is never taken.
+        let Some(slot) = self.slots.get_mut(idx as usize) else { unreachable_slot() };
         self.free = slot.next_free;
         // A free slot holds no record: nothing to drop.
         debug_assert!(slot.rec.is_none());
         std::mem::forget(slot.rec.replace(rec));
-        let stamp = slot.stamp;
-        self.key(idx, stamp)
+        slot.key ^= FREE;
+        slot.key
     }
 
     /// A new free slot (the free list is empty): its index.
@@ -157,7 +194,8 @@ impl Table {
         // process is out of memory long before.
         let idx = self.slots.len() as u32;
         assert!(idx != NIL, "in-flight operation table full");
-        self.slots.push(Slot { stamp: self.first_stamp, next_free: self.free, rec: None });
+        let key = self.key(idx, self.first_stamp) ^ FREE;
+        self.slots.push(Slot { key, next_free: self.free, rec: None });
         idx
     }
 
@@ -166,7 +204,7 @@ impl Table {
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
         let idx = (key as u32 ^ self.salt_lo) as usize;
         let slot = self.slots.get(idx)?;
-        (slot.stamp == (key >> 32) as u32 && slot.rec.is_some()).then_some(idx)
+        (slot.key == key).then_some(idx)
     }
 
     /// The record in slot `i` (from [`Table::find`]).
@@ -181,7 +219,7 @@ impl Table {
         let free = self.free;
         let slot = &mut self.slots[i];
         let rec = slot.rec.take().expect("a slot found live");
-        slot.stamp = next_stamp(slot.stamp);
+        slot.key = next_key(slot.key) ^ FREE;
         slot.next_free = free;
         self.free = i as u32;
         rec
@@ -279,9 +317,11 @@ mod tests {
         t.remove(k).unwrap();
         // A key naming the free slot with its current stamp still finds nothing.
         let idx = (k as u32 ^ t.salt_lo) as usize;
-        let forged = t.key(idx as u32, t.slots[idx].stamp);
-        assert!(t.get(forged).is_none());
-        assert!(t.remove(forged).is_none());
+        let stored = t.slots[idx].key;
+        for forged in [stored, stored ^ FREE, t.key(idx as u32, (stored >> 32) as u32)] {
+            assert!(t.get(forged).is_none());
+            assert!(t.remove(forged).is_none());
+        }
         assert_eq!(t.live(), 0);
     }
 
@@ -311,7 +351,10 @@ mod tests {
 
     #[test]
     fn stamps_wrap_without_zero() {
-        assert_eq!(next_stamp(u32::MAX), 1);
-        assert_eq!(next_stamp(1), 2);
+        assert_eq!(next_key(0xffff_ffff_0000_0005), 0x1_0000_0005);
+        assert_eq!(next_key(0x1_ffff_fffe), 0x3_ffff_fffe);
+        for seed in 0..64 {
+            assert_eq!(Table::new(4, seed).first_stamp % 2, 1, "stamps are odd");
+        }
     }
 }

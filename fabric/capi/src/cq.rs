@@ -360,12 +360,13 @@ unsafe fn read_chunks<const F: abi::fi_cq_format, const N: usize>(
 }
 
 /// `fi_cq_read` and `fi_cq_readfrom` (`src` NULL or not): one entry through
-/// [`read_one`], more (or none) through [`read_into`]. Out of line, so that
-/// the guard around it stays small enough to be inlined into the entry point.
+/// [`read_one`], more (or none) through [`read_into`]. Inline into each entry
+/// point (the guard costs nothing on the way through), so a read of one entry
+/// makes one call, the provider's.
 ///
 /// # Safety
 /// As `fi_cq_readfrom` documents its arguments.
-#[inline(never)]
+#[inline(always)]
 unsafe fn read_common<const F: abi::fi_cq_format>(
     cq: *mut abi::fid_cq,
     buf: *mut c_void,
