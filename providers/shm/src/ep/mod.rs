@@ -110,6 +110,9 @@ struct RxSlot {
     /// The sender.
     peer: PeerId,
     cons: Consumer,
+    /// The sender's AV handle ([`ShmEp::src_of`]), valid for `src_version`.
+    src: FiAddr,
+    src_version: u64,
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
@@ -269,8 +272,8 @@ pub(crate) struct ShmEp {
     /// Whether we may use cross-memory attach at all.
     cma_allowed: bool,
     /// Per slot of our segment: the position its ring's consumer reads next, or
-    /// [`NO_RX`] while the slot has no consumer. Written under the lock, read by
-    /// [`idle`](ShmEp::idle) without it.
+    /// [`NO_RX`] while the slot has no consumer. Written under the lock (after
+    /// each poll of the slot), read by `slot_quiet` without it.
     rx_pos: [AtomicU64; SLOTS],
     /// Set when work waits besides the rings (queued entries, streams, shared
     /// copies); progress clears it when none is left.
