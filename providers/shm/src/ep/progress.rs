@@ -83,27 +83,40 @@ impl ShmEp {
         if g.closed || !g.enabled {
             return;
         }
-        let (mut w, mut word, mut i) = (w, rest, i);
-        'slots: loop {
-            self.poll_slot(g, i);
-            loop {
-                while word == 0 {
-                    w += 1;
-                    if w == SLOTS / 64 {
-                        break 'slots;
-                    }
-                    word = self.seg.claim_word(w);
-                }
-                i = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
-                if !self.slot_quiet(i) {
-                    break;
-                }
-            }
+        self.poll_slot(g, i);
+        // Usually no other slot is claimed: one test for all the words left (and
+        // those before `w`, all 0 in the common case of `w == 0`; else `poll_rest`
+        // has a look for nothing).
+        let mut later = rest;
+        for k in 1..SLOTS / 64 {
+            later |= self.seg.claim_word(k);
+        }
+        if later != 0 {
+            self.poll_rest(g, w, rest);
         }
         // An entry may have queued work (an answer to a full ring, say).
         if self.work.load(Ordering::Relaxed) {
             self.progress_work(g);
+        }
+    }
+
+    /// The rest of [`progress_from`](Self::progress_from): the claimed slots after
+    /// those it polled (`rest` in word `w`, then the words after it) that are not
+    /// quiet.
+    #[inline(never)]
+    fn poll_rest(&self, g: &mut Inner, w: usize, rest: u64) {
+        let mut word = rest;
+        for k in w..SLOTS / 64 {
+            if k > w {
+                word = self.seg.claim_word(k);
+            }
+            while word != 0 {
+                let i = k * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                if !self.slot_quiet(i) {
+                    self.poll_slot(g, i);
+                }
+            }
         }
     }
 
@@ -176,7 +189,7 @@ impl ShmEp {
     /// that a posted receive takes go from the ring entry straight into the receive,
     /// in this one loop; the first other entry, and everything after it, through
     /// [`poll_entries`](Self::poll_entries).
-    #[inline]
+    #[inline(always)]
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
         let s = self.seg.slot(i);
         let version = match &g.b.av {
