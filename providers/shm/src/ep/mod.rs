@@ -224,6 +224,8 @@ struct CoCopy {
 struct Inner {
     enabled: bool,
     closed: bool,
+    /// `enabled && !closed`, in one test for the data path.
+    ready: bool,
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_name: HashMap<String, PeerId>,
@@ -313,6 +315,7 @@ impl ShmEp {
         let inner = Inner {
             enabled: false,
             closed: false,
+            ready: false,
             b: Bindings::default(),
             peers: Vec::new(),
             by_name: HashMap::new(),
@@ -370,7 +373,7 @@ impl ShmEp {
     }
 
     fn check_ready(&self, g: &Inner, need_cq: bool) -> Result<()> {
-        if g.closed || !g.enabled {
+        if !g.ready {
             return Err(Error::OpBadState);
         }
         if need_cq && g.b.tx_cq.is_none() {
@@ -438,6 +441,7 @@ impl ShmEp {
         g.by_addr.clear();
         self.seg.mark_closed();
         g.closed = true;
+        g.ready = false;
     }
 }
 
@@ -477,6 +481,7 @@ impl EndpointOps for ShmEp {
         }
         g.b.check_enable(true)?;
         g.enabled = true;
+        g.ready = !g.closed;
         Ok(())
     }
 

@@ -180,7 +180,7 @@ impl ShmEp {
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        g.b.check_recv(g.enabled && !g.closed)?;
+        g.b.check_recv(g.ready)?;
         g.rx.post(&g.b, op, flags, op.addr)?;
         self.run_rx_actions(g);
         Ok(())

@@ -80,7 +80,7 @@ impl ShmEp {
     fn progress_from(&self, w: usize, rest: u64, i: usize) {
         let mut g = self.lock();
         let g = &mut *g;
-        if g.closed || !g.enabled {
+        if !g.ready {
             return;
         }
         self.poll_slot(g, i);
@@ -121,7 +121,7 @@ impl ShmEp {
     }
 
     fn progress_locked(&self, g: &mut Inner, liveness: bool) {
-        if g.closed || !g.enabled {
+        if !g.ready {
             return;
         }
         let mut bits = [0u64; SLOTS / 64];
