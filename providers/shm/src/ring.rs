@@ -205,13 +205,24 @@ impl Producer {
         self.ring().entry(self.pos).seq.load(Ordering::Acquire) == self.pos
     }
 
+    /// Reserve the next free entry (see [`Reserved`]); `None` when the ring is full.
+    #[inline(always)]
+    pub fn reserve(&mut self) -> Option<Reserved<'_>> {
+        // Acquire: as in `try_push`, pairs with the consumer's Release store that freed
+        // the entry, so its reads of the previous message happen before our writes.
+        if self.ring().entry(self.pos).seq.load(Ordering::Acquire) != self.pos {
+            return None;
+        }
+        Some(Reserved { prod: self })
+    }
+
     /// Fill the next free entry with `fill` and publish it (with Release, after `fill`
     /// returns); false when the ring is full, in which case `fill` is not called.
     ///
     /// `fill` gets the entry as the previous message through it left it (or zeroes): it
     /// must write every byte the consumer will look at. If `fill` panics, nothing is
     /// published and the next push reuses the same entry.
-    #[inline]
+    #[inline(always)]
     pub fn try_push(&mut self, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) -> bool {
         let pos = self.pos;
         let entry = self.ring().entry(pos);
@@ -236,6 +247,43 @@ impl Producer {
         entry.seq.store(pos.wrapping_add(1), Ordering::Release);
         self.pos = pos.wrapping_add(1);
         true
+    }
+}
+
+/// The next free entry of a ring, reserved by [`Producer::reserve`]: fill it through
+/// [`payload`](Reserved::payload), then [`publish`](Reserved::publish) it. Dropped
+/// without `publish`, it publishes nothing (the next push reuses the entry), as
+/// [`Producer::try_push`] when its `fill` panics.
+///
+/// (For callers whose fill would be a closure the compiler does not inline; under
+/// loom the payload accesses through it are not tracked, so the model in
+/// `tests/loom_ring.rs` checks `try_push`, which shares its protocol.)
+pub struct Reserved<'a> {
+    prod: &'a mut Producer,
+}
+
+impl Reserved<'_> {
+    /// The entry's payload, as the previous message through it left it (or
+    /// zeroes): write every byte the consumer will look at.
+    #[inline(always)]
+    pub fn payload(&mut self) -> &mut [u8; ENTRY_PAYLOAD] {
+        let pos = self.prod.pos;
+        // SAFETY: as in `try_push`: `reserve` saw `seq == pos`, which makes the entry
+        // ours (the consumer reads it only once `seq == pos + 1`, which only
+        // `publish` stores, and we are the only producer, borrowed mutably by `self`
+        // for as long as the reference lives). The pointer is valid (the ring is
+        // mapped, the entry in bounds) and aligned.
+        self.prod.ring().entry(pos).payload.with_mut(|payload| unsafe { &mut *payload })
+    }
+
+    /// Publish the entry (with Release, after the writes through
+    /// [`payload`](Reserved::payload)).
+    #[inline(always)]
+    pub fn publish(self) {
+        let pos = self.prod.pos;
+        // Release: as in `try_push`.
+        self.prod.ring().entry(pos).seq.store(pos.wrapping_add(1), Ordering::Release);
+        self.prod.pos = pos.wrapping_add(1);
     }
 }
 
@@ -556,6 +604,30 @@ crate::sync::std_only! {
                 assert!(push(&mut p, 11));
             }
             assert!(!p.has_room());
+        }
+
+        #[test]
+        fn reserve_publish_and_drop() {
+            let ring = ZeroedRing::new();
+            let (mut p, mut c) = ring.ends();
+            // Dropped without publishing: nothing shows, the entry is reused.
+            p.reserve().expect("room").payload()[..8].copy_from_slice(&99u64.to_le_bytes());
+            assert!(c.is_empty());
+            for v in 0..RING_ENTRIES as u64 {
+                let mut r = p.reserve().expect("room");
+                let e = r.payload();
+                e[..8].copy_from_slice(&v.to_le_bytes());
+                e[ENTRY_PAYLOAD - 8..].copy_from_slice(&(!v).to_le_bytes());
+                r.publish();
+            }
+            assert!(p.reserve().is_none(), "full");
+            assert_eq!(pop(&mut c), Some(0));
+            assert!(push(&mut p, 1000));
+            for v in 1..RING_ENTRIES as u64 {
+                assert_eq!(pop(&mut c), Some(v));
+            }
+            assert_eq!(pop(&mut c), Some(1000));
+            assert_eq!(pop(&mut c), None);
         }
 
         #[test]

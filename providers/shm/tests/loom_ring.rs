@@ -148,6 +148,50 @@ fn loom_full_then_consumer_frees() {
     });
 }
 
+/// `reserve` then `publish` hands entries over as `try_push` does: in order and intact,
+/// with the producer reusing entries the consumer thread frees meanwhile; a reservation
+/// dropped unpublished shows nothing.
+#[test]
+fn loom_reserve_publish() {
+    loom::model(|| {
+        let ring = TestRing::new();
+        let (mut p, mut c) = ring.ends();
+        // Filled but one entry before the threads start.
+        for v in 0..RING_ENTRIES as u64 - 1 {
+            let mut r = p.reserve().expect("room");
+            fill(r.payload(), v);
+            r.publish();
+        }
+        fill(p.reserve().expect("room").payload(), 999);
+        let producer = thread::spawn(move || {
+            for v in 0..2 {
+                loop {
+                    if let Some(mut r) = p.reserve() {
+                        fill(r.payload(), 1000 + v);
+                        r.publish();
+                        break;
+                    }
+                    thread::yield_now();
+                }
+            }
+        });
+        let consumer = thread::spawn(move || {
+            for v in 0..2 {
+                assert_eq!(pop_spin(&mut c), v);
+            }
+            c
+        });
+        producer.join().unwrap();
+        let mut c = consumer.join().unwrap();
+        for v in 2..RING_ENTRIES as u64 - 1 {
+            assert_eq!(pop_spin(&mut c), v);
+        }
+        assert_eq!(pop_spin(&mut c), 1000);
+        assert_eq!(pop_spin(&mut c), 1001);
+        assert!(c.is_empty());
+    });
+}
+
 /// `peek_ptr` sees what `peek` sees, marks it seen for `advance`, and finds an empty ring
 /// empty.
 #[test]

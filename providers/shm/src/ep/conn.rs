@@ -174,31 +174,56 @@ impl ShmEp {
             fi_log!(Level::Info, NAME, "ep_data", "cannot answer a peer ({err}): it is gone");
             return;
         }
-        self.push_entry(g, id, e, fill);
+        self.push_entry(g, id, |b| {
+            e.encode(b);
+            fill(b);
+        });
     }
 
-    /// [`send_entry`](Self::send_entry) to a peer we have a path to already.
+    /// The common case of [`peer_for`](Self::peer_for) then
+    /// [`push_entry`](Self::push_entry), with one lookup: our path to the peer
+    /// behind `dest` and its name, when the peer is cached with a path to it and
+    /// nothing is queued to it (else `None`: the caller goes the general way).
+    /// Push with [`Producer::reserve`](crate::ring::Producer::reserve), then
+    /// [`wake_tx`](Self::wake_tx).
+    #[inline(always)]
+    pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<(&mut TxPath, &str)> {
+        let av = g.b.av.as_ref()?;
+        if g.cache_version != av.version() {
+            return None;
+        }
+        let (a, id) = g.by_addr.get(dest.0 as u32 as usize)?.as_ref()?;
+        if *a != dest {
+            return None;
+        }
+        let p = g.peers.get_mut(id.idx as usize)?.as_mut()?;
+        if p.gen != id.gen || !p.queue.is_empty() {
+            return None;
+        }
+        Some((p.tx.as_mut()?, &p.name))
+    }
+
+    /// Put an entry, which `fill` writes whole (header and payload), on the ring of
+    /// a peer we have a path to already, or queue it behind what waits already.
     #[inline]
-    pub(super) fn push_entry(&self, g: &mut Inner, id: PeerId, e: &Entry, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) {
+    pub(super) fn push_entry(&self, g: &mut Inner, id: PeerId, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) {
         let Some(p) = Self::peer(g, id) else { return };
         let mut fill = Some(fill);
         if p.queue.is_empty() {
             if let Some(t) = p.tx.as_mut() {
                 // Written in place, straight into the ring's entry.
                 let pushed = t.prod.try_push(|slot| {
-                    e.encode(slot);
                     if let Some(f) = fill.take() {
                         f(slot);
                     }
                 });
                 if pushed {
-                    Self::wake(p);
+                    Self::wake_tx(t, &p.name);
                     return;
                 }
             }
         }
         let mut b = [0u8; ENTRY_PAYLOAD];
-        e.encode(&mut b);
         if let Some(f) = fill.take() {
             f(&mut b);
         }
@@ -210,13 +235,25 @@ impl ShmEp {
     /// Tell a sleeping peer to look at its rings.
     pub(super) fn wake(p: &Peer) {
         if let Some(t) = &p.tx {
-            // Pairs with the fence in the receiver's prepare_sleep: either it sees
-            // our entry in its last poll before sleeping, or we see it sleeping.
-            fence(Ordering::SeqCst);
-            if t.seg.sleepers().load(Ordering::Relaxed) != 0 {
-                segment::wake(&p.name);
-            }
+            Self::wake_tx(t, &p.name);
         }
+    }
+
+    /// [`wake`](Self::wake) through our path to the peer (`name`).
+    #[inline(always)]
+    pub(super) fn wake_tx(t: &TxPath, name: &str) {
+        // Pairs with the fence in the receiver's prepare_sleep: either it sees our
+        // entry in its last poll before sleeping, or we see it sleeping.
+        fence(Ordering::SeqCst);
+        if t.seg.sleepers().load(Ordering::Relaxed) != 0 {
+            Self::wake_name(name);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_name(name: &str) {
+        segment::wake(name);
     }
 
     /// Send a payload that fits a bounce buffer: now if a buffer and an entry are

@@ -110,6 +110,9 @@ struct RxSlot {
     /// The sender.
     peer: PeerId,
     cons: Consumer,
+    /// The sender's AV handle ([`ShmEp::src_of`]), valid for `src_version`.
+    src: FiAddr,
+    src_version: u64,
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
@@ -221,6 +224,8 @@ struct CoCopy {
 struct Inner {
     enabled: bool,
     closed: bool,
+    /// `enabled && !closed`, in one test for the data path.
+    ready: bool,
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_name: HashMap<String, PeerId>,
@@ -269,8 +274,8 @@ pub(crate) struct ShmEp {
     /// Whether we may use cross-memory attach at all.
     cma_allowed: bool,
     /// Per slot of our segment: the position its ring's consumer reads next, or
-    /// [`NO_RX`] while the slot has no consumer. Written under the lock, read by
-    /// [`idle`](ShmEp::idle) without it.
+    /// [`NO_RX`] while the slot has no consumer. Written under the lock (after
+    /// each poll of the slot), read by `slot_quiet` without it.
     rx_pos: [AtomicU64; SLOTS],
     /// Set when work waits besides the rings (queued entries, streams, shared
     /// copies); progress clears it when none is left.
@@ -310,6 +315,7 @@ impl ShmEp {
         let inner = Inner {
             enabled: false,
             closed: false,
+            ready: false,
             b: Bindings::default(),
             peers: Vec::new(),
             by_name: HashMap::new(),
@@ -367,7 +373,7 @@ impl ShmEp {
     }
 
     fn check_ready(&self, g: &Inner, need_cq: bool) -> Result<()> {
-        if g.closed || !g.enabled {
+        if !g.ready {
             return Err(Error::OpBadState);
         }
         if need_cq && g.b.tx_cq.is_none() {
@@ -435,6 +441,7 @@ impl ShmEp {
         g.by_addr.clear();
         self.seg.mark_closed();
         g.closed = true;
+        g.ready = false;
     }
 }
 
@@ -474,6 +481,7 @@ impl EndpointOps for ShmEp {
         }
         g.b.check_enable(true)?;
         g.enabled = true;
+        g.ready = !g.closed;
         Ok(())
     }
 

@@ -6,6 +6,7 @@ use super::cocopy::COCOPY_MIN;
 use super::{local_pieces, InStream, Inner, OpKind, PeerId, Rts, ShmEp, TxOp, NULL_IOV};
 use crate::attr::IOV_LIMIT;
 use crate::proto::{self, flags, Entry, Kind, Mode, INLINE_MAX};
+use crate::ring::ENTRY_PAYLOAD;
 use crate::segment::{self, BOUNCE_SIZE};
 use crate::NAME;
 use fabric_core::log::Level;
@@ -15,6 +16,35 @@ use fabric_util::iov::{self, gather};
 use fabric_util::rx::{msg_flags, RxAction, Target};
 use fabric_util::wire::Header;
 
+/// Write a whole inline message entry: its header, then the `len` bytes of `iov`.
+#[inline(always)]
+fn fill_inline_msg(b: &mut [u8; ENTRY_PAYLOAD], eflags: u8, tag: u64, data: u64, iov: &[IoVec], len: usize) {
+    let e = Entry { mode: Mode::Inline, flags: eflags, len: len as u64, tag, data, ..Entry::new(Kind::Msg) };
+    e.encode(b);
+    let dst = b[proto::HDR..].as_mut_ptr();
+    debug_assert!(len <= INLINE_MAX);
+    match iov {
+        // SAFETY: the entry has INLINE_MAX >= len bytes after the header (the
+        // caller's check); the piece (len bytes) is valid for reads under the post
+        // contract.
+        [v] => unsafe { std::ptr::copy_nonoverlapping(v.base, dst, len) },
+        // SAFETY: as above, for the pieces.
+        _ => unsafe { gather_cold(iov, dst, len) },
+    }
+}
+
+/// [`fill_inline_msg`]'s copy of several pieces (out of line: one is the rule).
+///
+/// # Safety
+/// As [`gather`]'s: `dst` has room for `len` bytes, and the pieces, `len` bytes in
+/// all, are valid for reads.
+#[cold]
+#[inline(never)]
+unsafe fn gather_cold(iov: &[IoVec], dst: *mut u8, len: usize) {
+    // SAFETY: the contract of this function is `gather`'s.
+    unsafe { gather(iov, 0, dst, len) }
+}
+
 impl ShmEp {
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
@@ -23,7 +53,6 @@ impl ShmEp {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
-        let tagged = flags.contains(OpFlags::TAGGED);
         let data_iov = inject.map(|d| [IoVec { base: d.as_ptr() as *mut u8, len: d.len() }]);
         let iov: &[IoVec] = match &data_iov {
             Some(v) => v,
@@ -34,6 +63,68 @@ impl ShmEp {
             [v] => v.len,
             _ => IoVec::total(iov),
         };
+        // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
+        // completes on the receiver's `Ack`, sent once the data is in the receive.
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if len > INLINE_MAX || dc {
+            return self.send_not_inline(g, op, flags, inject.is_some(), iov, len);
+        }
+        let tagged = flags.contains(OpFlags::TAGGED);
+        let (mut eflags, mut data) = (if tagged { flags::TAGGED } else { 0 }, 0);
+        if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+            eflags |= flags::CQ_DATA;
+            data = op.data;
+        }
+        let tag = op.tag;
+        // The header and the payload, written in place into the ring's entry.
+        let pushed = match Self::tx_cached(g, op.addr) {
+            Some((t, name)) => match t.prod.reserve() {
+                Some(mut r) => {
+                    fill_inline_msg(r.payload(), eflags, tag, data, iov, len);
+                    r.publish();
+                    Self::wake_tx(t, name);
+                    true
+                }
+                None => false,
+            },
+            None => false,
+        };
+        if !pushed {
+            let id = self.peer_for(g, op.addr)?;
+            let mut entry = [0u8; ENTRY_PAYLOAD];
+            fill_inline_msg(&mut entry, eflags, tag, data, iov, len);
+            self.push_entry(g, id, |b| *b = entry);
+        }
+        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject.is_some());
+        Ok(())
+    }
+
+    /// A send completed when posted: its completion (or, for an inject, its count).
+    #[inline(always)]
+    fn send_done(&self, g: &Inner, context: u64, cq_flags: Caps, len: usize, flags: OpFlags, inject: bool) {
+        if !inject {
+            let mut c = CqEntry::new(context, cq_flags);
+            c.len = len;
+            g.b.tx_done(c, flags.contains(OpFlags::COMPLETION));
+        } else {
+            g.b.tx_count(false);
+        }
+    }
+
+    /// [`send_common`](Self::send_common) for a payload that does not go inline (or
+    /// a send with `FI_DELIVERY_COMPLETE`): through a bounce buffer, or announced
+    /// for the receiver to fetch.
+    #[inline(never)]
+    fn send_not_inline(
+        &self,
+        g: &mut Inner,
+        op: &Op<'_>,
+        flags: OpFlags,
+        inject: bool,
+        iov: &[IoVec],
+        len: usize,
+    ) -> Result<()> {
+        let tagged = flags.contains(OpFlags::TAGGED);
         let id = self.peer_for(g, op.addr)?;
         let mut e = Entry::new(Kind::Msg);
         e.flags = if tagged { flags::TAGGED } else { 0 };
@@ -44,53 +135,31 @@ impl ShmEp {
         e.tag = op.tag;
         e.len = len as u64;
         let cq_flags = Caps::SEND | msg_flags(tagged);
-        // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
-        // completes on the receiver's `Ack`, sent once the data is in the receive.
-        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
-        if len <= INLINE_MAX && !dc {
-            e.mode = Mode::Inline;
-            // `peer_for` made the path.
-            self.push_entry(g, id, &e, |b| {
-                let dst = b[proto::HDR..].as_mut_ptr();
-                match iov {
-                    // SAFETY: the entry has INLINE_MAX >= len bytes after the header;
-                    // the piece (len bytes) is valid for reads under the post contract.
-                    [v] => unsafe { std::ptr::copy_nonoverlapping(v.base, dst, len) },
-                    // SAFETY: as above, for the pieces.
-                    _ => unsafe { gather(iov, 0, dst, len) },
-                }
-            });
-        } else if len <= BOUNCE_SIZE && !dc {
+        let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if len <= BOUNCE_SIZE && !dc {
             self.send_bounce(g, id, e, iov, len);
-        } else {
-            if inject.is_some() {
-                return Err(Error::MsgSize);
-            }
-            let mut local = [NULL_IOV; IOV_LIMIT];
-            local[..iov.len()].copy_from_slice(iov);
-            let opid = g.ops.insert(TxOp {
-                peer: id,
-                kind: OpKind::Send,
-                context: op.context,
-                flags: cq_flags,
-                len,
-                iov: local,
-                niov: iov.len(),
-                silent: false,
-                comp: flags.contains(OpFlags::COMPLETION),
-                sent: None,
-            });
-            e.id = opid;
-            self.announce(g, id, e, iov);
+            self.send_done(g, op.context, cq_flags, len, flags, inject);
             return Ok(());
         }
-        if inject.is_none() {
-            let mut c = CqEntry::new(op.context, cq_flags);
-            c.len = len;
-            g.b.tx_done(c, flags.contains(OpFlags::COMPLETION));
-        } else {
-            g.b.tx_count(false);
+        if inject {
+            return Err(Error::MsgSize);
         }
+        let mut local = [NULL_IOV; IOV_LIMIT];
+        local[..iov.len()].copy_from_slice(iov);
+        let opid = g.ops.insert(TxOp {
+            peer: id,
+            kind: OpKind::Send,
+            context: op.context,
+            flags: cq_flags,
+            len,
+            iov: local,
+            niov: iov.len(),
+            silent: false,
+            comp: flags.contains(OpFlags::COMPLETION),
+            sent: None,
+        });
+        e.id = opid;
+        self.announce(g, id, e, iov);
         Ok(())
     }
 
@@ -111,15 +180,24 @@ impl ShmEp {
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        g.b.check_recv(g.enabled && !g.closed)?;
+        g.b.check_recv(g.ready)?;
         g.rx.post(&g.b, op, flags, op.addr)?;
         self.run_rx_actions(g);
         Ok(())
     }
 
-    /// Put on the wire what the receive engine asks for.
-    #[inline]
+    /// Put on the wire what the receive engine asks for (usually nothing: one
+    /// compare, the rest out of line).
+    #[inline(always)]
     pub(super) fn run_rx_actions(&self, g: &mut Inner) {
+        if g.rx.has_actions() {
+            self.run_rx_actions_slow(g);
+        }
+    }
+
+    /// [`run_rx_actions`](Self::run_rx_actions) when there are some.
+    #[inline(never)]
+    fn run_rx_actions_slow(&self, g: &mut Inner) {
         while let Some(a) = g.rx.take_action() {
             self.run_rx_action(g, a);
         }

@@ -9,7 +9,7 @@ use crate::ring::{Consumer, ENTRY_PAYLOAD};
 use crate::segment::{self, JOBS, SLOTS};
 use crate::NAME;
 use fabric_core::log::Level;
-use fabric_core::{fi_log, Error};
+use fabric_core::{fi_log, Error, FiAddr};
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
 use fabric_util::rx::{Unexp, UnexpBody};
@@ -17,6 +17,10 @@ use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::os::fd::RawFd;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
+
+/// The AV version [`RxSlot`](super::RxSlot)'s cached source is valid for when no AV
+/// is bound (AV versions count up from 0, far from it).
+const NO_AV: u64 = u64::MAX - 1;
 
 /// How often progress checks that its peers are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(50);
@@ -39,10 +43,9 @@ unsafe fn from_bounce(p: *const u8, len: usize, out: &mut Vec<u8>) {
 }
 
 impl ShmEp {
-    /// Whether progress would find nothing to do, decided without the lock: no work
-    /// waits besides the rings ([`ShmEp::work`]), and every claimed slot of our
-    /// segment has a consumer, is not closed, and its ring holds nothing at the
-    /// consumer's position ([`ShmEp::rx_pos`]).
+    /// Whether slot `i` of our segment (claimed) would give progress nothing to do,
+    /// decided without the lock: it has a consumer, is not closed, and its ring holds
+    /// nothing at the consumer's position ([`ShmEp::rx_pos`]).
     ///
     /// Ordering (no wake-up is lost): a waiter calls progress once more after
     /// announcing its sleep and a SeqCst fence (`prepare_sleep`); a sender publishes
@@ -53,36 +56,72 @@ impl ShmEp {
     ///   consumed meanwhile and its Relaxed store is not visible yet). At a stale
     ///   position `q` the sender's entry of `q` (published before ours) or a later
     ///   state of that ring entry shows, never "free at `q`", so the answer is "not
-    ///   idle" and the locked path looks;
+    ///   quiet" and the locked path looks;
     /// - a slot the sender claimed afresh was released before: the [`NO_RX`] stored
     ///   (SeqCst) by `release_rx` before the release happens before the claim, so
     ///   it is visible (or the position of the consumer attached after), never the
     ///   position of the old ring.
     ///
     /// When our fence comes first, the sender sees the sleeper and wakes us.
-    /// (`tests/loom_ring.rs` models this; `tests/idle_wake.rs` stresses it.)
-    #[inline]
-    fn idle(&self) -> bool {
-        if self.work.load(Ordering::Relaxed) {
-            return false;
+    /// Progress with no work besides the rings ([`ShmEp::work`]) takes the lock only
+    /// for the first slot that is not quiet. (`tests/loom_ring.rs` models this;
+    /// `tests/idle_wake.rs` stresses it.)
+    #[inline(always)]
+    fn slot_quiet(&self, i: usize) -> bool {
+        let pos = self.rx_pos[i].load(Ordering::Relaxed);
+        let s = self.seg.slot(i);
+        pos != NO_RX && s.ring().free_at(pos) && s.state() != segment::SLOT_CLOSED
+    }
+
+    /// Progress from slot `i` of our segment on, the first one the lockless walk
+    /// found not quiet: it and the claimed slots after it that are not quiet
+    /// (`rest`: the bits of word `w` of the claim bitmap after `i`), under the lock.
+    #[inline(never)]
+    fn progress_from(&self, w: usize, rest: u64, i: usize) {
+        let mut g = self.lock();
+        let g = &mut *g;
+        if !g.ready {
+            return;
         }
-        for w in 0..SLOTS / 64 {
-            let mut word = self.seg.claim_word(w);
+        self.poll_slot(g, i);
+        // Usually no other slot is claimed: one test for all the words left (and
+        // those before `w`, all 0 in the common case of `w == 0`; else `poll_rest`
+        // has a look for nothing).
+        let mut later = rest;
+        for k in 1..SLOTS / 64 {
+            later |= self.seg.claim_word(k);
+        }
+        if later != 0 {
+            self.poll_rest(g, w, rest);
+        }
+        // An entry may have queued work (an answer to a full ring, say).
+        if self.work.load(Ordering::Relaxed) {
+            self.progress_work(g);
+        }
+    }
+
+    /// The rest of [`progress_from`](Self::progress_from): the claimed slots after
+    /// those it polled (`rest` in word `w`, then the words after it) that are not
+    /// quiet.
+    #[inline(never)]
+    fn poll_rest(&self, g: &mut Inner, w: usize, rest: u64) {
+        let mut word = rest;
+        for k in w..SLOTS / 64 {
+            if k > w {
+                word = self.seg.claim_word(k);
+            }
             while word != 0 {
-                let i = w * 64 + word.trailing_zeros() as usize;
+                let i = k * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                let pos = self.rx_pos[i].load(Ordering::Relaxed);
-                let s = self.seg.slot(i);
-                if pos == NO_RX || !s.ring().free_at(pos) || s.state() == segment::SLOT_CLOSED {
-                    return false;
+                if !self.slot_quiet(i) {
+                    self.poll_slot(g, i);
                 }
             }
         }
-        true
     }
 
     fn progress_locked(&self, g: &mut Inner, liveness: bool) {
-        if g.closed || !g.enabled {
+        if !g.ready {
             return;
         }
         let mut bits = [0u64; SLOTS / 64];
@@ -97,6 +136,24 @@ impl ShmEp {
                 }
             }
         }
+        if liveness {
+            let now = Instant::now();
+            if now.duration_since(g.last_check) >= LIVENESS_EVERY {
+                g.last_check = now;
+                self.check_peers(g);
+            }
+        }
+        // Only what is pushed with `note_work` sets the flag: without it, nothing
+        // waits besides the rings.
+        if self.work.load(Ordering::Relaxed) {
+            self.progress_work(g);
+        }
+    }
+
+    /// The work besides the rings: queued entries, streams, shared copies; clears
+    /// [`ShmEp::work`] when none is left.
+    #[inline(never)]
+    fn progress_work(&self, g: &mut Inner) {
         if !g.backlog.is_empty() {
             self.flush_backlog(g);
         }
@@ -109,22 +166,12 @@ impl ShmEp {
         if !g.cocopies.is_empty() {
             self.check_cocopies(g);
         }
-        if liveness {
-            let now = Instant::now();
-            if now.duration_since(g.last_check) >= LIVENESS_EVERY {
-                g.last_check = now;
-                self.check_peers(g);
-            }
-        }
-        // Only what is pushed with `note_work` sets the flag.
-        if self.work.load(Ordering::Relaxed) {
-            let work =
-                !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty() && g.cocopies.is_empty());
-            self.work.store(work, Ordering::Relaxed);
-        }
+        let work = !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty() && g.cocopies.is_empty());
+        self.work.store(work, Ordering::Relaxed);
     }
 
-    /// Progress through the lock: what [`idle`](ShmEp::idle) found may not be idle.
+    /// Progress through the lock, every slot: for the liveness check, or with work
+    /// besides the rings.
     #[inline(never)]
     fn progress_slow(&self, liveness: bool) {
         let mut g = self.lock();
@@ -138,8 +185,79 @@ impl ShmEp {
         g.by_slot[i].as_ref().is_some_and(|r| r.cons.is_empty()) && self.seg.slot(i).state() != segment::SLOT_CLOSED
     }
 
-    /// Drain the ring of slot `i` of our segment.
+    /// Drain the ring of slot `i` of our segment. The inline messages at its head
+    /// that a posted receive takes go from the ring entry straight into the receive,
+    /// in this one loop; the first other entry, and everything after it, through
+    /// [`poll_entries`](Self::poll_entries).
+    #[inline(always)]
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
+        let s = self.seg.slot(i);
+        let version = match &g.b.av {
+            Some(av) => av.version(),
+            None => NO_AV,
+        };
+        let Inner { by_slot, rx, b, .. } = &mut *g;
+        let Some(r) = &mut by_slot[i] else { return self.poll_entries(g, i, false) };
+        let mut n = 0u32;
+        let more = loop {
+            let Some(at) = r.cons.peek_ptr() else { break false };
+            // SAFETY: as in `poll_entries`: the entry is published and ours to read
+            // until `advance` below; the ring lies in our own segment, mapped while
+            // `self` lives; garbage bytes from a broken peer are checked by `decode`.
+            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
+            let Some(e) = Entry::decode_inline_msg(raw) else { break true };
+            if r.src_version != version {
+                break true;
+            }
+            let tagged = e.flags & flags::TAGGED != 0;
+            let m = MsgSpec { tagged, src: r.src, tag: e.tag };
+            match rx.match_arrival(&m, e.len) {
+                Some(target) => {
+                    let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
+                    if e.flags & flags::CQ_DATA != 0 {
+                        hf |= HdrFlags::CQ_DATA;
+                    }
+                    let hdr =
+                        Header { flags: HdrFlags(hf), len: e.len, tag: e.tag, data: e.data, id: 0, op: OpCode::Msg };
+                    rx.deliver_whole(b, target, &hdr, r.src, e.inline(raw));
+                }
+                None => {
+                    // Unexpected: held with a copy of its payload (no memory: the
+                    // general path reports it). An eager arrival queues no action
+                    // for the receive engine to run.
+                    let Ok(mut buf) = rx.unexp_buf(0) else { break true };
+                    buf.extend_from_slice(e.inline(raw));
+                    let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+                    let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
+                    rx.arrive(b, m, u);
+                    debug_assert!(!rx.has_actions(), "an eager arrival queued an action");
+                }
+            }
+            r.cons.advance();
+            n += 1;
+        };
+        let pid = r.peer;
+        if n > 0 {
+            // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
+            self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
+        }
+        if more {
+            return self.poll_entries(g, i, n > 0);
+        }
+        // Ring entries were freed: wake the sender if it sleeps waiting for them.
+        if n > 0 && s.take_sender_waits() {
+            self.wake_sender(g, pid);
+        }
+        // A sender that closed: its ring is drained, the slot can go.
+        if s.state() == segment::SLOT_CLOSED {
+            self.release_rx(g, pid, i);
+        }
+    }
+
+    /// [`poll_slot`](Self::poll_slot) for every entry (`consumed`: it consumed some
+    /// already), and for a slot without a consumer yet.
+    #[inline(never)]
+    fn poll_entries(&self, g: &mut Inner, i: usize, consumed: bool) {
         let pid = match &g.by_slot[i] {
             Some(r) => r.peer,
             None => match self.attach_rx(g, i) {
@@ -148,7 +266,7 @@ impl ShmEp {
             },
         };
         let s = self.seg.slot(i);
-        let mut consumed = false;
+        let mut consumed = consumed;
         loop {
             let at = match &g.by_slot[i] {
                 Some(r) => r.cons.peek_ptr(),
@@ -156,18 +274,18 @@ impl ShmEp {
             };
             let Some(at) = at else { break };
             // SAFETY: the entry is published and ours to read until the consumer
-            // advances past it, which only the lines below do, after `on_entry`
-            // returns (nothing `on_entry` reaches polls, advances or releases this
+            // advances past it, which only the lines below do, after the entry is
+            // handled (nothing handling it reaches polls, advances or releases this
             // slot); the ring lies in our own segment, mapped while `self` lives. A
             // peer breaking the protocol can only make the bytes garbage, which
             // `decode` checks.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
             let res = self.on_entry(g, pid, i, raw);
+            consumed = true;
             if let Some(r) = &mut g.by_slot[i] {
                 r.cons.advance();
                 self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
             }
-            consumed = true;
             if let Err(why) = res {
                 self.bad_entry(g, pid, why);
                 return;
@@ -176,14 +294,47 @@ impl ShmEp {
         // Ring entries (and bounce buffers) were freed: wake the sender if it sleeps
         // waiting for them.
         if consumed && s.take_sender_waits() {
-            if let Some(p) = Self::peer(g, pid) {
-                segment::wake(&p.name);
-            }
+            self.wake_sender(g, pid);
         }
         // A sender that closed: its ring is drained, the slot can go.
         if s.state() == segment::SLOT_CLOSED {
             self.release_rx(g, pid, i);
         }
+    }
+
+    /// The sender of one of our slots waits for room: wake it.
+    #[cold]
+    #[inline(never)]
+    fn wake_sender(&self, g: &mut Inner, pid: PeerId) {
+        if let Some(p) = Self::peer(g, pid) {
+            segment::wake(&p.name);
+        }
+    }
+
+    /// The AV handle of the sender of slot `i` (`pid`), cached in the slot for the
+    /// AV's version.
+    #[inline(always)]
+    fn slot_src(g: &mut Inner, i: usize, pid: PeerId) -> FiAddr {
+        let v = match &g.b.av {
+            Some(av) => av.version(),
+            None => NO_AV,
+        };
+        match &g.by_slot[i] {
+            Some(r) if r.src_version == v => r.src,
+            _ => Self::slot_src_slow(g, i, pid, v),
+        }
+    }
+
+    /// [`slot_src`](Self::slot_src) for a version not cached yet.
+    #[cold]
+    #[inline(never)]
+    fn slot_src_slow(g: &mut Inner, i: usize, pid: PeerId, v: u64) -> FiAddr {
+        let src = Self::src_of(g, pid);
+        if let Some(r) = &mut g.by_slot[i] {
+            r.src = src;
+            r.src_version = v;
+        }
+        src
     }
 
     /// A new sender in slot `i` of our segment: who is it? Its peer, with the
@@ -209,7 +360,7 @@ impl ShmEp {
         let cons = unsafe { Consumer::new(s.ring_ptr()) };
         self.rx_pos[i].store(cons.pos(), Ordering::Relaxed);
         p.rx = Some(RxPath { slot: i, jobs_busy: [false; JOBS] });
-        g.by_slot[i] = Some(RxSlot { peer: id, cons });
+        g.by_slot[i] = Some(RxSlot { peer: id, cons, src: FiAddr::NOTAVAIL, src_version: u64::MAX });
         Some(id)
     }
 
@@ -228,7 +379,7 @@ impl ShmEp {
             }
         }
         g.by_slot[i] = None;
-        // SeqCst, before the release: see `idle`.
+        // SeqCst, before the release: see `slot_quiet`.
         self.rx_pos[i].store(NO_RX, Ordering::SeqCst);
         self.seg.release_slot(i);
     }
@@ -261,7 +412,7 @@ impl ShmEp {
         raw: &[u8; ENTRY_PAYLOAD],
     ) -> std::result::Result<(), Violation> {
         if let Some(e) = Entry::decode_inline_msg(raw) {
-            return self.on_msg_inline(g, peer, &e, raw);
+            return self.on_msg_inline(g, peer, slot, &e, raw);
         }
         let e = Entry::decode(raw).map_err(|d| d.to_string())?;
         self.on_other_entry(g, peer, slot, &e, raw)
@@ -269,15 +420,16 @@ impl ShmEp {
 
     /// A message carried in its entry: straight into its receive, or held as
     /// unexpected.
-    #[inline]
+    #[inline(always)]
     fn on_msg_inline(
         &self,
         g: &mut Inner,
         peer: PeerId,
+        slot: usize,
         e: &Entry,
         raw: &[u8; ENTRY_PAYLOAD],
     ) -> std::result::Result<(), Violation> {
-        let src = Self::src_of(g, peer);
+        let src = Self::slot_src(g, slot, peer);
         let tagged = e.flags & flags::TAGGED != 0;
         let m = MsgSpec { tagged, src, tag: e.tag };
         let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
@@ -422,10 +574,21 @@ impl Progress for ShmEp {
         let n = self.polls.load(Ordering::Relaxed);
         self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
         let liveness = n % LIVENESS_POLLS == 0;
-        if !liveness && self.idle() {
-            return;
+        if liveness || self.work.load(Ordering::Relaxed) {
+            return self.progress_slow(liveness);
         }
-        self.progress_slow(liveness);
+        // One walk of the claim bitmap, without the lock until a slot has something
+        // (see `slot_quiet`).
+        for w in 0..SLOTS / 64 {
+            let mut word = self.seg.claim_word(w);
+            while word != 0 {
+                let i = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                if !self.slot_quiet(i) {
+                    return self.progress_from(w, word, i);
+                }
+            }
+        }
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
