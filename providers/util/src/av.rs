@@ -153,6 +153,7 @@ impl UtilAv {
     }
 
     /// The table's version: changes on every insert or remove that changed it.
+    #[inline]
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
     }

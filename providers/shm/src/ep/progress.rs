@@ -211,27 +211,16 @@ impl ShmEp {
             }
             let tagged = e.flags & flags::TAGGED != 0;
             let m = MsgSpec { tagged, src: r.src, tag: e.tag };
-            match rx.match_arrival(&m, e.len) {
-                Some(target) => {
-                    let mut hf = if tagged { HdrFlags::TAGGED } else { 0 };
-                    if e.flags & flags::CQ_DATA != 0 {
-                        hf |= HdrFlags::CQ_DATA;
-                    }
-                    let hdr =
-                        Header { flags: HdrFlags(hf), len: e.len, tag: e.tag, data: e.data, id: 0, op: OpCode::Msg };
-                    rx.deliver_whole(b, target, &hdr, r.src, e.inline(raw));
-                }
-                None => {
-                    // Unexpected: held with a copy of its payload (no memory: the
-                    // general path reports it). An eager arrival queues no action
-                    // for the receive engine to run.
-                    let Ok(mut buf) = rx.unexp_buf(0) else { break true };
-                    buf.extend_from_slice(e.inline(raw));
-                    let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
-                    let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
-                    rx.arrive(b, m, u);
-                    debug_assert!(!rx.has_actions(), "an eager arrival queued an action");
-                }
+            let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+            if !rx.deliver_eager(b, &m, e.len, data, e.inline(raw)) {
+                // Unexpected: held with a copy of its payload (no memory: the
+                // general path reports it). An eager arrival queues no action for
+                // the receive engine to run.
+                let Ok(mut buf) = rx.unexp_buf(0) else { break true };
+                buf.extend_from_slice(e.inline(raw));
+                let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
+                rx.arrive(b, m, u);
+                debug_assert!(!rx.has_actions(), "an eager arrival queued an action");
             }
             r.cons.advance();
             n += 1;
