@@ -6,8 +6,8 @@
 use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL};
 use crate::{abi, exports::guard};
-use fabric_core::prov::MrOps;
 use fabric_core::flags::{bits_to_names, CAP_NAMES};
+use fabric_core::prov::MrOps;
 use fabric_core::{Error, MrAccess};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
