@@ -43,7 +43,7 @@ impl Fabric {
                 fabric_core::log::Level::Warn,
                 "core",
                 "core",
-                "no provider named {:?} is available (feature off, not registered, or excluded by FI_PROVIDER)",
+                "no provider named {} is available (feature off, not registered, or excluded by FI_PROVIDER)",
                 name
             );
             Error::NoData

@@ -150,8 +150,8 @@ pub use crate::fabric::Fabric;
 pub use crate::mc::Multicast;
 pub use crate::mr::MemoryRegion;
 pub use crate::registry::{
-    all_providers, core_name, getinfo, getinfo_from, layer_of, layered_name, not_built_hint, params, provider_allowed,
-    providers, register_provider,
+    all_providers, core_name, discovery_rank, getinfo, getinfo_from, layer_of, layered_name, not_built_hint, params,
+    provider_allowed, providers, register_provider,
 };
 pub use crate::rma::{Remote, RmaMsg};
 pub use crate::waitset::{PollSet, SetMember, WaitSet};

@@ -19,7 +19,8 @@ fn builtins() -> &'static [Arc<dyn Provider>] {
     BUILTINS.get_or_init(|| {
         vec![
             // Hardware first, as libfabric orders them: where a device exists it
-            // is the best; where none does, verbs offers nothing.
+            // is the best; where none does, verbs offers nothing. (The entries
+            // are then put in libfabric's order: see `discovery_rank`.)
             #[cfg(feature = "verbs")]
             fabric_verbs::provider(),
             #[cfg(feature = "tcp")]
@@ -206,14 +207,43 @@ pub fn provider_allowed(filter: &str, name: &str) -> bool {
     listed != exclude
 }
 
+/// The order libfabric (1.17 to 2.x) asks its providers in, which is the order of
+/// the entries `fi_getinfo` returns: hardware first, then the utility providers
+/// (`ofi_rxm`, `ofi_rxd`: the RDM entries layered over a core provider), then shm,
+/// then the socket providers last. A provider not listed comes after them all.
+const LIBFABRIC_ORDER: &[&str] = &[
+    "efa", "psm2", "opx", "usnic", "verbs", "cxi", "psm3", "ucx", "ofi_rxm", "ofi_rxd", "shm", "udp", "tcp", "sockets",
+    "net",
+];
+
+/// Where an entry falls in libfabric's order: the place of the provider that
+/// would return it in libfabric ([`LIBFABRIC_ORDER`]: `ofi_rxm` for
+/// `tcp;ofi_rxm`, the core provider for the others), then the place of its core
+/// provider (`ofi_rxm` asks verbs before tcp). Entries of equal rank keep the
+/// order their providers return them in.
+pub fn discovery_rank(info: &Info) -> (usize, usize) {
+    let place =
+        |name: &str| LIBFABRIC_ORDER.iter().position(|n| n.eq_ignore_ascii_case(name)).unwrap_or(LIBFABRIC_ORDER.len());
+    let core = place(&info.fabric_attr.prov_name);
+    match layer_of(info.ep_attr.protocol) {
+        Some(layer) if info.ep_attr.ep_type == EpType::Rdm => (place(layer), core),
+        _ => (core, core),
+    }
+}
+
 /// Discover what the enabled providers offer for `hints` (`fi_getinfo`).
 ///
 /// Every provider allowed by `FI_PROVIDER` and by `hints.prov_name` (same syntax)
 /// is asked; its entries whose [`layered_name`] the filters refuse are dropped
 /// (`tcp;ofi_rxm` and `ofi_rxm` keep tcp's RDM entries only), those that fail [`Info::check`] are dropped, each refusal
 /// logged at info level (`FI_LOG_LEVEL=info`) with the provider and the reason;
-/// the rest are narrowed to the hints ([`Info::narrow`]) and returned in provider
-/// order, best first. `Err(NoData)` when nothing is left.
+/// the rest are narrowed to the hints ([`Info::narrow`]) and returned in
+/// libfabric's order ([`discovery_rank`]): `verbs`'s own entries, the RDM entries
+/// libfabric's `ofi_rxm` and `ofi_rxd` would give (`verbs;ofi_rxm`,
+/// `tcp;ofi_rxm`, `udp;ofi_rxd`), `shm`, `udp`'s DGRAM, `tcp`'s MSG, then
+/// providers libfabric does not know, in registration order. So with no endpoint
+/// type in the hints and no RDMA device, the first entry is RDM (`tcp;ofi_rxm`),
+/// as libfabric's. `Err(NoData)` when nothing is left.
 pub fn getinfo(hints: &Hints) -> Result<Vec<Info>> {
     let env = std::env::var("FI_PROVIDER").unwrap_or_default();
     let all = all_providers();
@@ -287,6 +317,8 @@ pub fn getinfo_from(provs: &[Arc<dyn Provider>], filter: &str, hints: &Hints) ->
             }
         }
     }
+    // Stable: entries of one rank keep their provider's order (its domains).
+    out.sort_by_key(discovery_rank);
     if out.is_empty() {
         fi_log!(
             Level::Info,
@@ -478,7 +510,7 @@ mod tests {
     fn libfabric_layered_names_select_rdm_entries() {
         let all = entries("", &Hints::new());
         let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["tcp", "tcp;ofi_rxm", "udp", "udp;ofi_rxd", "shm"]);
+        assert_eq!(names, ["tcp;ofi_rxm", "udp;ofi_rxd", "shm", "udp", "tcp"]);
         let rxm = vec![("tcp;ofi_rxm".to_string(), EpType::Rdm)];
         let rxd = vec![("udp;ofi_rxd".to_string(), EpType::Rdm)];
         // In FI_PROVIDER and in hints alike, case and spaces aside.
@@ -492,14 +524,41 @@ mod tests {
         assert_eq!(entries("tcp", &Hints::new()).len(), 2);
         // Exclusions: of the layer, or of the whole provider.
         let n: Vec<String> = entries("^ofi_rxm,ofi_rxd", &Hints::new()).into_iter().map(|e| e.0).collect();
-        assert_eq!(n, ["tcp", "udp", "shm"]);
+        assert_eq!(n, ["shm", "udp", "tcp"]);
         let n: Vec<String> = entries("^tcp", &Hints::new()).into_iter().map(|e| e.0).collect();
-        assert_eq!(n, ["udp", "udp;ofi_rxd", "shm"]);
+        assert_eq!(n, ["udp;ofi_rxd", "shm", "udp"]);
         // Both filters apply.
         assert!(entries("udp", &Hints::new().provider("tcp;ofi_rxm")).is_empty());
         assert_eq!(getinfo_from(&layered(), "verbs;ofi_rxm", &Hints::new()).unwrap_err(), Error::NoData);
         assert_eq!(core_name("tcp;ofi_rxm"), "tcp");
         assert_eq!(core_name("shm"), "shm");
+    }
+
+    #[test]
+    fn entries_in_libfabric_order() {
+        // Providers handed over in any order: the entries come in libfabric's,
+        // the first of them RDM when no endpoint type is asked.
+        let mut p = layered();
+        p.reverse();
+        p.push(Arc::new(Fake { name: "zeta", ep_type: EpType::Rdm }));
+        p.push(Arc::new(Layered { name: "verbs", base: EpType::Msg, rdm: Protocol::Rxm }));
+        let v = getinfo_from(&p, "", &Hints::new()).unwrap();
+        let got: Vec<(String, EpType)> = v.iter().map(|i| (layered_name(i), i.ep_attr.ep_type)).collect();
+        let want = [
+            ("verbs", EpType::Msg),
+            ("verbs;ofi_rxm", EpType::Rdm),
+            ("tcp;ofi_rxm", EpType::Rdm),
+            ("udp;ofi_rxd", EpType::Rdm),
+            ("shm", EpType::Rdm),
+            ("udp", EpType::Dgram),
+            ("tcp", EpType::Msg),
+            ("zeta", EpType::Rdm),
+        ];
+        assert_eq!(got, want.map(|(n, t)| (n.to_string(), t)));
+        // Without verbs (no RDMA device), the first entry is RDM, as libfabric's.
+        assert_eq!(entries("", &Hints::new())[0], ("tcp;ofi_rxm".to_string(), EpType::Rdm));
+        // Entries of one rank keep the order their provider gave them in.
+        assert_eq!(names(&getinfo_from(&fakes(), "", &Hints::new()).unwrap()), ["alpha", "beta", "gamma"]);
     }
 
     #[test]

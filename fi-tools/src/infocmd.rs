@@ -8,7 +8,8 @@ use fabric_core::tostr;
 use fabric_core::{AddrFormat, Caps, EpType, Hints, Info, Mode, Param};
 use std::fmt::Write;
 
-/// The usage text, as libfabric's (tabs included).
+/// The usage text, as libfabric's (tabs included; `-i` names its argument, which
+/// libfabric's text leaves out).
 pub const USAGE: &str = "Usage: fi_info
   -h, --help\t\t\tdisplay this help and exit
   -s, --src_addr=ADDR\t\tsource name or address
@@ -23,6 +24,7 @@ pub const USAGE: &str = "Usage: fi_info
   -p, --provider=PROV\t\tspecify provider explicitly
   -e, --env\t\t\tprint libfabric environment variables
   -g, --getenv=SUBSTR\t\tprint libfabric environment variables with substr
+  -i, --info=SUBSTR\t\tprint fi_info structures containing substr
   -l, --list\t\t\tlist available libfabric providers
   -v, --verbose\t\t\tverbose output
   --version\t\t\tprint version info and exit
@@ -43,8 +45,11 @@ pub enum InfoCmd {
     Query {
         /// The hints the options describe.
         hints: Box<Hints>,
-        /// `-v`.
+        /// `-v` (or `-i`, which implies it).
         verbose: bool,
+        /// `-i SUBSTR`: print only the entries whose full dump contains SUBSTR
+        /// (case-insensitive), as libfabric's `fi_info -i`.
+        filter: Option<String>,
     },
 }
 
@@ -73,6 +78,7 @@ const OPTS: &[Opt] = &[
     Opt::both("provider", 'p', "provider", true),
     Opt::both("env", 'e', "env", false),
     Opt::both("getenv", 'g', "getenv", true),
+    Opt::both("info", 'i', "info", true),
     Opt::both("list", 'l', "list", false),
     Opt::both("verbose", 'v', "verbose", false),
     Opt::long("version", "version", false),
@@ -135,8 +141,14 @@ where
             "fabric" => hints.fabric_name = Some(v),
             "provider" => hints.prov_name = Some(v),
             "env" => env = true,
+            // libfabric keeps one string for -g and -i: the last given filters
+            // what is printed, the variables with -e/-g, the entries otherwise.
             "getenv" => {
                 env = true;
+                filter = Some(v);
+            }
+            "info" => {
+                verbose = true;
                 filter = Some(v);
             }
             "list" => list = true,
@@ -149,7 +161,7 @@ where
     } else if list {
         InfoCmd::List
     } else {
-        InfoCmd::Query { hints: Box::new(hints), verbose }
+        InfoCmd::Query { hints: Box::new(hints), verbose, filter }
     })
 }
 
@@ -168,11 +180,23 @@ pub fn short_info(info: &Info) -> String {
 /// What `fi_info` prints for a list of entries: short blocks, or with `verbose`
 /// `---` and the full dump per entry.
 pub fn format_infos(infos: &[Info], verbose: bool) -> String {
+    format_infos_matching(infos, verbose, None)
+}
+
+/// [`format_infos`] keeping, when `filter` is given (`fi_info -i SUBSTR`), only the
+/// entries whose full dump (`fi_info -v`'s text, without the `---` line) contains
+/// it, compared without regard to case, as libfabric's `strcasestr`. `-i`
+/// implies `-v`, so the entries kept print in full.
+pub fn format_infos_matching(infos: &[Info], verbose: bool, filter: Option<&str>) -> String {
+    let want = filter.map(str::to_ascii_lowercase);
     let mut out = String::new();
     for i in infos {
-        if verbose {
-            out.push_str("---\n");
-            out.push_str(&tostr::info_str(i));
+        if verbose || want.is_some() {
+            let text = tostr::info_str(i);
+            if want.as_deref().map_or(true, |w| text.to_ascii_lowercase().contains(w)) {
+                out.push_str("---\n");
+                out.push_str(&text);
+            }
         } else {
             out.push_str(&short_info(i));
         }
@@ -223,7 +247,7 @@ mod tests {
 
     fn query(args: &[&str]) -> (Hints, bool) {
         match parse_args(args.iter().copied()).unwrap() {
-            InfoCmd::Query { hints, verbose } => (*hints, verbose),
+            InfoCmd::Query { hints, verbose, .. } => (*hints, verbose),
             other => panic!("{other:?}"),
         }
     }
@@ -267,6 +291,42 @@ mod tests {
     }
 
     #[test]
+    fn info_substring_as_libfabric() {
+        // -i implies -v and keeps the substring; combined with other filters.
+        match parse_args(["-p", "tcp", "-i", "FI_EP_RDM"]).unwrap() {
+            InfoCmd::Query { hints, verbose, filter } => {
+                assert!(verbose);
+                assert_eq!(filter.as_deref(), Some("FI_EP_RDM"));
+                assert_eq!(hints.prov_name.as_deref(), Some("tcp"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse_args(["--info=rxm"]), Ok(InfoCmd::Query { filter: Some(f), .. }) if f == "rxm"));
+        assert!(matches!(parse_args(["-v"]), Ok(InfoCmd::Query { filter: None, .. })));
+        // One string for -g and -i, as libfabric's: with -e the last one filters
+        // the variables.
+        assert!(matches!(parse_args(["-g", "tcp", "-i", "udp"]), Ok(InfoCmd::Env(Some(f))) if f == "udp"));
+        assert!(matches!(parse_args(["-e", "-i", "udp"]), Ok(InfoCmd::Env(Some(f))) if f == "udp"));
+
+        let mut rdm = Info::default();
+        rdm.fabric_attr.prov_name = "tcp".into();
+        rdm.ep_attr.ep_type = EpType::Rdm;
+        rdm.ep_attr.protocol = Protocol::Rxm;
+        let mut msg = rdm.clone();
+        msg.ep_attr.ep_type = EpType::Msg;
+        msg.ep_attr.protocol = Protocol::SockTcp;
+        let both = [rdm.clone(), msg.clone()];
+        let want_rdm = format!("---\n{}", tostr::info_str(&rdm));
+        // Case-insensitive, on the full text (not only the short block's lines).
+        assert_eq!(format_infos_matching(&both, true, Some("fi_ep_rdm")), want_rdm);
+        assert_eq!(format_infos_matching(&both, false, Some("FI_PROTO_RXM")), want_rdm);
+        assert!(format_infos_matching(&both, true, Some("max_msg_size")).matches("---\n").count() == 2);
+        assert_eq!(format_infos_matching(&both, true, Some("no such text")), "");
+        assert_eq!(format_infos_matching(&both, true, None), format_infos(&both, true));
+        assert_eq!(format_infos_matching(&both, false, None), format_infos(&both, false));
+    }
+
+    #[test]
     fn commands() {
         assert!(matches!(parse_args(["-l"]), Ok(InfoCmd::List)));
         assert!(matches!(parse_args(["--version"]), Ok(InfoCmd::Version)));
@@ -307,7 +367,7 @@ mod tests {
         assert!(v.ends_with("    nic: (nil)\n"));
         assert_eq!(list_entry("tcp", version(117, 0)), "tcp:\n    version: 117.0\n");
         assert_eq!(version_text("0.1.0", "0.1.0"), "fi_info: 0.1.0\nfabric: 0.1.0\nfabric api: 1.17\n");
-        assert_eq!(USAGE.lines().count(), 17);
+        assert_eq!(USAGE.lines().count(), 18);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use crate::domain::Domain;
 use crate::fid::{self, CObject, EINVAL};
 use crate::{abi, exports::guard};
+use fabric_core::flags::{bits_to_names, CAP_NAMES};
 use fabric_core::prov::MrOps;
 use fabric_core::{Error, MrAccess};
 use std::ffi::{c_int, c_void};
@@ -121,7 +122,8 @@ unsafe fn register(
         fabric_core::log::Level::Debug,
         &d.info.fabric_attr.prov_name,
         "mr",
-        "fi_mr_reg: {len} bytes at {buf:p}, access {access:?}, key {:#x}",
+        "fi_mr_reg: {len} bytes at {buf:p}, access {}, key {:#x}",
+        access_names(access),
         ops.key()
     );
     let obj = Mr {
@@ -212,4 +214,26 @@ pub(crate) unsafe extern "C" fn fi_mr_regattr(
         // SAFETY: the caller's memory, as fi_mr_regattr documents it.
         unsafe { register(f, v.iov_base, v.iov_len, a.access, a.requested_key, mr, a.context) }
     })
+}
+
+/// Access rights as a log line names them (`FI_READ, FI_REMOTE_WRITE`; `none`),
+/// libfabric's names, not Rust's debug text.
+fn access_names(access: MrAccess) -> String {
+    let names = bits_to_names(access.bits(), CAP_NAMES);
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_is_named_as_libfabric() {
+        assert_eq!(access_names(MrAccess::READ | MrAccess::REMOTE_WRITE), "FI_READ, FI_REMOTE_WRITE");
+        assert_eq!(access_names(MrAccess::empty()), "none");
+    }
 }

@@ -334,6 +334,29 @@ pub struct Info {
 
 /// What an application asks `getinfo` for. Every field left at its default means
 /// "any". `node` and `service` name the peer (or, with `source`, the local address).
+///
+/// Every field has a builder method of its name (`prov_name` is
+/// [`Hints::provider`], `domain_name` [`Hints::domain`], `fabric_name`
+/// [`Hints::fabric`]; [`Hints::progress`] sets both progress models):
+///
+/// ```
+/// use fabric_core::{AvType, Caps, EpType, Hints, Mode, MrMode, Progress, Threading};
+///
+/// let hints = Hints::new()
+///     .provider("tcp")
+///     .ep_type(EpType::Rdm)
+///     .caps(Caps::MSG | Caps::TAGGED)
+///     .mode(Mode::CONTEXT)
+///     .threading(Threading::Domain)
+///     .progress(Progress::Manual)
+///     .av_type(AvType::Table)
+///     .mr_mode(MrMode::LOCAL | MrMode::VIRT_ADDR)
+///     .tx_size(256)
+///     .rx_size(256);
+/// assert_eq!(hints.data_progress, Progress::Manual);
+/// assert_eq!(hints.control_progress, Progress::Manual);
+/// assert_eq!(hints.mr_mode, Some(MrMode::LOCAL | MrMode::VIRT_ADDR));
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Hints {
     /// Provider name(s), comma-separated; `^` excludes (as `FI_PROVIDER`).
@@ -436,6 +459,80 @@ impl Hints {
     /// Ask for an address format.
     pub fn addr_format(mut self, f: AddrFormat) -> Hints {
         self.addr_format = f;
+        self
+    }
+
+    /// Say which mode bits the application supports (`hints->mode`); an entry
+    /// needing others is refused. Without it every mode is supported.
+    pub fn mode(mut self, m: Mode) -> Hints {
+        self.mode = Some(m);
+        self
+    }
+
+    /// Give the local address to bind (`hints->src_addr`).
+    pub fn src_addr(mut self, a: Address) -> Hints {
+        self.src_addr = Some(a);
+        self
+    }
+
+    /// Give the peer's address (`hints->dest_addr`).
+    pub fn dest_addr(mut self, a: Address) -> Hints {
+        self.dest_addr = Some(a);
+        self
+    }
+
+    /// Ask for a threading model (`domain_attr->threading`).
+    pub fn threading(mut self, t: Threading) -> Hints {
+        self.threading = t;
+        self
+    }
+
+    /// Ask for a data progress model (`domain_attr->data_progress`).
+    pub fn data_progress(mut self, p: Progress) -> Hints {
+        self.data_progress = p;
+        self
+    }
+
+    /// Ask for a control progress model (`domain_attr->control_progress`).
+    pub fn control_progress(mut self, p: Progress) -> Hints {
+        self.control_progress = p;
+        self
+    }
+
+    /// Ask for one progress model for both data and control (what most
+    /// applications mean: [`Hints::data_progress`] and [`Hints::control_progress`]).
+    pub fn progress(self, p: Progress) -> Hints {
+        self.data_progress(p).control_progress(p)
+    }
+
+    /// Ask for an address vector type (`domain_attr->av_type`).
+    pub fn av_type(mut self, t: AvType) -> Hints {
+        self.av_type = t;
+        self
+    }
+
+    /// Say which memory registration modes the application supports
+    /// (`domain_attr->mr_mode`). Without it every mode is supported.
+    pub fn mr_mode(mut self, m: MrMode) -> Hints {
+        self.mr_mode = Some(m);
+        self
+    }
+
+    /// Ask for a transmit queue at least this deep (`tx_attr->size`; 0: any).
+    pub fn tx_size(mut self, n: usize) -> Hints {
+        self.tx_size = n;
+        self
+    }
+
+    /// Ask for a receive queue at least this deep (`rx_attr->size`; 0: any).
+    pub fn rx_size(mut self, n: usize) -> Hints {
+        self.rx_size = n;
+        self
+    }
+
+    /// Ask for a message ordering (`tx_attr->msg_order`, `rx_attr->msg_order`).
+    pub fn msg_order(mut self, o: MsgOrder) -> Hints {
+        self.msg_order = o;
         self
     }
 }
@@ -579,6 +676,52 @@ mod tests {
         assert!(i.check(&Hints::new().addr_format(AddrFormat::SockaddrIn6)).is_err());
         let h = Hints { tx_size: 4096, ..Hints::new() };
         assert!(i.check(&h).is_err());
+    }
+
+    #[test]
+    fn every_hint_has_a_builder() {
+        let a = Address::parse("127.0.0.1:7000").unwrap();
+        let b = Address::parse("127.0.0.1:7001").unwrap();
+        let h = Hints::new()
+            .provider("tcp")
+            .ep_type(EpType::Rdm)
+            .caps(Caps::MSG)
+            .mode(Mode::CONTEXT)
+            .addr_format(AddrFormat::SockaddrIn)
+            .node("127.0.0.1")
+            .service("7000")
+            .source(true)
+            .src_addr(a.clone())
+            .dest_addr(b.clone())
+            .domain("lo")
+            .fabric("127.0.0.0/8")
+            .threading(Threading::Domain)
+            .progress(Progress::Manual)
+            .control_progress(Progress::Auto)
+            .av_type(AvType::Table)
+            .mr_mode(MrMode::LOCAL)
+            .tx_size(64)
+            .rx_size(128)
+            .msg_order(MsgOrder::SAS);
+        assert_eq!(h.prov_name.as_deref(), Some("tcp"));
+        assert_eq!((h.ep_type, h.caps, h.mode), (EpType::Rdm, Caps::MSG, Some(Mode::CONTEXT)));
+        assert_eq!(h.addr_format, AddrFormat::SockaddrIn);
+        assert_eq!((h.node.as_deref(), h.service.as_deref(), h.source), (Some("127.0.0.1"), Some("7000"), true));
+        assert_eq!((h.src_addr, h.dest_addr), (Some(a), Some(b)));
+        assert_eq!((h.domain_name.as_deref(), h.fabric_name.as_deref()), (Some("lo"), Some("127.0.0.0/8")));
+        assert_eq!(h.threading, Threading::Domain);
+        assert_eq!((h.data_progress, h.control_progress), (Progress::Manual, Progress::Auto));
+        assert_eq!((h.av_type, h.mr_mode), (AvType::Table, Some(MrMode::LOCAL)));
+        assert_eq!((h.tx_size, h.rx_size, h.msg_order), (64, 128, MsgOrder::SAS));
+
+        // And they select as the fields do.
+        let i = entry();
+        assert!(i.check(&Hints::new().tx_size(1024).rx_size(512)).is_ok());
+        assert!(i.check(&Hints::new().rx_size(4096)).is_err());
+        assert!(i.check(&Hints::new().threading(Threading::Safe)).is_ok());
+        let mut narrowed = entry();
+        narrowed.narrow(&Hints::new().threading(Threading::Domain).tx_size(64));
+        assert_eq!((narrowed.domain_attr.threading, narrowed.tx_attr.size), (Threading::Domain, 64));
     }
 
     #[test]

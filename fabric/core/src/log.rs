@@ -5,6 +5,11 @@
 //! user caused and must fix, above all an environment variable set to a value that
 //! cannot be used as given ([`config_warn`]). Those are written at warn level in
 //! the same format, once per process each ([`warn_once`]).
+//!
+//! A log line is plain text for the user, never Rust's debug text: an address
+//! prints as `127.0.0.1:47942`, not `Some(127.0.0.1:47942)`; a value that may be
+//! missing through [`or_unknown`] (`unknown` when it is). `fi_log!` invocations
+//! use no `{:?}`: a test (`tests/log_lines.rs`) scans the source tree for them.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -138,6 +143,32 @@ pub fn warn_once(key: &str, prov: &str, subsys: &str, msg: impl fmt::Display) ->
 pub fn config_warn(prov: &str, var: &str, value: &str, why: impl fmt::Display) -> bool {
     let key = format!("{var}\0{value}");
     warn_once(&key, prov, "core", format_args!("{var}={} {why}", shown(value)))
+}
+
+/// An optional value as a log line shows it: the value's own text, or `unknown`
+/// when it is missing (never `Some(..)`/`None`).
+///
+/// ```
+/// use fabric_core::log::or_unknown;
+/// let peer: Option<std::net::SocketAddr> = "127.0.0.1:47942".parse().ok();
+/// assert_eq!(format!("connection from {}", or_unknown(peer)), "connection from 127.0.0.1:47942");
+/// assert_eq!(format!("connection from {}", or_unknown(None::<u32>)), "connection from unknown");
+/// ```
+pub fn or_unknown<T: fmt::Display>(value: Option<T>) -> OrUnknown<T> {
+    OrUnknown(value)
+}
+
+/// What [`or_unknown`] returns: displays the value, or `unknown`.
+#[derive(Debug, Clone, Copy)]
+pub struct OrUnknown<T>(pub Option<T>);
+
+impl<T: fmt::Display> fmt::Display for OrUnknown<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(v) => v.fmt(f),
+            None => f.write_str("unknown"),
+        }
+    }
 }
 
 /// A value as the user would type it: bare when that is unambiguous, else quoted

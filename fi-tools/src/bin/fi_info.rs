@@ -1,7 +1,8 @@
 //! `fi_info`: what the providers offer, with libfabric's options and formats.
 //!
-//! `fi_info` (short list), `fi_info -v` (everything), `fi_info -l` (providers),
-//! `fi_info -e` (parameters); `fi_info -h` lists the options.
+//! `fi_info` (short list), `fi_info -v` (everything), `fi_info -i SUBSTR` (in full,
+//! the entries whose text contains SUBSTR), `fi_info -l` (providers), `fi_info -e`
+//! (parameters); `fi_info -h` lists the options.
 
 #![forbid(unsafe_code)]
 
@@ -33,8 +34,8 @@ fn run() -> i32 {
             .filter(|p| infocmd::env_matches(p, filter.as_deref()))
             .map(|p| infocmd::env_entry(p, p.raw().as_deref()))
             .collect(),
-        InfoCmd::Query { hints, verbose } => match fabric::getinfo(&hints) {
-            Ok(infos) => infocmd::format_infos(&infos, verbose),
+        InfoCmd::Query { hints, verbose, filter } => match fabric::getinfo(&hints) {
+            Ok(infos) => infocmd::format_infos_matching(&infos, verbose, filter.as_deref()),
             Err(e) => {
                 // libfabric prints the number alone; the text says why.
                 eprintln!("fi_getinfo: {} ({e})", -e.errno());

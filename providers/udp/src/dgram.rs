@@ -425,9 +425,9 @@ impl DgramEp {
                             Level::Debug,
                             NAME,
                             "ep_data",
-                            "dropped a datagram of {} bytes from {:?}: no receive posted ({} dropped here so far)",
+                            "dropped a datagram of {} bytes from {}: no receive posted ({} dropped here so far)",
                             d.size,
-                            d.src,
+                            fabric_core::log::or_unknown(d.src.as_ref()),
                             dropped
                         );
                         continue;

@@ -143,7 +143,7 @@ fn domain_iface(info: &Info) -> Result<Iface> {
     match found {
         Some(i) => Ok(i.clone()),
         None => {
-            fi_log!(Level::Warn, NAME, "domain", "interface {name:?} is not up with an address");
+            fi_log!(Level::Warn, NAME, "domain", "interface {name} is not up with an address");
             Err(Error::NoDev)
         }
     }

@@ -51,7 +51,7 @@ impl VerbsEp {
         }
         let av = g.b.av.as_ref().ok_or(Error::NoAv)?;
         let peer = av.with_addr(addr, |a| a.sockaddr()).flatten().ok_or_else(|| {
-            fi_log!(Level::Info, NAME, "ep_data", "no address for fi_addr {addr:?}");
+            fi_log!(Level::Info, NAME, "ep_data", "no address for fi_addr {addr}");
             Error::AddrNotAvail
         })?;
         self.conn_to(g, peer)
