@@ -149,7 +149,7 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
         if node.starts_with(SCHEME) {
             info.dest_addr = Some(Address::Str(node.to_string()));
         } else if !matches!(node, "localhost" | "127.0.0.1" | "::1") {
-            return Err(refuse(format!("node {node:?} is not this host")));
+            return Err(refuse(format!("node {node} is not this host")));
         }
     }
     if h.data_progress == Progress::Auto {

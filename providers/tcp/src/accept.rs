@@ -192,7 +192,13 @@ impl Acceptor {
                             }
                         }
                     } else {
-                        fi_log!(Level::Warn, NAME, "ep_ctrl", "accept failed: {e}; retrying in {:?}", self.backoff);
+                        fi_log!(
+                            Level::Warn,
+                            NAME,
+                            "ep_ctrl",
+                            "accept failed: {e}; retrying in {} ms",
+                            self.backoff.as_millis()
+                        );
                     }
                     // Out of the wait set for a while, so that progress does not spin.
                     poll.del_fd(l.as_raw_fd());

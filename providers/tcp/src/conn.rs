@@ -38,6 +38,21 @@ pub(crate) enum ConnState {
     Closed,
 }
 
+impl std::fmt::Display for ConnState {
+    /// The state as log lines give it (`connecting`, `ready`, ...).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnState::Connecting => "connecting",
+            ConnState::HelloSent => "hello sent",
+            ConnState::AwaitHello => "awaiting hello",
+            ConnState::AwaitAccept => "awaiting accept",
+            ConnState::Ready => "ready",
+            ConnState::Lost => "lost a simultaneous connect",
+            ConnState::Closed => "closed",
+        })
+    }
+}
+
 /// A frame in the transmit queue: the engine's frame (or a connection-control
 /// frame of our own) and how much of it is written.
 #[derive(Debug)]

@@ -169,7 +169,7 @@ impl Progress for TcpPep {
                             Level::Info,
                             NAME,
                             "ep_ctrl",
-                            "dropping connection from {}: {:?} instead of hello",
+                            "dropping connection from {}: {} frame instead of hello",
                             inc.peer,
                             h.op
                         );

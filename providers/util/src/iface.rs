@@ -235,7 +235,7 @@ pub fn resolve(prov: &'static str, proto: &str, node: Option<&str>, service: Opt
                 let why = if s.trim().bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+') {
                     format!("port {s} is out of range (0 to 65535)")
                 } else {
-                    format!("service {s:?} is neither a port number nor a {proto} service the system knows")
+                    format!("service {s} is neither a port number nor a {proto} service the system knows")
                 };
                 log::warn_once(&format!("{prov}\0service\0{s}"), prov, "core", format_args!("no entry: {why}"));
                 Error::NoData
@@ -261,7 +261,7 @@ pub fn resolve(prov: &'static str, proto: &str, node: Option<&str>, service: Opt
                 &format!("{prov}\0node\0{host}"),
                 prov,
                 "core",
-                format_args!("no entry: cannot resolve {host:?}: {e}"),
+                format_args!("no entry: cannot resolve {host}: {e}"),
             );
             Err(Error::NoData)
         }

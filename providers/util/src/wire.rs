@@ -147,6 +147,28 @@ impl AtomicHdr {
     }
 }
 
+impl fmt::Display for OpCode {
+    /// The frame's name as log lines give it (`hello`, `rts`, `write-req`, ...).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpCode::Hello => "hello",
+            OpCode::HelloAck => "hello-ack",
+            OpCode::Reject => "reject",
+            OpCode::Msg => "msg",
+            OpCode::Rts => "rts",
+            OpCode::Cts => "cts",
+            OpCode::Data => "data",
+            OpCode::Shutdown => "shutdown",
+            OpCode::Nack => "nack",
+            OpCode::WriteReq => "write-req",
+            OpCode::ReadReq => "read-req",
+            OpCode::AtomicReq => "atomic-req",
+            OpCode::RmaResp => "rma-resp",
+            OpCode::Ack => "ack",
+        })
+    }
+}
+
 impl OpCode {
     fn from_u8(v: u8) -> Option<OpCode> {
         Some(match v {

@@ -246,7 +246,7 @@ impl ShmEp {
             match res {
                 Ok(_) => g.rx.complete(&g.b, target, &hdr, src, false),
                 Err(e) => {
-                    fi_log!(Level::Info, NAME, "ep_data", "copy of a {} byte message failed: {e:?}", hdr.len);
+                    fi_log!(Level::Info, NAME, "ep_data", "copy of a {} byte message failed: {e}", hdr.len);
                     g.rx.fail(&g.b, target, &hdr, src, Error::Io);
                     ack.aux = Error::Io.errno() as u32;
                 }

@@ -4,6 +4,7 @@
 //! operations move to the winner), restarted peers, and failing a connection.
 
 use super::*;
+use fabric_core::log::or_unknown;
 
 impl TcpEp {
     /// Fail every operation that depends on a connection, then forget it.
@@ -15,7 +16,7 @@ impl TcpEp {
         let Some(mut conn) = slot.conn.take() else { return };
         let rx = std::mem::replace(&mut slot.rx, RxState::Header);
         let dir = if conn.outgoing { "to" } else { "from" };
-        fi_log!(Level::Info, NAME, "ep_data", "connection {dir} {:?} closed: {why}", conn.peer);
+        fi_log!(Level::Info, NAME, "ep_data", "connection {dir} {} closed: {why}", or_unknown(conn.peer));
         self.poll.del_fd(conn.fd());
         let _ = conn.sock.shutdown(std::net::Shutdown::Both);
         // A descriptor is free again: a listener that ran out of them may accept.
@@ -308,7 +309,9 @@ impl TcpEp {
                     Level::Debug,
                     NAME,
                     "ep_ctrl",
-                    "{id:?} to {peer:?} lost a simultaneous connect; the winner: {winner:?}"
+                    "{id} to {} lost a simultaneous connect; the winner: {}",
+                    or_unknown(peer),
+                    or_unknown(winner)
                 );
                 match (winner, peer) {
                     (Some(w), _) => self.adopt_ops(g, id, w),
@@ -319,7 +322,7 @@ impl TcpEp {
                 }
                 Ok(())
             }
-            (op, st) => Err((Error::Io, format!("protocol error: {op:?} in state {st:?}"))),
+            (op, st) => Err((Error::Io, format!("protocol error: {op} frame while {st}"))),
         }
     }
 
@@ -362,8 +365,9 @@ impl TcpEp {
             Level::Debug,
             NAME,
             "ep_ctrl",
-            "hello from {name} (epoch {epoch:#x}) on {id:?}: existing {existing:?} {:?}: {}",
-            existing.and_then(|e| Self::conn_mut(g, e).map(|c| c.state)),
+            "hello from {name} (epoch {epoch:#x}) on {id}: existing {} ({}): {}",
+            or_unknown(existing),
+            or_unknown(existing.and_then(|e| Self::conn_mut(g, e).map(|c| c.state))),
             if accept { "accepted" } else { "rejected" }
         );
         if !accept {
@@ -478,9 +482,9 @@ impl TcpEp {
             Level::Debug,
             NAME,
             "ep_ctrl",
-            "{from:?} ({:?}, {:?}) gives its operations to {to:?} and closes",
+            "{from} ({}, peer {}) gives its operations to {to} and closes",
             c.state,
-            c.peer
+            or_unknown(c.peer)
         );
         let ops: Vec<TxOp> = c.txq.drain(..).filter(|op| op.movable()).collect();
         let fd = c.fd();

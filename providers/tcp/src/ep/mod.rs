@@ -72,6 +72,13 @@ pub(crate) struct ConnId {
     gen: u32,
 }
 
+impl std::fmt::Display for ConnId {
+    /// `connection #3.1`: slot 3, its generation 1.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connection #{}.{}", self.idx, self.gen)
+    }
+}
+
 /// The receive side of a connection.
 enum RxState {
     /// Gathering a header.
