@@ -18,6 +18,10 @@ use std::os::fd::{AsRawFd, RawFd};
 /// the stage empty are read straight into the destination.
 pub(crate) const STAGE: usize = 64 * 1024;
 
+/// A message at least this long makes the next read take a header alone
+/// ([`Conn::hdr_only`]).
+pub(crate) const BIG_MSG: u64 = 16 * 1024;
+
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConnState {
@@ -119,6 +123,11 @@ pub(crate) struct Conn {
     pub gen: u32,
     /// The last receive found the socket drained (returned less than asked).
     pub drained: bool,
+    /// The last header announced a message of [`BIG_MSG`] bytes or more: the next
+    /// read into an empty stage takes a header alone, so that a large payload
+    /// after it is received straight into its receive instead of partly staged
+    /// and copied (small messages keep arriving header and payload in one read).
+    pub hdr_only: bool,
     /// What the RDM engine keeps about the peer: the frame arriving, its RMA
     /// operations in progress here, the answers it is owed.
     pub pr: PeerRx,
@@ -147,6 +156,7 @@ impl Conn {
             hdr_got: 0,
             gen,
             drained: false,
+            hdr_only: false,
             pr: PeerRx::new(),
             paused: false,
         }
@@ -169,15 +179,16 @@ impl Conn {
         debug_assert_eq!(self.staged(), 0);
         self.stage_lo = 0;
         self.stage_hi = 0;
-        // SAFETY: the stage is valid for writes of its length.
-        let r = unsafe {
-            libc::recv(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, self.stage.len(), libc::MSG_DONTWAIT)
-        };
+        let want = if self.hdr_only { HDR_LEN } else { self.stage.len() };
+        // SAFETY: the stage is valid for writes of its length, and `want` is at
+        // most that.
+        let r =
+            unsafe { libc::recv(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, want, libc::MSG_DONTWAIT) };
         let n = if r > 0 { r as usize } else { self.fill_failed(r)? };
         self.stage_hi = n;
         // A short read drained the socket: the next read would most likely find
         // nothing, so this progress call stops once the staged bytes are used.
-        self.drained = n < self.stage.len();
+        self.drained = n < want;
         Ok(n)
     }
 
@@ -409,4 +420,64 @@ pub(crate) fn readable(fd: RawFd) -> bool {
     // SAFETY: one valid pollfd, zero time-out.
     let r = unsafe { libc::poll(&mut p, 1, 0) };
     r > 0 && p.revents & libc::POLLIN != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// A connection over loopback and the peer's end of it.
+    fn pair() -> (Conn, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        (Conn::new(ours, ConnState::Ready, false, 0), peer)
+    }
+
+    /// Fill until something arrives (the peer's bytes may still be in flight).
+    fn fill_some(c: &mut Conn) -> usize {
+        for _ in 0..5000 {
+            match c.fill() {
+                Ok(n) => return n,
+                Err(Error::Again) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(e) => panic!("fill: {e}"),
+            }
+        }
+        panic!("nothing arrived");
+    }
+
+    #[test]
+    fn after_a_big_message_a_read_takes_a_header_alone() {
+        let (mut c, mut peer) = pair();
+        let bytes: Vec<u8> = (0..3 * HDR_LEN).map(|i| i as u8).collect();
+        peer.write_all(&bytes).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // As usual: everything there, in one read.
+        let mut got = fill_some(&mut c);
+        while got < bytes.len() {
+            c.stage_lo = c.stage_hi;
+            got += fill_some(&mut c);
+        }
+        assert_eq!(got, bytes.len());
+        // After a big message's header: the next read stops at a header's length,
+        // leaving the rest in the socket for a read straight into the receive.
+        peer.write_all(&bytes).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.stage_lo = c.stage_hi;
+        c.hdr_only = true;
+        assert_eq!(fill_some(&mut c), HDR_LEN);
+        assert_eq!(&c.stage[..HDR_LEN], &bytes[..HDR_LEN]);
+        assert!(!c.drained, "a full header read does not mean the socket is drained");
+        c.stage_lo = c.stage_hi;
+        c.hdr_only = false;
+        let mut rest = fill_some(&mut c);
+        while rest < 2 * HDR_LEN {
+            c.stage_lo = c.stage_hi;
+            rest += fill_some(&mut c);
+        }
+        assert_eq!(rest, 2 * HDR_LEN);
+    }
 }
