@@ -416,7 +416,7 @@ impl TcpEp {
         let state = Self::conn_mut(g, id).map(|c| c.state).unwrap_or(ConnState::Closed);
         let control = matches!(hdr.op, OpCode::Hello | OpCode::HelloAck | OpCode::Reject);
         if !control && state != ConnState::Ready {
-            return Err((Error::Io, format!("protocol error: {:?} before the connection was accepted", hdr.op)));
+            return Err((Error::Io, format!("protocol error: {} frame before the connection was accepted", hdr.op)));
         }
         if state == ConnState::Ready && matches!(hdr.op, OpCode::Hello | OpCode::HelloAck) {
             return Err((Error::Io, "protocol error: second hello".into()));

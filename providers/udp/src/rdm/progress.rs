@@ -108,7 +108,7 @@ impl Taker<'_> {
                     OpCode::Shutdown => *self.broken = Some(Violation { err: Error::ConnReset, why: String::new() }),
                     // A keep-alive: nothing to do.
                     OpCode::Hello if hdr.len == 0 => {}
-                    op => return Err(Violation::proto(format!("frame {op:?} is not used over udp"))),
+                    op => return Err(Violation::proto(format!("frame {op} is not used over udp"))),
                 },
             }
             if !self.pr.arriving() {

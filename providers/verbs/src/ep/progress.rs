@@ -197,7 +197,7 @@ impl VerbsEp {
             OpCode::Rts => {
                 fabric_util::verbs_wire::decode_rts(body, hdr.len, IOV_LIMIT).map_err(proto)?;
             }
-            op => return Err(proto(format!("frame {op:?} is not used over verbs"))),
+            op => return Err(proto(format!("frame {op} is not used over verbs"))),
         }
         let src = Self::src_of(g, cid);
         let Some(c) = g.conns.get_mut(cid) else { return Ok(true) };
