@@ -2,7 +2,7 @@
 
 use crate::buf::{Buf, OpBuffers};
 use crate::domain::Domain;
-use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Table, TableGuard, TableLock};
+use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Record, Table, TableGuard, TableLock};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::CqOps;
@@ -115,24 +115,7 @@ impl CqInner {
         }
         let rec = t.take(i);
         drop(t);
-        let buffers = match rec.bufs {
-            RecBufs::Owned(bufs) => bufs,
-            RecBufs::Recv(mut bufs) => {
-                set_recv_len(&mut bufs, e.len);
-                bufs
-            }
-            RecBufs::Multi(shared) => unwrap_shared(shared),
-        };
-        Ok(Completion {
-            context: rec.user_context,
-            flags: e.flags,
-            len: e.len,
-            data: e.data,
-            tag: e.tag,
-            src: e.src,
-            buffers,
-            recv: None,
-        })
+        Ok(completion_of(rec, e))
     }
 
     /// The completion of the provider entry `e` read by [`CompletionQueue::read_one`]:
@@ -150,25 +133,7 @@ impl CqInner {
         };
         let rec = t.take(i);
         drop(t);
-        let buffers = match rec.bufs {
-            RecBufs::Recv(mut bufs) => {
-                set_recv_len(&mut bufs, e.len);
-                bufs
-            }
-            RecBufs::Owned(bufs) => bufs,
-            // Not found above: a multi-receive record takes `convert_rare`.
-            RecBufs::Multi(shared) => unwrap_shared(shared),
-        };
-        Ok(Completion {
-            context: rec.user_context,
-            flags: e.flags,
-            len: e.len,
-            data: e.data,
-            tag: e.tag,
-            src: e.src,
-            buffers,
-            recv: None,
-        })
+        Ok(completion_of(rec, e))
     }
 
     /// [`CqInner::convert_one`] for an entry of a multi-receive buffer or of an
@@ -301,6 +266,30 @@ impl CqInner {
             }
         };
         Some(ce)
+    }
+}
+
+/// The completion of a record taken out of the table for the provider entry
+/// `e`: its buffers given back (a receive's length set to what arrived).
+#[inline(always)]
+fn completion_of(rec: Record, e: &CqEntry) -> Completion {
+    let buffers = match rec.bufs {
+        RecBufs::Recv(mut bufs) => {
+            set_recv_len(&mut bufs, e.len);
+            bufs
+        }
+        RecBufs::Owned(bufs) => bufs,
+        RecBufs::Multi(shared) => unwrap_shared(shared),
+    };
+    Completion {
+        context: rec.user_context,
+        flags: e.flags,
+        len: e.len,
+        data: e.data,
+        tag: e.tag,
+        src: e.src,
+        buffers,
+        recv: None,
     }
 }
 

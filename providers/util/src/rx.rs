@@ -175,6 +175,42 @@ pub struct RxEngine<R> {
     actions: VecDeque<RxAction<R>>,
 }
 
+/// The header of an eager message as its fields arrived (tagged or not, `len`
+/// bytes, `tag`, CQ data `data`).
+#[inline]
+fn eager_header(tagged: bool, len: u64, tag: u64, data: Option<u64>) -> Header {
+    Header {
+        flags: HdrFlags(if tagged { HdrFlags::TAGGED } else { 0 } | if data.is_some() { HdrFlags::CQ_DATA } else { 0 }),
+        len,
+        tag,
+        data: data.unwrap_or(0),
+        id: 0,
+        op: OpCode::Msg,
+    }
+}
+
+/// Copy a whole message `body` into the only piece of `rec`, which holds it
+/// (`body.len() <= rec.cap`, checked by the caller).
+#[inline(always)]
+fn fill_one(rec: &PostedRecv, body: &[u8]) {
+    debug_assert!(rec.list == NO_LIST && body.len() <= rec.cap);
+    if !body.is_empty() {
+        // SAFETY: `body.len() <= cap`, the length of the receive's only piece,
+        // which is valid for writes under post_recv's contract; `body` is a
+        // distinct buffer of the caller's.
+        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
+    }
+}
+
+/// The completion of a whole message of `len` bytes in the one-piece receive
+/// `rec` (tagged or not, `tag`, CQ data `data`, from `src`).
+#[inline(always)]
+fn one_piece_done(b: &Bindings, rec: &PostedRecv, tagged: bool, tag: u64, data: Option<u64>, src: FiAddr, len: usize) {
+    let flags = Caps::RECV | msg_flags(tagged) | if data.is_some() { Caps::REMOTE_CQ_DATA } else { Caps::empty() };
+    let e = CqEntry { op_context: rec.context, flags, len, buf: 0, data: data.unwrap_or(0), tag, src };
+    b.rx_done(e, rec.completion);
+}
+
 /// The completion flags that say which kind of message a completion is for:
 /// [`Caps::TAGGED`] for a tagged one, [`Caps::MSG`] otherwise.
 #[inline]
@@ -532,25 +568,8 @@ impl<R> RxEngine<R> {
             None => false,
             Some(PostedMatch::Taken(_, rec)) => {
                 if rec.list == NO_LIST && body.len() <= rec.cap && body.len() as u64 == len {
-                    if !body.is_empty() {
-                        // SAFETY: `body.len() <= cap`, the length of the receive's
-                        // only piece, which is valid for writes under post_recv's
-                        // contract; `body` is a distinct buffer of the caller's.
-                        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
-                    }
-                    let flags = Caps::RECV
-                        | msg_flags(m.tagged)
-                        | if data.is_some() { Caps::REMOTE_CQ_DATA } else { Caps::empty() };
-                    let e = CqEntry {
-                        op_context: rec.context,
-                        flags,
-                        len: body.len(),
-                        buf: 0,
-                        data: data.unwrap_or(0),
-                        tag: m.tag,
-                        src: m.src,
-                    };
-                    b.rx_done(e, rec.completion);
+                    fill_one(&rec, body);
+                    one_piece_done(b, &rec, m.tagged, m.tag, data, m.src, body.len());
                 } else {
                     self.deliver_eager_slow(b, Target::Single(rec), m, len, data, body);
                 }
@@ -576,16 +595,7 @@ impl<R> RxEngine<R> {
         data: Option<u64>,
         body: &[u8],
     ) {
-        let hdr = Header {
-            flags: HdrFlags(
-                if m.tagged { HdrFlags::TAGGED } else { 0 } | if data.is_some() { HdrFlags::CQ_DATA } else { 0 },
-            ),
-            len,
-            tag: m.tag,
-            data: data.unwrap_or(0),
-            id: 0,
-            op: OpCode::Msg,
-        };
+        let hdr = eager_header(m.tagged, len, m.tag, data);
         self.write(&target, 0, body);
         self.complete(b, target, &hdr, m.src, false);
     }
@@ -610,18 +620,21 @@ impl<R> RxEngine<R> {
         }
     }
 
+    /// A message whose payload is all here and that no posted receive takes
+    /// ([`RxEngine::deliver_eager`] said so, and nothing was posted since): held
+    /// as unexpected with a copy of `body`, without matching it again. Queues no
+    /// action. `Err(NoMem)` when no buffer can hold it.
+    #[inline(never)]
+    pub fn hold_eager(&mut self, m: MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> Result<()> {
+        let mut buf = self.unexp_buf(body.len())?;
+        buf.extend_from_slice(body);
+        self.matcher.push_unexpected(m, Unexp { body: UnexpBody::Eager(buf), len, data, tag: m.tag, rma: false });
+        Ok(())
+    }
+
     /// Deliver a complete unexpected message (or start its rendezvous).
     fn deliver(&mut self, b: &Bindings, target: Target, m: MsgSpec, u: Unexp<R>) {
-        let hdr = Header {
-            flags: HdrFlags(
-                if m.tagged { HdrFlags::TAGGED } else { 0 } | if u.data.is_some() { HdrFlags::CQ_DATA } else { 0 },
-            ),
-            len: u.len,
-            tag: u.tag,
-            data: u.data.unwrap_or(0),
-            id: 0,
-            op: OpCode::Msg,
-        };
+        let hdr = eager_header(m.tagged, u.len, u.tag, u.data);
         match u.body {
             UnexpBody::Eager(buf) => {
                 self.write(&target, 0, &buf);
@@ -700,22 +713,9 @@ impl<R> RxEngine<R> {
     pub fn deliver_whole(&mut self, b: &Bindings, target: Target, hdr: &Header, src: FiAddr, body: &[u8]) {
         if let Target::Single(rec) = &target {
             if rec.list == NO_LIST && body.len() <= rec.cap && hdr.len == body.len() as u64 {
-                if !body.is_empty() {
-                    // SAFETY: `body.len() <= cap`, the length of the receive's only
-                    // piece, which is valid for writes under post_recv's contract;
-                    // `body` is a distinct buffer of the caller's.
-                    unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
-                }
-                let tagged = hdr.flags.has(HdrFlags::TAGGED);
-                let mut e = CqEntry::new(rec.context, Caps::RECV | msg_flags(tagged));
-                if hdr.flags.has(HdrFlags::CQ_DATA) {
-                    e.flags |= Caps::REMOTE_CQ_DATA;
-                    e.data = hdr.data;
-                }
-                e.len = body.len();
-                e.tag = hdr.tag;
-                e.src = src;
-                b.rx_done(e, rec.completion);
+                fill_one(rec, body);
+                let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
+                one_piece_done(b, rec, hdr.flags.has(HdrFlags::TAGGED), hdr.tag, data, src, body.len());
                 return;
             }
         }
@@ -730,20 +730,8 @@ impl<R> RxEngine<R> {
         // The usual case inline: a whole message into a receive of one piece.
         if let Target::Single(rec) = &target {
             if rec.list == NO_LIST && hdr.len <= rec.cap as u64 && !rma {
-                let cq_data = hdr.flags.has(HdrFlags::CQ_DATA);
-                let flags = Caps::RECV
-                    | msg_flags(hdr.flags.has(HdrFlags::TAGGED))
-                    | if cq_data { Caps::REMOTE_CQ_DATA } else { Caps::empty() };
-                let e = CqEntry {
-                    op_context: rec.context,
-                    flags,
-                    len: hdr.len as usize,
-                    buf: 0,
-                    data: if cq_data { hdr.data } else { 0 },
-                    tag: hdr.tag,
-                    src,
-                };
-                b.rx_done(e, rec.completion);
+                let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
+                one_piece_done(b, rec, hdr.flags.has(HdrFlags::TAGGED), hdr.tag, data, src, hdr.len as usize);
                 return;
             }
         }

@@ -212,15 +212,12 @@ impl ShmEp {
             let tagged = e.flags & flags::TAGGED != 0;
             let m = MsgSpec { tagged, src: r.src, tag: e.tag };
             let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
-            if !rx.deliver_eager(b, &m, e.len, data, e.inline(raw)) {
-                // Unexpected: held with a copy of its payload (no memory: the
-                // general path reports it). An eager arrival queues no action for
-                // the receive engine to run.
-                let Ok(mut buf) = rx.unexp_buf(0) else { break true };
-                buf.extend_from_slice(e.inline(raw));
-                let u = Unexp { body: UnexpBody::Eager(buf), len: e.len, data, tag: e.tag, rma: false };
-                rx.arrive(b, m, u);
-                debug_assert!(!rx.has_actions(), "an eager arrival queued an action");
+            // Unexpected: held with a copy of its payload (no memory: the general
+            // path reports it).
+            if !rx.deliver_eager(b, &m, e.len, data, e.inline(raw))
+                && rx.hold_eager(m, e.len, data, e.inline(raw)).is_err()
+            {
+                break true;
             }
             r.cons.advance();
             n += 1;
@@ -422,32 +419,12 @@ impl ShmEp {
         let tagged = e.flags & flags::TAGGED != 0;
         let m = MsgSpec { tagged, src, tag: e.tag };
         let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
-        // Completing a receive queues no action for the wire.
+        // Completing a receive, or holding the message, queues no action for the
+        // wire.
         if g.rx.deliver_eager(&g.b, &m, e.len, data, e.inline(raw)) {
             return Ok(());
         }
-        self.msg_unexpected(g, m, e.flags, e.data, e.len, e.inline(raw))
-    }
-
-    /// A small message no receive was posted for: held, with a copy of its payload.
-    /// (The entry's fields come one by one: the entry itself need not be built.)
-    #[inline(never)]
-    fn msg_unexpected(
-        &self,
-        g: &mut Inner,
-        m: MsgSpec,
-        eflags: u8,
-        data: u64,
-        len: u64,
-        payload: &[u8],
-    ) -> std::result::Result<(), Violation> {
-        let data = (eflags & flags::CQ_DATA != 0).then_some(data);
-        let mut buf = g.rx.unexp_buf(0).map_err(|_| "no memory".to_string())?;
-        buf.extend_from_slice(payload);
-        let u = Unexp { body: UnexpBody::Eager(buf), len, data, tag: m.tag, rma: false };
-        g.rx.arrive(&g.b, m, u);
-        self.run_rx_actions(g);
-        Ok(())
+        g.rx.hold_eager(m, e.len, data, e.inline(raw)).map_err(|_| "no memory".to_string())
     }
 
     /// Every entry but an inline message.

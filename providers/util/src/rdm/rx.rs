@@ -141,7 +141,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         }
         if body.len() as u64 != hdr.payload_len() {
             return Err(Violation::proto(format!(
-                "{:?} frame of {} bytes carries {}",
+                "{} frame of {} bytes carries {}",
                 hdr.op,
                 hdr.payload_len(),
                 body.len()

@@ -105,10 +105,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         // the receiver's acknowledgement that the data is in the receive.
         let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
         let frame = if let Some(d) = inject {
-            let mut v = self.pool.pop().unwrap_or_default();
-            v.extend_from_slice(d);
             b.tx_count(false);
-            Frame::owned(&hdr, &[], v, Done::Nothing)
+            self.inject_frame(&hdr, d)
         } else if len <= self.cfg.eager_max && !dc {
             if copy {
                 let mut v = self.pool.pop().unwrap_or_default();
@@ -238,6 +236,14 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         Ok(SendNow::Partial)
     }
 
+    /// The frame of an injected message of header `hdr`: its data `d` copied into
+    /// a pooled buffer; nothing completes when it is written.
+    fn inject_frame(&mut self, hdr: &Header, d: &[u8]) -> Frame {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.extend_from_slice(d);
+        Frame::owned(hdr, &[], v, Done::Nothing)
+    }
+
     /// [`Engine::send_now`] of a message that is not eager: queued.
     #[cold]
     #[inline(never)]
@@ -259,11 +265,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     #[inline(never)]
     fn partial_frame(&mut self, hdr: &Header, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Frame {
         match inject {
-            Some(d) => {
-                let mut v = self.pool.pop().unwrap_or_default();
-                v.extend_from_slice(d);
-                Frame::owned(hdr, &[], v, Done::Nothing)
-            }
+            Some(d) => self.inject_frame(hdr, d),
             None => {
                 let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
                 let comp = flags.contains(OpFlags::COMPLETION);
