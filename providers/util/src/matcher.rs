@@ -237,20 +237,30 @@ impl<T, const Q: usize> Slab<T, Q> {
     fn insert(&mut self, q: usize, val: T) -> Key {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        let index = if self.free != NIL {
+        // Fill and link the slot through one access (link_tail and key would
+        // each index it again).
+        let tail = self.queues[q].tail;
+        let (index, gen) = if self.free != NIL {
             let index = self.free;
             let s = &mut self.slots[index];
             self.free = s.next;
             s.val = Some(val);
             s.seq = seq;
-            index
+            s.queue = q;
+            s.prev = tail;
+            s.next = NIL;
+            (index, s.gen)
         } else {
-            self.slots.push(Slot { gen: 0, prev: NIL, next: NIL, queue: q, seq, val: Some(val) });
-            self.slots.len() - 1
+            self.slots.push(Slot { gen: 0, prev: tail, next: NIL, queue: q, seq, val: Some(val) });
+            (self.slots.len() - 1, 0)
         };
-        self.link_tail(q, index);
+        match self.slots.get_mut(tail) {
+            Some(t) => t.next = index,
+            None => self.queues[q].head = index,
+        }
+        self.queues[q].tail = index;
         self.len += 1;
-        self.key(index)
+        Key { index, gen }
     }
 
     /// Remove the entry `key` names, if live.
