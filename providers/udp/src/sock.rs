@@ -89,7 +89,7 @@ fn send_error(e: std::io::Error) -> Error {
 /// # Safety
 /// Every `IoVec` in `iov` must be valid for reads of its length for the duration
 /// of the call.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
