@@ -234,6 +234,44 @@ pub(crate) struct DgramEp {
     me: Weak<DgramEp>,
 }
 
+/// Take one datagram no receive was posted for off `sock` and drop it (counted
+/// in `dropped` and [`DROPPED`]): `true` when one was dropped, `false` when none
+/// was waiting (or the read failed).
+#[cold]
+#[inline(never)]
+fn drop_one(sock: &Socket, dropped: &mut u64) -> bool {
+    match sock::discard(sock) {
+        Ok(d) => {
+            *dropped += 1;
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            fi_log!(
+                Level::Debug,
+                NAME,
+                "ep_data",
+                "dropped a datagram of {} bytes from {}: no receive posted ({} dropped here so far)",
+                d.size,
+                fabric_core::log::or_unknown(d.src.as_ref()),
+                dropped
+            );
+            true
+        }
+        Err(e) => {
+            recv_failed(e);
+            false
+        }
+    }
+}
+
+/// A receive failed with `e`: logged, unless it is `Again` (nothing waiting). The
+/// socket stays readable, so the next progress pass sees a lasting failure again.
+#[cold]
+#[inline(never)]
+fn recv_failed(e: Error) {
+    if e != Error::Again {
+        fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
+    }
+}
+
 /// The handle of `src` in `av` (`FI_ADDR_NOTAVAIL` if absent), remembering the
 /// last answer while the AV does not change: an IPv4 sender met last time costs
 /// one compare of its key.
@@ -420,30 +458,10 @@ impl DgramEp {
         let draining = rxq.is_empty();
         for _ in 0..PROGRESS_BUDGET {
             let Some(rx) = rxq.front() else {
-                if !draining {
-                    break;
+                if draining && drop_one(sock, dropped) {
+                    continue;
                 }
-                match sock::discard(sock) {
-                    Ok(d) => {
-                        *dropped += 1;
-                        DROPPED.fetch_add(1, Ordering::Relaxed);
-                        fi_log!(
-                            Level::Debug,
-                            NAME,
-                            "ep_data",
-                            "dropped a datagram of {} bytes from {}: no receive posted ({} dropped here so far)",
-                            d.size,
-                            fabric_core::log::or_unknown(d.src.as_ref()),
-                            dropped
-                        );
-                        continue;
-                    }
-                    Err(Error::Again) => break,
-                    Err(e) => {
-                        fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
-                        break;
-                    }
-                }
+                break;
             };
             let mut src = sock::RawSource::new();
             let iov = &rx.iov[..rx.niov];
@@ -471,7 +489,7 @@ impl DgramEp {
                 }
                 Err(Error::Again) => break,
                 Err(e) => {
-                    fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
+                    recv_failed(e);
                     break;
                 }
             }
