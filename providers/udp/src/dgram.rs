@@ -113,19 +113,23 @@ impl RxRing {
         Ok(RxRing { slots: v.into_boxed_slice(), head: 0, len: 0 })
     }
 
+    #[inline]
     fn mask(&self) -> usize {
         self.slots.len() - 1
     }
 
+    #[inline]
     fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    #[inline]
     fn front(&self) -> Option<&PostedRx> {
         (self.len > 0).then(|| &self.slots[self.head])
     }
 
     /// Forget the oldest receive (there is one).
+    #[inline]
     fn pop(&mut self) {
         debug_assert!(self.len > 0);
         self.head = (self.head + 1) & self.mask();
@@ -133,9 +137,10 @@ impl RxRing {
     }
 
     /// The entry after the newest, to be filled and then made posted by `commit`;
-    /// `None` when the ring is full.
-    fn next_free(&mut self) -> Option<&mut PostedRx> {
-        if self.len == self.slots.len() {
+    /// `None` when `limit` (at most the ring's room) are posted already.
+    #[inline]
+    fn next_free(&mut self, limit: usize) -> Option<&mut PostedRx> {
+        if self.len >= limit.min(self.slots.len()) {
             return None;
         }
         let i = (self.head + self.len) & self.mask();
@@ -143,6 +148,7 @@ impl RxRing {
     }
 
     /// The entry `next_free` gave is posted.
+    #[inline]
     fn commit(&mut self) {
         debug_assert!(self.len < self.slots.len());
         self.len += 1;
@@ -226,6 +232,44 @@ pub(crate) struct DgramEp {
     rx_size: usize,
     inner: SpinLock<Inner>,
     me: Weak<DgramEp>,
+}
+
+/// Take one datagram no receive was posted for off `sock` and drop it (counted
+/// in `dropped` and [`DROPPED`]): `true` when one was dropped, `false` when none
+/// was waiting (or the read failed).
+#[cold]
+#[inline(never)]
+fn drop_one(sock: &Socket, dropped: &mut u64) -> bool {
+    match sock::discard(sock) {
+        Ok(d) => {
+            *dropped += 1;
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            fi_log!(
+                Level::Debug,
+                NAME,
+                "ep_data",
+                "dropped a datagram of {} bytes from {}: no receive posted ({} dropped here so far)",
+                d.size,
+                fabric_core::log::or_unknown(d.src.as_ref()),
+                dropped
+            );
+            true
+        }
+        Err(e) => {
+            recv_failed(e);
+            false
+        }
+    }
+}
+
+/// A receive failed with `e`: logged, unless it is `Again` (nothing waiting). The
+/// socket stays readable, so the next progress pass sees a lasting failure again.
+#[cold]
+#[inline(never)]
+fn recv_failed(e: Error) {
+    if e != Error::Again {
+        fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
+    }
 }
 
 /// The handle of `src` in `av` (`FI_ADDR_NOTAVAIL` if absent), remembering the
@@ -414,30 +458,10 @@ impl DgramEp {
         let draining = rxq.is_empty();
         for _ in 0..PROGRESS_BUDGET {
             let Some(rx) = rxq.front() else {
-                if !draining {
-                    break;
+                if draining && drop_one(sock, dropped) {
+                    continue;
                 }
-                match sock::discard(sock) {
-                    Ok(d) => {
-                        *dropped += 1;
-                        DROPPED.fetch_add(1, Ordering::Relaxed);
-                        fi_log!(
-                            Level::Debug,
-                            NAME,
-                            "ep_data",
-                            "dropped a datagram of {} bytes from {}: no receive posted ({} dropped here so far)",
-                            d.size,
-                            fabric_core::log::or_unknown(d.src.as_ref()),
-                            dropped
-                        );
-                        continue;
-                    }
-                    Err(Error::Again) => break,
-                    Err(e) => {
-                        fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
-                        break;
-                    }
-                }
+                break;
             };
             let mut src = sock::RawSource::new();
             let iov = &rx.iov[..rx.niov];
@@ -465,7 +489,7 @@ impl DgramEp {
                 }
                 Err(Error::Again) => break,
                 Err(e) => {
-                    fi_log!(Level::Debug, NAME, "ep_data", "recvmsg: {e}");
+                    recv_failed(e);
                     break;
                 }
             }
@@ -656,11 +680,9 @@ impl EndpointOps for DgramEp {
         if g.closed || !g.enabled {
             return Err(Error::OpBadState);
         }
-        if flags.contains(OpFlags::TAGGED) {
-            return Err(Error::OpNotSupp);
-        }
-        if flags.intersects(OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
-            return Err(Error::BadFlags);
+        if flags.intersects(OpFlags::TAGGED | OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
+            // No tagged receives (libfabric's udp neither), none of the others.
+            return Err(if flags.contains(OpFlags::TAGGED) { Error::OpNotSupp } else { Error::BadFlags });
         }
         if g.b.rx_cq.is_none() {
             return Err(Error::NoCq);
@@ -669,11 +691,8 @@ impl EndpointOps for DgramEp {
         if n > IOV_LIMIT {
             return Err(Error::Inval);
         }
-        if g.rxq.len >= self.rx_size {
-            return Err(Error::Again);
-        }
-        // Written where it will be read: the ring has room for rx_size >= len + 1.
-        let Some(rx) = g.rxq.next_free() else { return Err(Error::Again) };
+        // Written where it will be read (the ring has room for rx_size).
+        let Some(rx) = g.rxq.next_free(self.rx_size) else { return Err(Error::Again) };
         rx.context = op.context;
         rx.user_context = op.user_context;
         rx.iov[..n].copy_from_slice(op.iov);
@@ -826,5 +845,38 @@ impl McOps for UdpMc {
 impl Drop for UdpMc {
     fn drop(&mut self) {
         let _ = McOps::close(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rx_ring_posts_up_to_its_limit_and_keeps_order() {
+        // Room for 4 (3 rounded up), but a limit of 3 posted at once.
+        let mut ring = RxRing::with_room(3).unwrap();
+        for c in 1..=3 {
+            let rx = ring.next_free(3).expect("room below the limit");
+            rx.context = c;
+            ring.commit();
+        }
+        assert!(ring.next_free(3).is_none(), "three posted: the limit");
+        assert!(ring.next_free(8).is_some(), "a limit above the room is the room");
+        assert_eq!(ring.front().map(|r| r.context), Some(1));
+        ring.pop();
+        // Wraps around the slots, oldest first.
+        for c in 4..=5 {
+            ring.next_free(4).expect("room").context = c;
+            ring.commit();
+        }
+        assert!(ring.next_free(usize::MAX).is_none(), "four posted: the ring is full");
+        let mut seen = Vec::new();
+        while let Some(r) = ring.front() {
+            seen.push(r.context);
+            ring.pop();
+        }
+        assert_eq!(seen, [2, 3, 4, 5]);
+        assert!(ring.is_empty());
     }
 }

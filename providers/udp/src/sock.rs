@@ -89,6 +89,7 @@ fn send_error(e: std::io::Error) -> Error {
 /// # Safety
 /// Every `IoVec` in `iov` must be valid for reads of its length for the duration
 /// of the call.
+#[inline(always)]
 pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
@@ -109,14 +110,23 @@ pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> 
         if n >= 0 {
             return Ok(n as usize);
         }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EAGAIN) {
-            return Err(Error::Again);
-        }
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(send_error(e));
+        match failed_send() {
+            Some(e) => return Err(e),
+            None => continue,
         }
     }
+}
+
+/// What the `sendmsg` that just failed means: `None` to try again (a signal
+/// interrupted it), else the error ([`send_error`]; `Again` for `EAGAIN`).
+#[cold]
+#[inline(never)]
+fn failed_send() -> Option<Error> {
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EAGAIN) {
+        return Some(Error::Again);
+    }
+    (e.kind() != std::io::ErrorKind::Interrupted).then(|| send_error(e))
 }
 
 // `IoVec` is `#[repr(C)]` { pointer, length }, as `struct iovec` is.
@@ -229,6 +239,18 @@ unsafe fn source_of(p: *const libc::sockaddr_storage, len: libc::socklen_t) -> O
     sa.as_socket().map(unmap)
 }
 
+/// What the `recvmsg` that just failed means: `None` to try again (a signal
+/// interrupted it), else the error (`Again` for `EAGAIN`).
+#[cold]
+#[inline(never)]
+fn failed_recv() -> Option<Error> {
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EAGAIN) {
+        return Some(Error::Again);
+    }
+    (e.kind() != std::io::ErrorKind::Interrupted).then(|| e.into())
+}
+
 /// A sender's address as [`recv_raw`] leaves it: the kernel's bytes, read only
 /// when needed. An IPv4 sender (the common case) is compared and remembered by its
 /// [`key`](RawSource::key) alone, without building a `SocketAddr`.
@@ -298,12 +320,9 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
             src.len = msg.msg_namelen;
             return Ok(n as usize);
         }
-        let errno = std::io::Error::last_os_error();
-        if errno.raw_os_error() == Some(libc::EAGAIN) {
-            return Err(Error::Again);
-        }
-        if errno.kind() != std::io::ErrorKind::Interrupted {
-            return Err(errno.into());
+        match failed_recv() {
+            Some(e) => return Err(e),
+            None => continue,
         }
     }
 }

@@ -113,8 +113,8 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if hdr.op == OpCode::Msg && pr.arriving.is_none() && body.len() as u64 == hdr.len {
             // A message matching a posted receive lands there at once.
             let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-            if let Some(target) = self.rx.match_arrival(&m, hdr.len) {
-                self.rx.deliver_whole(cx.b, target, &hdr, src, body);
+            let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
+            if self.rx.deliver_eager(cx.b, &m, hdr.len, data, body) {
                 return Ok(Begin::Done);
             }
         }
