@@ -136,6 +136,7 @@ mod mc;
 mod mr;
 mod registry;
 mod rma;
+mod sleep;
 mod table;
 mod waitset;
 
@@ -154,6 +155,7 @@ pub use crate::registry::{
     provider_allowed, providers, register_provider,
 };
 pub use crate::rma::{Remote, RmaMsg};
+pub use crate::sleep::Sleep;
 pub use crate::waitset::{PollSet, SetMember, WaitSet};
 
 #[cfg(test)]
@@ -182,5 +184,6 @@ mod tests {
         send_sync::<Multicast>();
         send_sync::<WaitSet>();
         send_sync::<PollSet>();
+        send_sync::<Sleep>();
     }
 }
