@@ -280,9 +280,9 @@ fn payload(id: u64, r: u64, len: usize) -> Vec<u8> {
 
 async fn client(o: Opts) -> Res<()> {
     let n = open(&o)?;
-    let server_addr = Address::parse(o.server.as_deref().unwrap_or_default())
-        .map_err(|e| format!("server address {:?}: {e}", o.server.as_deref().unwrap_or_default()))?;
-    let server = n.av.insert_one(&server_addr)?;
+    let text = o.server.as_deref().unwrap_or_default();
+    let server =
+        Address::parse(text).and_then(|a| n.av.insert_one(&a)).map_err(|e| format!("server address {text:?}: {e}"))?;
     let hello = exchange(&n, server, HELLO, &n.ep.name()?.to_bytes()).await?;
     let id = u64::from_le_bytes(hello.as_slice().try_into().map_err(|_| "the hello's answer is not an id")?);
     for r in 0..o.rounds {
