@@ -188,6 +188,19 @@ fn async_echo_serves_many_peers_from_one_task() {
     }
 }
 
+/// `examples/async_echo_check.sh`, the check the verbs guest runs, passes over
+/// the first provider built here (so that it does not rot where only the
+/// guest runs it).
+#[test]
+fn async_echo_check_script_passes() {
+    let Some(prov) = providers(&["tcp", "udp", "shm"]).into_iter().next() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("async_echo_check.sh");
+    let mut cmd = Command::new("sh");
+    cmd.arg(&script).args([env!("CARGO_BIN_EXE_async_echo"), &prov, "3", "50"]);
+    let out = start_cmd(cmd, "async_echo_check.sh").success(Instant::now() + WATCHDOG);
+    assert!(out.contains(&format!("async_echo over {prov}: one server task, 3 clients x 50 round trips")), "{out}");
+}
+
 /// `target/<profile>/`, where the build leaves `libfabric.so.1`.
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");

@@ -332,3 +332,36 @@ fn unawaitable_queues_are_refused_with_reasons() {
         AsyncCq::new(cq).expect("wrapped again once the first is gone");
     });
 }
+
+fn is_send_sync<T: Send + Sync>(_: &T) {}
+fn is_send<T: Send>(_: &T) {}
+
+/// The wrappers can be shared between tasks and their futures spawned on a
+/// multi-threaded runtime (`Send`).
+#[test]
+fn wrappers_are_shareable_and_futures_send() {
+    let prov = &providers()[0];
+    let Some(info) = rdm(prov) else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let fabric = Fabric::open(&info).unwrap();
+        let domain = fabric.domain(&info).unwrap();
+        let cq = AsyncCq::open(&domain, CqAttr::default()).unwrap();
+        let eq = AsyncEq::open(&fabric, EqAttr::default()).unwrap();
+        let cntr = AsyncCounter::new(domain.counter().unwrap()).unwrap();
+        is_send_sync(&cq);
+        is_send_sync(&eq);
+        is_send_sync(&cntr);
+        let (f1, f2, f3) = (cq.next(), eq.next(), cntr.wait_for(1));
+        is_send(&f1);
+        is_send(&f2);
+        is_send(&f3);
+        // Nothing is there: each is still pending after a while.
+        assert!(tokio::time::timeout(Duration::from_millis(20), f1).await.is_err());
+        assert!(tokio::time::timeout(Duration::from_millis(20), f2).await.is_err());
+        assert!(tokio::time::timeout(Duration::from_millis(20), f3).await.is_err());
+        // An application's count change ends a counter's wait.
+        cntr.counter().add(1);
+        assert_eq!(tokio::time::timeout(WATCHDOG, cntr.wait_for(1)).await.expect("watchdog").unwrap(), 1);
+    });
+}
