@@ -2,8 +2,9 @@
 
 use crate::domain::Domain;
 use fabric_core::prov::CntrOps;
-use fabric_core::Result;
+use fabric_core::{Error, Result};
 use std::fmt;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,9 +69,30 @@ impl Counter {
         self.inner.ops.seterr(n)
     }
 
-    /// Wait until the count reaches `threshold`; `Err(TimedOut)` after `timeout`
-    /// (`None`: forever), `Err(Avail)` if the error count changes meanwhile.
+    /// A file descriptor that becomes readable when the counts may have
+    /// changed, once [`Counter::trywait`] or [`Counter::begin_sleep`] said `Ok`
+    /// (for the application's own `poll`/`epoll`). `Err(NoSys)` for a counter
+    /// without one.
+    pub fn wait_fd(&self) -> Result<RawFd> {
+        self.inner.ops.wait_fd()
+    }
+
+    /// Prepare to block on [`Counter::wait_fd`] (`fi_trywait`): drives
+    /// progress and arms the descriptor. A counter does not know which count
+    /// its waiter waits for, so `Ok` once armed: read the counts once more
+    /// before blocking.
+    pub fn trywait(&self) -> Result<()> {
+        self.inner.ops.trywait()
+    }
+
+    /// Wait until the count reaches `threshold`; `Err(WaitTimedOut)` after
+    /// `timeout` (`None`: forever; libfabric's `fi_cntr_wait` says
+    /// `FI_ETIMEDOUT` then, as the C ABI does), `Err(Avail)` if the error count
+    /// changes meanwhile.
     pub fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()> {
-        self.inner.ops.wait(threshold, timeout)
+        match self.inner.ops.wait(threshold, timeout) {
+            Err(Error::TimedOut) => Err(Error::WaitTimedOut),
+            r => r,
+        }
     }
 }

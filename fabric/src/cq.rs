@@ -487,8 +487,10 @@ impl CompletionQueue {
     }
 
     /// Wait up to `timeout` (`None`: forever) for a completion, busy-polling
-    /// briefly and then sleeping. `Err(Again)` on time-out, `Err(Avail)` when an
-    /// error completion is at the head.
+    /// briefly and then sleeping. `Err(WaitTimedOut)` on time-out (libfabric's
+    /// `fi_cq_sread` says `FI_EAGAIN` then, as the C ABI does), `Err(Again)` when
+    /// [`CompletionQueue::signal`] ended the wait, `Err(Avail)` when an error
+    /// completion is at the head.
     pub fn sread(&self, timeout: Option<Duration>) -> Result<Completion> {
         if self.inner.has_pending() {
             if let Some(c) = self.inner.take_pending() {
@@ -499,14 +501,20 @@ impl CompletionQueue {
         let mut e = [CqEntry::new(0, Caps::empty())];
         loop {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if self.inner.ops.sread(&mut e, left)? > 0 {
-                let c = self.inner.convert(&e[0], &mut false);
-                if c.is_ok() {
-                    return c;
+            match self.inner.ops.sread(&mut e, left) {
+                Ok(n) if n > 0 => {
+                    let c = self.inner.convert(&e[0], &mut false);
+                    if c.is_ok() {
+                        return c;
+                    }
                 }
+                Ok(_) => {}
+                Err(Error::Again) if !deadline.is_some_and(|d| Instant::now() >= d) => return Err(Error::Again),
+                Err(Error::Again) => return Err(Error::WaitTimedOut),
+                Err(e) => return Err(e),
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::Again);
+                return Err(Error::WaitTimedOut);
             }
         }
     }
@@ -577,7 +585,7 @@ impl CompletionQueue {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match self.sread(left) {
                 Ok(c) => return Ok(Some(Ok(c))),
-                Err(Error::Again) => return Ok(None),
+                Err(Error::Again | Error::WaitTimedOut) => return Ok(None),
                 Err(Error::Avail) => match self.readerr() {
                     Ok(e) => return Ok(Some(Err(e))),
                     // As in `next`: the error entry is gone, wait for the next one.

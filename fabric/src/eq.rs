@@ -2,11 +2,11 @@
 
 use crate::fabric::Fabric;
 use fabric_core::prov::EqOps;
-use fabric_core::{EqAttr, EqErrEntry, EqEvent, Result};
+use fabric_core::{EqAttr, EqErrEntry, EqEvent, Error, Result};
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(crate) struct EqInner {
     pub(crate) ops: Arc<dyn EqOps>,
@@ -49,10 +49,15 @@ impl EventQueue {
         self.inner.ops.peek()
     }
 
-    /// Wait up to `timeout` (`None`: forever) for an event. `Err(Again)` on
-    /// time-out.
+    /// Wait up to `timeout` (`None`: forever) for an event. `Err(WaitTimedOut)`
+    /// on time-out (libfabric's `fi_eq_sread` says `FI_EAGAIN` then, as the C ABI
+    /// does), `Err(Again)` when [`EventQueue::signal`] ended the wait.
     pub fn sread(&self, timeout: Option<Duration>) -> Result<EqEvent> {
-        self.inner.ops.sread(timeout)
+        let deadline = timeout.map(|t| Instant::now() + t);
+        match self.inner.ops.sread(timeout) {
+            Err(Error::Again) if deadline.is_some_and(|d| Instant::now() >= d) => Err(Error::WaitTimedOut),
+            r => r,
+        }
     }
 
     /// Read one error entry. `Err(Again)` when none.
@@ -63,6 +68,13 @@ impl EventQueue {
     /// A file descriptor readable when the queue may have events.
     pub fn wait_fd(&self) -> Result<RawFd> {
         self.inner.ops.wait_fd()
+    }
+
+    /// Prepare to block on [`EventQueue::wait_fd`] (`fi_trywait`): `Ok` when
+    /// the application may block on it now, `Err(Again)` when events are there
+    /// already (read them, then try again).
+    pub fn trywait(&self) -> Result<()> {
+        self.inner.ops.trywait()
     }
 
     /// Wake a thread blocked in [`EventQueue::sread`].

@@ -109,11 +109,102 @@
 //!
 //! # Progress and waiting
 //!
-//! Progress is manual: reading or waiting on a queue drives the progress of the
-//! endpoints bound to it. A thread serving several queues waits on all of them
-//! at once with a [`WaitSet`] (which drives every member's progress while it
-//! waits, and sleeps without losing a wake-up), and learns which have something
-//! with a [`PollSet`].
+//! **What drives progress.** Progress is manual (libfabric's
+//! `FI_PROGRESS_MANUAL`, the default of every built-in provider): nothing
+//! moves data behind the application's back. Reading a queue
+//! ([`CompletionQueue::read_one`], [`CompletionQueue::next`],
+//! [`EventQueue::read`], [`Counter::read`]) drives the progress of the
+//! endpoints bound to *that* queue: it reads their sockets or shared-memory
+//! rings, sends what was queued, answers peers (acknowledgements,
+//! rendezvous, RMA requests a peer addressed to them), runs their timers
+//! (retransmissions), and turns what finished into completions. Posting an
+//! operation starts it but does not promise to finish it. An endpoint whose
+//! queues nobody reads makes no progress, and neither do the peers that wait
+//! for it: a peer's RMA into its memory, or the acknowledgement a peer's send
+//! needs to complete.
+//!
+//! **What a blocking wait drives.** [`CompletionQueue::sread`] (and
+//! [`CompletionQueue::wait_next`], [`EventQueue::sread`], [`Counter::wait`])
+//! drives the endpoints bound to the queue it waits on, and only those: it
+//! spins briefly, then sleeps in `epoll` on their descriptors, so a message
+//! for one of them wakes it. A thread that owns two endpoints with separate
+//! queues and blocks in `sread` on one of them starves the other: if the
+//! answer it waits for needs the other endpoint to move first, the wait ends
+//! at its time-out with [`Error::WaitTimedOut`] ("Timed out waiting"). Drive
+//! both instead: read each queue in turn (below), or wait on all of them at
+//! once with a [`WaitSet`], which drives every member's progress while it
+//! waits and sleeps without losing a wake-up; a [`PollSet`] says which
+//! have something. An application with an event loop of its own sleeps on
+//! [`CompletionQueue::wait_fd`] after [`CompletionQueue::trywait`] or
+//! [`CompletionQueue::begin_sleep`] (libfabric's `fi_trywait` protocol); from
+//! async code, the `fabric-tokio` crate awaits completions, events and
+//! counters that way, without a thread per queue.
+//!
+//! **What automatic progress costs.** [`Hints::progress`] with
+//! [`Progress::Auto`] asks for a domain whose operations complete without the
+//! application reading its queues (tcp, udp and shm offer it): the domain runs
+//! one progress thread that sleeps in `epoll` on its endpoints' descriptors and
+//! drives them when something arrives. The price is that thread (a core's
+//! share when traffic is busy), a kernel wake-up and a hand-over between
+//! threads for each burst of arrivals (the application's read takes
+//! completions another thread produced, through the queue's lock), and
+//! descriptors that stay in an epoll set for good, so that the kernel runs the
+//! set's callback on every packet. Manual progress, driven by the thread that
+//! reads the completions, stays the fastest path; automatic progress suits
+//! an application that cannot read its queues often (long computations between
+//! calls, one-sided RMA targets that never look at their queues).
+//!
+//! Several endpoints from one thread, each with its own queue, driven in
+//! turn; no blocking read on one starves another:
+//!
+//! ```
+//! use fabric::{AvAttr, BindFlags, Buf, CqAttr, EpType, Fabric, FiAddr, Hints};
+//!
+//! # fn main() -> fabric::Result<()> {
+//! let hints = Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true);
+//! let info = fabric::getinfo(&hints)?.remove(0);
+//! let fabric = Fabric::open(&info)?;
+//! let mut nodes = Vec::new();
+//! for _ in 0..3 {
+//!     let domain = fabric.domain(&info)?;
+//!     let cq = domain.cq(CqAttr::default())?;
+//!     let av = domain.av(AvAttr::default())?;
+//!     let ep = domain.endpoint(&info)?;
+//!     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+//!     ep.bind_av(&av)?;
+//!     ep.enable()?;
+//!     nodes.push((ep, cq, av));
+//! }
+//! // A ring: endpoint i sends to endpoint i + 1.
+//! for i in 0..3 {
+//!     let next = &nodes[(i + 1) % 3].0;
+//!     let to = nodes[i].2.insert_one(&next.name()?)?;
+//!     nodes[i].0.recv(Buf::new(64), FiAddr::UNSPEC, 10 + i as u64)?;
+//!     nodes[i].0.send(Buf::from(format!("from {i}").as_bytes()), to, 20 + i as u64)?;
+//! }
+//! // One thread reads every queue in turn: each read drives its endpoint.
+//! let (mut done, start) = (0, std::time::Instant::now());
+//! while done < 6 {
+//!     for (i, (_, cq, _)) in nodes.iter().enumerate() {
+//!         if let Some(entry) = cq.next()? {
+//!             let c = entry?;
+//!             if c.context == 10 + i as u64 {
+//!                 let from = (i + 2) % 3;
+//!                 assert_eq!(c.bytes(), format!("from {from}").as_bytes());
+//!             }
+//!             done += 1;
+//!         }
+//!     }
+//!     assert!(start.elapsed().as_secs() < 30, "no progress");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A blocking wait that ends at its time-out says so: `Err(WaitTimedOut)`,
+//! "Timed out waiting" (libfabric's C calls return `-FI_EAGAIN` from
+//! `fi_cq_sread`, which the C ABI keeps), while `Err(Again)` means
+//! back-pressure or a read that found nothing.
 //!
 //! # Configuration
 //!
@@ -136,6 +227,7 @@ mod mc;
 mod mr;
 mod registry;
 mod rma;
+mod sleep;
 mod table;
 mod waitset;
 
@@ -154,6 +246,7 @@ pub use crate::registry::{
     provider_allowed, providers, register_provider,
 };
 pub use crate::rma::{Remote, RmaMsg};
+pub use crate::sleep::Sleep;
 pub use crate::waitset::{PollSet, SetMember, WaitSet};
 
 #[cfg(test)]
@@ -182,5 +275,6 @@ mod tests {
         send_sync::<Multicast>();
         send_sync::<WaitSet>();
         send_sync::<PollSet>();
+        send_sync::<Sleep>();
     }
 }

@@ -6,7 +6,7 @@ use crate::cntr::Counter;
 use crate::cq::{CompletionQueue, CqInner};
 use crate::eq::EventQueue;
 use fabric_core::wait::{CntrMember, CqMember, EqMember, Set, Waitable};
-use fabric_core::Result;
+use fabric_core::{Error, Result};
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -155,7 +155,7 @@ impl SetMember for EventQueue {
 ///                 }
 ///             }
 ///         }
-///         Err(fabric::Error::TimedOut) => break,
+///         Err(fabric::Error::WaitTimedOut) => break,
 ///         Err(e) => return Err(e),
 ///     }
 /// }
@@ -205,10 +205,14 @@ impl WaitSet {
 
     /// Wait up to `timeout` (`None`: forever) until a member has something to
     /// read, driving the members' progress meanwhile. `Ok` then,
-    /// `Err(TimedOut)` when the time is up. An empty set just sleeps until the
-    /// time-out (members added meanwhile count within 100 ms).
+    /// `Err(WaitTimedOut)` when the time is up (`fi_wait`'s `FI_ETIMEDOUT`). An
+    /// empty set just sleeps until the time-out (members added meanwhile count
+    /// within 100 ms).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        self.set.wait(timeout)
+        match self.set.wait(timeout) {
+            Err(Error::TimedOut) => Err(Error::WaitTimedOut),
+            r => r,
+        }
     }
 
     /// A descriptor that becomes readable when a member may have something

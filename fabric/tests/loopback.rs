@@ -496,7 +496,7 @@ fn unknown_contexts_are_skipped() {
 #[test]
 fn blocking_reads_across_threads() {
     let p = pair();
-    assert_eq!(p.b.cq.sread(Some(Duration::from_millis(10))).unwrap_err(), Error::Again);
+    assert_eq!(p.b.cq.sread(Some(Duration::from_millis(10))).unwrap_err(), Error::WaitTimedOut);
     let cq = p.b.cq.clone();
     let t = std::thread::spawn(move || {
         let c = cq.sread(Some(Duration::from_secs(20))).unwrap();
@@ -590,7 +590,7 @@ fn counters_regions_and_addresses() {
     c.seterr(0);
     assert_eq!((c.read(), c.readerr()), (10, 0));
     c.wait(10, Some(Duration::from_millis(10))).unwrap();
-    assert_eq!(c.wait(11, Some(Duration::from_millis(5))).unwrap_err(), Error::TimedOut);
+    assert_eq!(c.wait(11, Some(Duration::from_millis(5))).unwrap_err(), Error::WaitTimedOut);
 
     let mr = p.domain.register(Buf::from(&b"registered"[..]), MrAccess::REMOTE_READ).unwrap();
     assert_eq!((mr.len(), mr.access()), (10, MrAccess::REMOTE_READ));

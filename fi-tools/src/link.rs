@@ -120,7 +120,7 @@ pub(crate) fn eq_wait(eq: &EventQueue, ctrl: &mut Ctrl, timeout: Duration, what:
     loop {
         match eq.sread(Some(PEER_CHECK)) {
             Ok(ev) => return Ok(ev),
-            Err(Error::Again) => {}
+            Err(Error::Again | Error::WaitTimedOut) => {}
             Err(Error::Avail) => {
                 return Err(match eq.readerr() {
                     Ok(e) => Failure::new(format!("{what}: {} ({})", e.err, -e.err.errno())),

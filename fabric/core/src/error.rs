@@ -10,6 +10,13 @@ macro_rules! errors {
         #[non_exhaustive]
         pub enum Error {
             $( $(#[$doc])* #[error($text)] $variant, )*
+            /// A blocking wait of the safe API (a queue's `sread`, a counter's or
+            /// a wait set's `wait`) ended at its time-out with nothing to return.
+            /// Its number is `FI_ETIMEDOUT`; libfabric's C calls say `FI_EAGAIN`
+            /// for a queue's `sread` and `FI_ETIMEDOUT` for the others, which the
+            /// C ABI keeps.
+            #[error("Timed out waiting")]
+            WaitTimedOut,
             /// An error number that has no variant of its own.
             #[error("{}", other_text(*.0))]
             Other(i32),
@@ -20,6 +27,7 @@ macro_rules! errors {
             pub fn errno(&self) -> i32 {
                 match self {
                     $( Error::$variant => $num, )*
+                    Error::WaitTimedOut => Error::TimedOut.errno(),
                     Error::Other(n) => *n,
                 }
             }
@@ -36,6 +44,7 @@ macro_rules! errors {
             pub fn name(&self) -> &'static str {
                 match self {
                     $( Error::$variant => $name, )*
+                    Error::WaitTimedOut => Error::TimedOut.name(),
                     Error::Other(_) => "FI_EOTHER",
                 }
             }
@@ -224,6 +233,14 @@ mod tests {
         assert_eq!(Error::from_errno(3), Error::Other(3));
         assert_eq!(strerror(3), "No such process");
         assert_eq!(Error::from_errno(2).name(), "FI_ENOENT");
+    }
+
+    #[test]
+    fn a_wait_time_out_says_so() {
+        let text = Error::WaitTimedOut.to_string();
+        assert!(text.contains("Timed out"), "{text}");
+        assert_ne!(text, Error::Again.to_string());
+        assert_eq!((Error::WaitTimedOut.errno(), Error::WaitTimedOut.name()), (110, "FI_ETIMEDOUT"));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use crate::common::*;
 use fabric::*;
 use std::time::{Duration, Instant};
 
-/// `sread` on an empty queue returns `Err(Again)` after about the time-out: not
-/// early, and not never.
+/// `sread` on an empty queue returns `Err(WaitTimedOut)`, whose text says so,
+/// after about the time-out: not early, and not never.
 #[test]
 fn sread_times_out() {
     run(PROV, |prov| {
@@ -17,7 +17,9 @@ fn sread_times_out() {
             let start = Instant::now();
             let r = cq.sread(Some(t));
             let took = start.elapsed();
-            assert_eq!(r.map(|c| c.context).unwrap_err(), Error::Again, "sread({t:?}) on an empty queue");
+            let e = r.map(|c| c.context).unwrap_err();
+            assert_eq!(e, Error::WaitTimedOut, "sread({t:?}) on an empty queue");
+            assert_eq!(e.to_string(), "Timed out waiting", "the error says it timed out");
             assert!(took >= t, "sread({t:?}) returned after {took:?}: before its time-out");
             assert!(took < t + Duration::from_secs(20), "sread({t:?}) took {took:?}");
         }
@@ -164,7 +166,7 @@ fn read_batch() {
     });
 }
 
-/// `sread` on an empty event queue times out with `Err(Again)`.
+/// `sread` on an empty event queue times out with `Err(WaitTimedOut)`.
 #[test]
 fn eq_sread_times_out() {
     run(PROV, |prov| {
@@ -175,7 +177,7 @@ fn eq_sread_times_out() {
         let start = Instant::now();
         let r = eq.sread(Some(t));
         let took = start.elapsed();
-        assert_eq!(r.unwrap_err(), Error::Again, "sread on an empty event queue");
+        assert_eq!(r.unwrap_err(), Error::WaitTimedOut, "sread on an empty event queue");
         assert!(took >= t - Duration::from_millis(20), "returned after {took:?}, before the time-out {t:?}");
         assert!(took < t + Duration::from_secs(20), "took {took:?}");
         assert_eq!(eq.read().unwrap_err(), Error::Again);
@@ -251,7 +253,7 @@ fn counters_count_completions() {
 }
 
 /// `wait` returns once the count reaches the threshold (making progress), and
-/// times out with `Err(TimedOut)` when it does not.
+/// times out with `Err(WaitTimedOut)` when it does not.
 #[test]
 fn counter_wait() {
     run(PROV, |prov| {
@@ -269,7 +271,7 @@ fn counter_wait() {
         assert!(cb.read() >= b0 + 3);
         let t = Duration::from_millis(300);
         let start = Instant::now();
-        assert_eq!(cb.wait(b0 + 1000, Some(t)), Err(Error::TimedOut), "wait for a count never reached");
+        assert_eq!(cb.wait(b0 + 1000, Some(t)), Err(Error::WaitTimedOut), "wait for a count never reached");
         assert!(start.elapsed() >= t - Duration::from_millis(20), "counter wait returned before its time-out");
         for _ in 0..3 {
             p.ok_b();

@@ -65,7 +65,7 @@ fn two_endpoints_one_thread() {
         // Everything read: the set waits until its time-out.
         let t = Duration::from_millis(200);
         let start = Instant::now();
-        assert_eq!(set.wait(Some(t)), Err(Error::TimedOut), "nothing to read");
+        assert_eq!(set.wait(Some(t)), Err(Error::WaitTimedOut), "nothing to read");
         assert!(start.elapsed() >= t - Duration::from_millis(20), "returned before its time-out");
     });
 }
@@ -134,7 +134,7 @@ fn wait_set_times_out() {
         assert_eq!(set.len(), 2 + cntr.is_some() as usize, "one membership per object");
         for t in [Duration::ZERO, Duration::from_millis(300)] {
             let start = Instant::now();
-            assert_eq!(set.wait(Some(t)), Err(Error::TimedOut), "wait({t:?}) on an idle set");
+            assert_eq!(set.wait(Some(t)), Err(Error::WaitTimedOut), "wait({t:?}) on an idle set");
             assert!(
                 start.elapsed() >= t.saturating_sub(Duration::from_millis(20)),
                 "wait({t:?}) returned before its time-out"
@@ -182,7 +182,7 @@ fn wait_set_counter() {
         assert!(reported <= 1, "one change, reported at most once more ({reported})");
         cb.add(5);
         assert_eq!(set.wait(Some(WAIT)), Ok(()), "an application's change counts too");
-        assert_eq!(set.wait(Some(Duration::from_millis(100))), Err(Error::TimedOut), "and only once");
+        assert_eq!(set.wait(Some(Duration::from_millis(100))), Err(Error::WaitTimedOut), "and only once");
         assert_eq!(ok(p.next_b(), "b").bytes(), b"count me");
     });
 }
@@ -234,7 +234,7 @@ fn wait_set_event_queue() {
             assert!(start.elapsed() < WAIT, "watchdog");
         }
         let t = Duration::from_millis(200);
-        assert_eq!(set.wait(Some(t)), Err(Error::TimedOut), "every event read");
+        assert_eq!(set.wait(Some(t)), Err(Error::WaitTimedOut), "every event read");
     });
 }
 
