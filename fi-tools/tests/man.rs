@@ -182,10 +182,8 @@ fn every_page_is_titled_after_its_file() {
 fn every_tool_has_a_page_and_every_page_a_tool() {
     let tools = tools();
     assert!(tools.iter().any(|t| t == "fi_info"), "tools found: {tools:?}");
-    let pages: Vec<String> = pages("1")
-        .iter()
-        .map(|p| p.file_stem().expect("a name").to_string_lossy().into_owned())
-        .collect();
+    let pages: Vec<String> =
+        pages("1").iter().map(|p| p.file_stem().expect("a name").to_string_lossy().into_owned()).collect();
     let missing: Vec<&String> = tools.iter().filter(|t| !pages.contains(t)).collect();
     assert!(missing.is_empty(), "tools without a page in fi-tools/man/man1: {missing:?}");
     let stale: Vec<&String> = pages.iter().filter(|p| !tools.contains(p)).collect();
@@ -229,7 +227,11 @@ fn every_help_option_is_on_its_page() {
         let page = man_dir().join(format!("man1/{tool}.1"));
         let src = plain(&read(&page));
         let missing: Vec<String> = help_options(&help).into_iter().filter(|opt| !has_word(&src, opt)).collect();
-        assert!(missing.is_empty(), "{}: options {tool} --help lists but the page does not: {missing:?}", page.display());
+        assert!(
+            missing.is_empty(),
+            "{}: options {tool} --help lists but the page does not: {missing:?}",
+            page.display()
+        );
         checked += help_options(&help).len();
     }
     // fi_info alone lists 17 options: an empty count means the parse failed.
@@ -259,10 +261,8 @@ fn listed_params() -> BTreeMap<String, (Option<String>, String)> {
             continue;
         }
         let help = lines.get(i + 1).copied().unwrap_or_default().to_string();
-        let default = help
-            .split_once("(default: ")
-            .and_then(|(_, rest)| rest.split_once(')'))
-            .map(|(d, _)| d.to_string());
+        let default =
+            help.split_once("(default: ").and_then(|(_, rest)| rest.split_once(')')).map(|(d, _)| d.to_string());
         params.insert(name.to_string(), (default, help));
     }
     params
@@ -379,7 +379,11 @@ fn declared_parameters_are_those_fi_info_lists() {
         }
         built += 1;
         let names: Vec<&String> = from_fi_info.keys().copied().collect();
-        assert_eq!(names, params.keys().collect::<Vec<_>>(), "{prov}: fi_info -e and providers/{prov}/src/lib.rs differ");
+        assert_eq!(
+            names,
+            params.keys().collect::<Vec<_>>(),
+            "{prov}: fi_info -e and providers/{prov}/src/lib.rs differ"
+        );
         for (var, (printed, help)) in from_fi_info {
             let declared = &params[var];
             assert!(
@@ -412,10 +416,8 @@ fn every_parameter_is_on_its_page_with_its_default() {
         let name = page.file_name().expect("a name").to_string_lossy();
         match entries.get(var) {
             None => problems.push(format!("{name}: no entry (.TP / .B {var})")),
-            Some(e) if !states_default(e, default.as_deref()) => problems.push(format!(
-                "{name}: {var}'s entry does not say `Default: {}`",
-                default.as_deref().unwrap_or("...")
-            )),
+            Some(e) if !states_default(e, default.as_deref()) => problems
+                .push(format!("{name}: {var}'s entry does not say `Default: {}`", default.as_deref().unwrap_or("..."))),
             Some(_) => {}
         }
     }
