@@ -56,8 +56,8 @@
 pub mod opts;
 pub mod report;
 
-use self::opts::{Measure, PerfOpts, Test, Verb};
-use self::report::{BwStats, LatStats, RunInfo, Windows};
+use self::opts::{Measure, OutputLevel, PerfOpts, PerftestStyle, Test, Verb};
+use self::report::{BwStats, LatStats, PerftestBanner, RunInfo, Windows};
 use crate::common::{self, debug};
 use crate::link::{ctrl_send, ep_name, field, next_completion, Failure, Objects, Res, Watch};
 use crate::oob::Ctrl;
@@ -102,6 +102,12 @@ const SPINS_PER_CTRL_CHECK: u32 = 1024;
 /// Run `fi_perf` with these arguments (without the program name); the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
     common::main_with(opts::USAGE, opts::parse_args(args), client, server)
+}
+
+/// Run a test from a parsed command line (the perftest-style tools' entry), with
+/// this usage text for help and errors; the exit status.
+pub(crate) fn run_parsed(usage: &str, parsed: Result<opts::PerfCmd, String>) -> i32 {
+    common::main_with(usage, parsed, client, server)
 }
 
 /// The test's name in `HELLO` and in JSON output (`send_bw`).
@@ -208,11 +214,17 @@ struct Printer {
     side: &'static str,
     provider: String,
     endpoint: &'static str,
+    /// perftest's output (the `fi_send_lat` family): its style, banner and the
+    /// lines naming the two ends.
+    perftest: Option<(PerftestStyle, String)>,
 }
 
 impl Printer {
-    fn new(o: &PerfOpts, side: &'static str, provider: &str, plan: &Plan) -> Printer {
+    /// The printer of one side; `remote` names the peer where this side knows
+    /// its address (perftest's output shows both ends).
+    fn new(o: &PerfOpts, side: &'static str, objs: &Objects, remote: Option<String>, plan: &Plan) -> Printer {
         let t = o.test;
+        let provider = objs.info.fabric_attr.prov_name.as_str();
         let measure = match t.measure {
             Measure::Bw => "BW",
             Measure::Lat => "Latency",
@@ -230,15 +242,41 @@ impl Printer {
             }
         }
         banner.push(("Side", side.to_string()));
+        let title = format!("{} {measure} Test", t.verb.title());
+        let perftest = o.perftest.as_ref().map(|style| {
+            let info = &objs.info;
+            let pb = PerftestBanner {
+                title: title.clone(),
+                device: info.domain_attr.name.clone(),
+                transport: provider.to_string(),
+                connection: ep_name(o.ep_type).to_uppercase(),
+                tx_depth: (side == "client").then_some(plan.depth),
+                rx_depth: (t.verb == Verb::Send && side == "server").then_some(o.rx_depth),
+                cq_mod: (t.measure == Measure::Bw).then_some(style.cq_mod),
+                mtu: style.mtu.map_or(info.ep_attr.max_msg_size, |m| m as usize),
+                link: info.fabric_attr.name.clone(),
+                inline_or_outstanding: match t.verb {
+                    Verb::Send | Verb::Write => (true, info.tx_attr.inject_size),
+                    Verb::Read | Verb::Atomic => (false, plan.depth),
+                },
+                rdma_cm: style.rdma_cm,
+            };
+            let uri = |a: fabric::Result<Address>| a.map(|a| a.to_uri()).unwrap_or_else(|_| "-".into());
+            let local = uri(objs.ep.name());
+            let remote = remote.unwrap_or_else(|| uri(objs.ep.peer()));
+            let text = format!("{}\n{}", pb.render(), report::perftest_addresses(&local, &remote));
+            (style.clone(), text)
+        });
         Printer {
             json: o.json,
             started: false,
-            title: format!("{} {measure} Test", t.verb.title()),
+            title,
             banner,
             test: test_id(t),
             side,
             provider: provider.to_string(),
             endpoint: ep_name(o.ep_type),
+            perftest,
         }
     }
 
@@ -246,9 +284,22 @@ impl Printer {
         RunInfo { test: &self.test, side: self.side, provider: &self.provider, endpoint: self.endpoint }
     }
 
+    /// Whether only one number per size is printed (perftest's `--output`).
+    fn terse(&self) -> Option<OutputLevel> {
+        self.perftest.as_ref().map(|(s, _)| s.output).filter(|&l| l != OutputLevel::Full)
+    }
+
+    /// The banner (perftest's with the two ends, or fi_perf's).
+    fn banner_text(&self) -> String {
+        match &self.perftest {
+            Some((_, text)) => text.clone(),
+            None => report::banner(&self.title, &self.banner),
+        }
+    }
+
     fn start(&mut self, out: &mut impl Write, header: &str) {
-        if !self.started && !self.json {
-            let _ = writeln!(out, "{}", report::banner(&self.title, &self.banner));
+        if !self.started && !self.json && self.terse().is_none() {
+            let _ = writeln!(out, "{}", self.banner_text());
             let _ = writeln!(out, "{header}");
         }
         self.started = true;
@@ -256,9 +307,26 @@ impl Printer {
 
     fn bw(&mut self, size: usize, iterations: u64, s: &BwStats) {
         let mut out = std::io::stdout().lock();
-        self.start(&mut out, report::HEADER_BW);
+        let style = self.perftest.as_ref().map(|(st, _)| st.clone());
+        let gbits = style.as_ref().is_some_and(|st| st.report_gbits);
+        self.start(&mut out, if gbits { report::HEADER_BW_G } else { report::HEADER_BW });
         let line = if self.json {
             report::bw_json(&self.run_info(), size, iterations, s)
+        } else if let Some(st) = style {
+            // perftest's units: MB of 2^20 bytes, or Gb of 10^9 bits; -N: no peak.
+            let unit = if st.report_gbits { report::MB / report::GBIT } else { 1.0 };
+            let peak = if st.no_peak { 0.0 } else { s.peak_mb * unit };
+            let avg = s.avg_mb * unit;
+            match st.output {
+                OutputLevel::Bandwidth => format!("{avg:.6}"),
+                OutputLevel::MessageRate => format!("{:.6}", s.mpps),
+                OutputLevel::Latency | OutputLevel::Full if st.report_gbits && avg < 0.1 => {
+                    report::bw_row_ext(size, iterations, peak, avg, s.mpps)
+                }
+                OutputLevel::Latency | OutputLevel::Full => {
+                    report::bw_row(size, iterations, &BwStats { peak_mb: peak, avg_mb: avg, mpps: s.mpps })
+                }
+            }
         } else {
             report::bw_row(size, iterations, s)
         };
@@ -271,6 +339,8 @@ impl Printer {
         self.start(&mut out, report::HEADER_LAT);
         let line = if self.json {
             report::lat_json(&self.run_info(), size, iterations, s)
+        } else if self.terse().is_some() {
+            format!("{:.6}", s.avg)
         } else {
             report::lat_row(size, iterations, s)
         };
@@ -278,19 +348,23 @@ impl Printer {
         let _ = out.flush();
     }
 
-    /// The server of a one-sided test measures nothing: say so under the banner.
+    /// The server of a one-sided test measures nothing: say so under the banner
+    /// (perftest's output: the banner and the two ends alone).
     fn passive(&self) {
-        if self.json {
+        if self.json || self.terse().is_some() {
             return;
         }
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", report::banner(&self.title, &self.banner));
-        let _ = writeln!(out, " This side is the target of the client's operations: the client reports the results.");
+        let _ = writeln!(out, "{}", self.banner_text());
+        if self.perftest.is_none() {
+            let _ =
+                writeln!(out, " This side is the target of the client's operations: the client reports the results.");
+        }
         let _ = out.flush();
     }
 
     fn finish(&self) {
-        if self.started && !self.json {
+        if self.started && !self.json && self.terse().is_none() {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", report::RESULT_LINE);
             let _ = out.flush();
@@ -301,6 +375,9 @@ impl Printer {
 // ---------------------------------------------------------------- server
 
 fn server(o: &PerfOpts) -> Res<()> {
+    if o.perftest.as_ref().is_some_and(|p| p.output == OutputLevel::Full) && !o.json {
+        println!("{}", report::WAITING_BOX);
+    }
     common::serve_control(o, |ctrl| server_run(o, ctrl))
 }
 
@@ -335,9 +412,14 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         return Err(Failure::new(format!("the client asks for {} latency samples", plan.iterations)));
     }
     if plan.iterations != o.iterations {
-        eprintln!("fi_perf: note: following the client's plan: -I {} (server: {})", plan.iterations, o.iterations);
+        let opt = if o.perftest.is_some() { "-n" } else { "-I" };
+        eprintln!(
+            "{}: note: following the client's plan: {opt} {} (server: {})",
+            o.prog, plan.iterations, o.iterations
+        );
     }
 
+    let peer_uri = peer_name.clone();
     let (objs, peer) = common::server_accept(o, ctrl, listening, peer_name, &cq_attr)?;
 
     let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
@@ -357,7 +439,7 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         _target = Some(mr);
         ctrl_send(ctrl, &format!("READY addr={:#x} key={:#x}", at.addr, at.key))?;
     }
-    let mut printer = Printer::new(o, "server", &prov, &plan);
+    let mut printer = Printer::new(o, "server", &objs, peer_uri, &plan);
     if o.test.verb != Verb::Send {
         printer.passive();
     }
@@ -427,7 +509,6 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     let ok = ctrl_expect(ctrl, "OK")?;
     let (hints, srv_max, srv_addr) = common::client_hints(o, ctrl, &ok, base_hints(o))?;
     let info = getinfo(o, &hints)?;
-    let prov = info.fabric_attr.prov_name.clone();
     let max_msg = info.ep_attr.max_msg_size.min(srv_max);
     let sizes = sizes::test_sizes(o.size_sel(), max_msg).map_err(Failure::new)?;
     let plan = Plan { iterations: o.iterations, warmup: o.warmup_iters(), depth: o.depth(), sizes };
@@ -455,7 +536,10 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         dp.remote = Remote { addr, key };
         debug!(o, "CLIENT: the server's region is at {addr:#x}, key {key:#x}");
     }
-    let mut printer = Printer::new(o, "client", &prov, &plan);
+    // A connected endpoint knows its peer; a connectionless one talks to the
+    // address the server gave.
+    let remote = objs.ep.peer().unwrap_or(srv_addr).to_uri();
+    let mut printer = Printer::new(o, "client", &objs, Some(remote), &plan);
     let mut scratch = Vec::new();
     for (idx, &size) in plan.sizes.iter().enumerate() {
         dp.begin_size(idx as u64, size);
