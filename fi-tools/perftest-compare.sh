@@ -18,6 +18,9 @@
 #   --provider NAME  fabric's provider (default verbs)
 #   --addr HOST      the server's address for both clients (default 127.0.0.1)
 #   --only-ours      run fabric's tools alone (a machine without an RDMA device)
+#   --parse FILE...  read the figure of saved outputs and run nothing: one line
+#                    each, the figure and its unit or "- (no figure)" (then the
+#                    status is 1)
 # Prints one line per run and program:
 #   COMPARE <test> <options> | <program> <figure> <unit>
 # and exits non-zero when a run fails or its figure cannot be read.
@@ -31,6 +34,7 @@ provider=verbs
 addr=127.0.0.1
 limit=300
 only_ours=0
+parse=0
 die() { echo "$prog: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -41,14 +45,39 @@ while [ $# -gt 0 ]; do
         --addr) [ $# -ge 2 ] || die "--addr needs a host"; addr=$2; shift 2 ;;
         --timeout) [ $# -ge 2 ] || die "--timeout needs seconds"; limit=$2; shift 2 ;;
         --only-ours) only_ours=1; shift ;;
-        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --parse) parse=1; shift; break ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         --) shift; break ;;
         -*) die "unknown option $1" ;;
         *) break ;;
     esac
 done
-[ $# -ge 1 ] || die "give at least one 'TEST OPTIONS' (e.g. 'send_lat -s 64')"
+[ $# -ge 1 ] || die "give at least one 'TEST OPTIONS' (e.g. 'send_lat -s 64'), or --parse FILE..."
 case "$limit" in ''|*[!0-9]*) die "--timeout: not a number of seconds: $limit" ;; esac
+
+# The figure perftest scripts read: the first result row under the table's
+# header, its t_typical (latency tables, the 5th field), its t_avg (duration
+# mode's latency table, the 3rd) or its BW average (bandwidth tables, the 4th);
+# with --output, the number alone on its line.
+perftest_figure() {
+    awk '/^ #bytes/ { hdr = $0; getline
+                      if (hdr ~ /t_typical/) print $5; else if (hdr ~ /t_avg/) print $3; else print $4; exit }
+         /^[0-9]+\.[0-9]+$/ { print; exit }' "$1"
+}
+perftest_unit() {
+    awk '/^ #bytes/ { if ($0 ~ /usec/) print "usec"; else if ($0 ~ /Gb\/sec/) print "Gb/sec"; else print "MB/sec"; exit }
+         /^[0-9]+\.[0-9]+$/ { print "(--output)"; exit }' "$1"
+}
+
+if [ "$parse" = 1 ]; then
+    st=0
+    for f in "$@"; do
+        [ -r "$f" ] || die "cannot read $f"
+        fig=$(perftest_figure "$f")
+        if [ -n "$fig" ]; then echo "$fig $(perftest_unit "$f")"; else echo "- (no figure)"; st=1; fi
+    done
+    exit $st
+fi
 
 if [ -z "$ours" ]; then
     here=$(cd "$(dirname "$0")" && pwd)
@@ -57,15 +86,6 @@ if [ -z "$ours" ]; then
 fi
 [ -x "$ours/fi_send_lat" ] || die "no fi_send_lat in $ours"
 
-# The figure perftest scripts read: the first result row under the table's
-# header, its t_typical (latency tables, the 5th field) or its BW average
-# (bandwidth tables, the 4th field).
-perftest_figure() {
-    awk '/^ #bytes/ { hdr = $0; getline; if (hdr ~ /t_typical/) print $5; else print $4; exit }' "$1"
-}
-perftest_unit() {
-    awk '/^ #bytes/ { if ($0 ~ /t_typical/) print "usec"; else if ($0 ~ /Gb\/sec/) print "Gb/sec"; else print "MB/sec"; exit }' "$1"
-}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/perftest-compare.XXXXXX") || die "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT INT TERM

@@ -7,7 +7,6 @@ use crate::sizes::SizeSel;
 use fabric_core::EpType;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-#[cfg(test)]
 use std::time::Duration;
 
 /// The usage text.
@@ -189,6 +188,10 @@ pub struct PerftestStyle {
     pub cq_mod: u32,
     /// `-m`: shown as `Mtu`; `None` shows the endpoint's maximum message size.
     pub mtu: Option<u32>,
+    /// `-D`: duration mode: each size runs as many iterations as a probe run's
+    /// pace fits in this time; latency reports its average and transactions per
+    /// second, bandwidth no peak.
+    pub duration: Option<Duration>,
 }
 
 impl Default for PerftestStyle {
@@ -200,6 +203,7 @@ impl Default for PerftestStyle {
             rdma_cm: false,
             cq_mod: 1,
             mtu: None,
+            duration: None,
         }
     }
 }

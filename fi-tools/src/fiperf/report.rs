@@ -26,6 +26,15 @@ pub const GBIT: f64 = 125_000_000.0;
 pub const HEADER_LAT: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
                               t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
 
+/// perftest's header of latency results in duration mode (`RESULT_FMT_LAT_DUR`).
+pub const HEADER_LAT_DUR: &str = " #bytes        #iterations       t_avg[usec]    tps average";
+
+/// A latency row of duration mode, as perftest's `REPORT_FMT_LAT_DUR`: the
+/// average latency and the transactions per second.
+pub fn lat_dur_row(size: usize, iterations: u64, avg: f64, tps: f64) -> String {
+    format!(" {size:<7}       {iterations}            {avg:<7.2}        {tps:<7.2}")
+}
+
 /// perftest's megabyte: bandwidth is reported in units of 2^20 bytes per second.
 pub const MB: f64 = 1_048_576.0;
 
@@ -111,6 +120,24 @@ impl BwStats {
         let rate = iterations as f64 / secs;
         let peak = if best_window_rate.is_finite() && best_window_rate > rate { best_window_rate } else { rate };
         BwStats { peak_mb: peak * size as f64 / MB, avg_mb: rate * size as f64 / MB, mpps: rate / 1e6 }
+    }
+}
+
+impl BwStats {
+    /// The figures as the client's `DONE` carries them to the target of its
+    /// one-sided operations: ` peak=<MB/s> avg=<MB/s> mpps=<Mpps>`.
+    pub fn encode(&self) -> String {
+        format!(" peak={} avg={} mpps={}", self.peak_mb, self.avg_mb, self.mpps)
+    }
+
+    /// [`BwStats::encode`]'s figures; `None` unless all three are there, finite
+    /// and not negative.
+    pub fn decode(msg: &str) -> Option<BwStats> {
+        let num = |k: &str| {
+            let v: f64 = msg.split(' ').find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))?.parse().ok()?;
+            (v.is_finite() && v >= 0.0).then_some(v)
+        };
+        Some(BwStats { peak_mb: num("peak")?, avg_mb: num("avg")?, mpps: num("mpps")? })
     }
 }
 
@@ -239,8 +266,12 @@ pub struct PerftestBanner {
     /// `Max inline data` (send and write: the inject size) or `Outstand reads`
     /// (read and atomic: operations in flight).
     pub inline_or_outstanding: (bool, usize),
-    /// `rdma_cm QPs`: connected (MSG) endpoints.
+    /// `rdma_cm QPs`: connected (MSG) endpoints, which the provider's
+    /// connection manager connects (`Data ex. method : rdma_cm`; the server says
+    /// it waits for the client's connection, as perftest's).
     pub rdma_cm: bool,
+    /// The server's banner.
+    pub server: bool,
 }
 
 impl PerftestBanner {
@@ -254,6 +285,9 @@ impl PerftestBanner {
         let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", self.device);
         let _ = writeln!(o, " Number of qps   : 1\t\tTransport type : {}", self.transport);
         let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : OFF", self.connection);
+        // Neither relaxed ordering nor the ibv_wr_* calls are asked for.
+        let _ = writeln!(o, " PCIe relax order: OFF");
+        let _ = writeln!(o, " ibv_wr* API     : OFF");
         if let Some(d) = self.tx_depth {
             let _ = writeln!(o, " TX depth        : {d}");
         }
@@ -274,7 +308,12 @@ impl PerftestBanner {
             }
         }
         let _ = writeln!(o, " rdma_cm QPs\t : {}", on(self.rdma_cm));
-        let _ = writeln!(o, " Data ex. method : Ethernet");
+        let _ = writeln!(o, " Data ex. method : {}", if self.rdma_cm { "rdma_cm" } else { "Ethernet" });
+        if self.rdma_cm && self.server {
+            let _ = writeln!(o, "{RESULT_LINE}");
+            let _ = writeln!(o, " Waiting for client rdma_cm QP to connect");
+            let _ = writeln!(o, " Please run the same command with the IB/RoCE interface IP");
+        }
         let _ = write!(o, "{RESULT_LINE}");
         o
     }
@@ -495,6 +534,7 @@ mod tests {
             link: "127.0.0.0/8".into(),
             inline_or_outstanding: (true, 8192),
             rdma_cm: false,
+            server: false,
         };
         let want = [
             RESULT_LINE,
@@ -502,6 +542,8 @@ mod tests {
             " Dual-port       : OFF\t\tDevice         : lo",
             " Number of qps   : 1\t\tTransport type : tcp",
             " Connection type : RDM\t\tUsing SRQ      : OFF",
+            " PCIe relax order: OFF",
+            " ibv_wr* API     : OFF",
             " TX depth        : 128",
             " CQ Moderation   : 1",
             " Mtu             : 4096[B]",
@@ -518,11 +560,25 @@ mod tests {
             cq_mod: None,
             inline_or_outstanding: (false, 16),
             rdma_cm: true,
+            server: true,
             ..b
         };
         let r = b.render();
+        // perftest's server with -R (rdma_cm), line for line.
+        let tail = format!(
+            " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n{RESULT_LINE}\n Waiting for client rdma_cm QP to \
+             connect\n Please run the same command with the IB/RoCE interface IP\n{RESULT_LINE}"
+        );
+        assert!(r.ends_with(&tail), "{r}");
         assert!(r.contains("\n RX depth        : 512\n Mtu "), "{r}");
         assert!(r.contains("\n Outstand reads  : 16\n rdma_cm QPs\t : ON\n"), "{r}");
+        // perftest: " %-7lu       %lu            %-7.2f        %-7.2f"
+        assert_eq!(lat_dur_row(2, 23051, 65.114, 7679.51), " 2             23051            65.11          7679.51");
+        let st = BwStats { peak_mb: 0.0, avg_mb: 28.7, mpps: 0.000459 };
+        assert_eq!(BwStats::decode(&st.encode()), Some(st));
+        assert_eq!(BwStats::decode(" peak=1 avg=2"), None);
+        assert_eq!(BwStats::decode(" peak=1 avg=NaN mpps=1"), None);
+        assert_eq!(BwStats::decode(""), None);
         assert!(!r.contains("TX depth") && !r.contains("CQ Moderation"), "{r}");
         assert_eq!(perftest_addresses("a", "b"), format!(" local address: a\n remote address: b\n{RESULT_LINE}"));
         assert_eq!(

@@ -9,6 +9,7 @@ use crate::fiperf::opts::{
 use crate::getopt::{getopt, Item, Opt};
 use crate::sizes::SizeSel;
 use fabric_core::EpType;
+use std::time::Duration;
 
 /// perftest's default control port.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -20,6 +21,8 @@ pub const DEFAULT_ITERS: u64 = 1000;
 pub const DEFAULT_ITERS_WRITE_BW: u64 = 5000;
 /// The largest `-s` (perftest's `UINT_MAX / 2`).
 pub const MAX_MSG_SIZE: u64 = (u32::MAX / 2) as u64;
+/// The longest `-D`, in seconds (a day).
+pub const MAX_DURATION: u64 = 86_400;
 /// The largest `-Q` (perftest's).
 pub const MAX_CQ_MOD: u64 = 1024;
 
@@ -104,7 +107,7 @@ const TABLE: &[PtOpt] = &[
     PtOpt(Some('l'), Some("post_list"), true, Ignored("operations are posted one at a time")),
     PtOpt(None, Some("recv_post_list"), true, Ignored("receives are posted one at a time")),
     PtOpt(Some('o'), Some("outs"), true, Ignored("-t sets the operations in flight")),
-    PtOpt(Some('f'), Some("margin"), true, Ignored("there is no duration mode (-D)")),
+    PtOpt(Some('f'), Some("margin"), true, Ignored("-D measures the whole duration")),
     PtOpt(
         Some('z'),
         Some("com_rdma_cm"),
@@ -273,9 +276,7 @@ where
             },
             "ib-dev" => o.domain = Some(val),
             "duration" => {
-                return Err(format!(
-                    "{prog}: -D (--duration) is not supported: the tests run a number of iterations (-n)"
-                ))
+                style.duration = Some(Duration::from_secs(parse_count(&val, 1, MAX_DURATION)?));
             }
             // perftest's -F silences its CPU frequency warning, which these tools never print.
             "CPU-freq" => {}
@@ -348,6 +349,9 @@ where
             _ => unreachable!("option {name} declared but not handled"),
         }
     }
+    if style.duration.is_some() && all {
+        return Err("Duration mode currently doesn't support running on all sizes.".into());
+    }
     if test.verb == Verb::Atomic {
         if let Some(s) = size.filter(|&s| s != ATOMIC_SIZE) {
             return Err(format!("{prog}: -s {s} does not apply: an atomic operand is {ATOMIC_SIZE} bytes"));
@@ -388,6 +392,9 @@ output. Options:
     }
     u.push_str("  -c, --connection=<RC>  Connection type: RC (reliable endpoints; the default)\n");
     u.push_str("  -d, --ib-dev=<dev>  Use domain <dev> (default the provider's first)\n");
+    u.push_str(
+        "  -D, --duration  Run test for a customized period of seconds (a probe of -n iterations sets the pace).\n",
+    );
     u.push_str("  -F, --CPU-freq  Accepted (no CPU frequency warning is printed)\n");
     u.push_str("  -h, --help  Show this help screen.\n");
     u.push_str("  -m, --mtu=<mtu>  MTU size : 256 - 4096 (shown only: the provider chooses)\n");
@@ -433,8 +440,8 @@ fabric's own:
       --debug  Debugging output on standard error
 
 perftest's InfiniBand options (-i -I -e -X -S -T -u -L -l -o -w -y --pkey_index ...)
-are accepted and ignored with a note; its options with no counterpart here (-b -D
--C -H -U -g -M -O -W --run_infinitely ...) are refused with the reason.
+are accepted and ignored with a note; its options with no counterpart here (-b -C
+-H -U -g -M -O -W --run_infinitely ...) are refused with the reason.
 ",
     );
     u
@@ -443,7 +450,6 @@ are accepted and ignored with a note; its options with no counterpart here (-b -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     const SEND_LAT: Test = Test { verb: Verb::Send, measure: Measure::Lat };
     const SEND_BW: Test = Test { verb: Verb::Send, measure: Measure::Bw };
@@ -509,6 +515,8 @@ mod tests {
         assert_eq!(style(&o).output, OutputLevel::Latency);
         assert_eq!((o.timeout, o.connect_timeout, o.verbose), (Duration::from_secs(2), Duration::from_secs(1), true));
         assert_eq!(style(&run(SEND_BW, &["--output", "bandwidth"]).0).output, OutputLevel::Bandwidth);
+        assert_eq!(style(&run(SEND_LAT, &["-D", "3"]).0).duration, Some(Duration::from_secs(3)));
+        assert_eq!(style(&run(SEND_BW, &["--duration=1"]).0).duration, Some(Duration::from_secs(1)));
         assert_eq!(style(&run(SEND_BW, &["--output=message_rate"]).0).output, OutputLevel::MessageRate);
         let (o, notes) = run(SEND_BW, &["-m", "1024", "-Q", "4", "--mtu=2048"]);
         assert_eq!((style(&o).mtu, style(&o).cq_mod), (Some(2048), 4));
@@ -547,7 +555,8 @@ mod tests {
             (SEND_BW, &["-c", "UD"], "reliable endpoints"),
             (SEND_BW, &["-c", "XY"], "Invalid Connection type"),
             (SEND_BW, &["-m", "1000"], "Invalid MTU - 1000"),
-            (SEND_BW, &["-D", "5"], "-D (--duration) is not supported"),
+            (SEND_BW, &["-D", "0"], "between 1 and 86400"),
+            (SEND_BW, &["-D", "2", "-a"], "Duration mode currently doesn't support running on all sizes."),
             (SEND_BW, &["--output=latency"], "applies to latency tests"),
             (SEND_LAT, &["--output=bandwidth"], "applies to bw tests"),
             (SEND_BW, &["--output=fast"], "Invalid verbosity level"),

@@ -289,6 +289,7 @@ sh ./perftest/perftest-compare.sh $only --ours /opt/perftest --provider verbs --
     'write_bw -R -d rxe0 -n 1000' 'read_lat -R -d rxe0 -n 1000' 'read_bw -R -d rxe0 -n 1000' \
     'atomic_lat -R -d rxe0 -n 1000' 'atomic_bw -R -d rxe0 -n 1000' 'send_lat -R -d rxe0 -a -n 100' \
     'send_bw -R -d rxe0 -n 1000 --report_gbits' 'send_lat -R -d rxe0 -n 1000 --output=latency' \
+    'send_lat -R -d rxe0 -D 2' 'write_bw -R -d rxe0 -D 2' \
     > perftest.txt 2>&1
 st=$?
 cat perftest.txt
