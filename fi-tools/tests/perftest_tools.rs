@@ -39,11 +39,13 @@ fn exe(test: &str) -> &'static str {
     }
 }
 
-/// A distinct control port per run (tests run in parallel), apart from the other
-/// tests' ranges (30000-59999).
+/// A distinct control port per run (tests run in parallel): above Linux's
+/// default ephemeral ports (32768-60999), where no client's local port takes
+/// it, and apart from the other tests' ranges (30000-59999); up to 50 runs a
+/// process.
 fn port() -> String {
     static NEXT: AtomicU16 = AtomicU16::new(0);
-    (60000 + (std::process::id() % 200) as u16 * 25 + NEXT.fetch_add(1, Ordering::SeqCst)).to_string()
+    (61000 + (std::process::id() % 90) as u16 * 50 + NEXT.fetch_add(1, Ordering::SeqCst) % 50).to_string()
 }
 
 fn spawn(test: &str, args: &[&str]) -> Child {
@@ -227,7 +229,8 @@ fn all_sizes_and_connected_endpoints() {
     assert!(out.contains(" Connection type : MSG\t\t") && out.contains(" rdma_cm QPs\t : ON\n"), "{out}");
     let sizes: Vec<usize> = (1..=23).map(|i| 1 << i).collect();
     check_table(&lines[at..], HEADER_LAT, &sizes, 5);
-    let (_, c) = run_pair("write_bw", "tcp", &["--all", "-n", "5", "--rdma_cm"]);
+    // -t 4: a warm-up of four operations per size, not 128 (8 MiB ones).
+    let (_, c) = run_pair("write_bw", "tcp", &["--all", "-n", "5", "--rdma_cm", "-t", "4"]);
     let (out, _) = text(&c);
     let lines: Vec<&str> = out.lines().collect();
     let at = check_banner(&lines, "RDMA_Write BW Test", "tcp", true, false, true);
@@ -245,16 +248,19 @@ fn units_peak_and_terse_output() {
     check_table(&lines[at..], HEADER_BW_G, &[4096], 300);
     let row: Vec<&str> = lines[at + 1].split_whitespace().collect();
     assert_eq!(row[2], "0.00", "{row:?}");
-    // The same run in MB/sec: the same rate in the other unit (8 Gb/s is
-    // 953.67 MB/s), within what two runs differ by.
+    // Gb/sec are 10^9 bits: the average is the message rate times 4096 bytes
+    // times 8 bits (to the rounding of the printed figures).
+    let gb: f64 = row[3].parse().unwrap();
+    let mpps: f64 = row[4].parse().unwrap();
+    let want = mpps * 1e6 * 4096.0 * 8.0 / 1e9;
+    assert!(gb > 0.0 && (gb - want).abs() <= 0.01 + want * 0.001, "Gb/sec {gb} against {mpps} Mpps");
+    // The same in MB/sec (2^20 bytes).
     let (_, c) = run_pair("send_bw", "tcp", &["-s", "4096", "-n", "300", "-t", "16"]);
     let (out, _) = text(&c);
-    let mb: f64 =
-        out.lines().find(|l| l.starts_with(" 4096 ")).unwrap().split_whitespace().nth(3).unwrap().parse().unwrap();
-    let gb: f64 = row[3].parse().unwrap();
-    assert!(mb > 0.0 && gb > 0.0);
-    let ratio = mb / (gb * 1e9 / 8.0 / 1048576.0);
-    assert!((0.05..20.0).contains(&ratio), "MB/sec {mb} against Gb/sec {gb}");
+    let mb_row: Vec<f64> =
+        out.lines().find(|l| l.starts_with(" 4096 ")).unwrap().split_whitespace().map(|w| w.parse().unwrap()).collect();
+    let want = mb_row[4] * 1e6 * 4096.0 / 1048576.0;
+    assert!(mb_row[3] > 0.0 && (mb_row[3] - want).abs() <= 0.01 + want * 0.001, "MB/sec row {mb_row:?}");
     // --output: one number per size, nothing else (perftest's "%lf").
     for (test, what) in [("send_lat", "latency"), ("send_bw", "bandwidth"), ("write_bw", "message_rate")] {
         let (s, c) = run_pair(test, "tcp", &[&format!("--output={what}"), "-n", "100"]);
@@ -288,10 +294,8 @@ fn duration_mode() {
         assert!(iters >= 5 && avg > 0.0 && tps > 0.0, "{row:?}");
         // One transaction is a round trip of two one-way latencies.
         assert!((tps * avg * 2.0 / 1e6 - 1.0).abs() < 0.02, "{row:?}");
-        // Far more than the probe's 20: a round trip on loopback takes well
-        // under 10 ms even on a loaded machine (how long the run takes depends
-        // on how the load changes between the probe and the run: not checked).
-        assert!(iters > 100, "{row:?}");
+        // How many fit depends on the machine's load during the probe and the
+        // run (the arithmetic is unit-tested: fiperf's duration_mode_iterations).
         iterations.push(iters);
         assert_eq!(lines[at + 2], RESULT_LINE);
         assert_eq!(lines.len(), at + 3, "{out}");
@@ -307,7 +311,7 @@ fn duration_mode() {
     assert_eq!(rc, rs, "the target prints the client's results");
     assert_eq!(rc[2], "0.00", "{rc:?}");
     let iters: u64 = rc[1].parse().unwrap();
-    assert!(iters > 100, "{rc:?}");
+    assert!(iters >= 5, "{rc:?}");
 }
 
 #[test]
