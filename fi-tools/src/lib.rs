@@ -14,6 +14,7 @@
 //! - [`common`]: the options, entry point and set-up both tools share;
 //! - [`pingpong`] and [`fiperf`], each as `mod.rs` (protocol and data path),
 //!   `opts.rs` (command line) and `report.rs` (numbers and table);
+//! - [`perftest`]: perftest's command lines (`fi_send_lat` & co.) on [`fiperf`];
 //! - [`infocmd`] (`fi_info`), on [`getopt`] alone.
 
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@ pub mod infocmd;
 pub mod link;
 pub mod oob;
 pub mod pattern;
+pub mod perftest;
 pub mod pingpong;
 pub mod sizes;
 /// `fi_tostr` formats: shared with the C ABI (`fabric-capi`), so they live in fabric-core.

@@ -20,7 +20,12 @@ pub enum SizeSel {
     All,
     /// `-S <n>`: that size only.
     One(usize),
+    /// perftest's `-a`: every power of two from 2 to [`MAX_POW2_SIZE`].
+    PowersOfTwo,
 }
+
+/// The largest size of perftest's `-a` (2^23).
+pub const MAX_POW2_SIZE: usize = 1 << 23;
 
 /// The sizes to test for a selection, given the endpoint's maximum message size.
 /// `Err` when a single size given with `-S` exceeds it.
@@ -31,6 +36,9 @@ pub fn test_sizes(sel: SizeSel, max_msg_size: usize) -> Result<Vec<usize>, Strin
         }
         SizeSel::One(n) => Ok(vec![n]),
         SizeSel::Default => Ok(DEFAULT_SIZES.iter().copied().take_while(|&s| s <= max_msg_size).collect()),
+        SizeSel::PowersOfTwo => {
+            Ok((1..=MAX_POW2_SIZE.trailing_zeros()).map(|i| 1usize << i).take_while(|&s| s <= max_msg_size).collect())
+        }
         SizeSel::All => {
             let max = max_msg_size.min(MAX_ALL_SIZE);
             let mut out = Vec::new();
@@ -68,5 +76,9 @@ mod tests {
         assert_eq!(test_sizes(SizeSel::Default, usize::MAX).unwrap(), DEFAULT_SIZES.to_vec());
         assert_eq!(test_sizes(SizeSel::One(8 << 20), usize::MAX).unwrap(), vec![8 << 20]);
         assert!(test_sizes(SizeSel::One(2000), 1472).is_err());
+        // perftest's -a: 2 to 2^23, within the maximum message size.
+        let pow2 = test_sizes(SizeSel::PowersOfTwo, usize::MAX).unwrap();
+        assert_eq!((pow2.len(), pow2[0], pow2[1], pow2[22]), (23, 2, 4, 1 << 23));
+        assert_eq!(test_sizes(SizeSel::PowersOfTwo, 1472).unwrap(), vec![2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
     }
 }

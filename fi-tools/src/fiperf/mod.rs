@@ -48,16 +48,20 @@
 //! C: PLAN iters=N warmup=N depth=N sizes=64,256,... name=<client's address or ->
 //!    (MSG: the client connects; the server accepts)
 //! S: READY                           (write, read, atomic: READY addr=0x.. key=0x..)
-//! per size:  C: SYNC <n> <size>   S: GO credits=<receives posted>
-//!            (the test)           C: DONE   S: ACK
+//! per size:  C: SYNC <n> <size> [iters=N]   S: GO credits=<receives posted>
+//!            (the test)           C: DONE [peak=.. avg=.. mpps=..]   S: ACK
+//!            (iters: duration mode, whose plan says probe=1 and lists each size
+//!            twice, a probe run and the measured one; DONE's figures: the
+//!            client's bandwidth, which the target of one-sided operations
+//!            prints in perftest's output)
 //! C: BYE     S: BYE
 //! ```
 
 pub mod opts;
 pub mod report;
 
-use self::opts::{Measure, PerfOpts, Test, Verb};
-use self::report::{BwStats, LatStats, RunInfo, Windows};
+use self::opts::{Measure, OutputLevel, PerfOpts, PerftestStyle, Test, Verb};
+use self::report::{BwStats, LatStats, PerftestBanner, RunInfo, Windows};
 use crate::common::{self, debug};
 use crate::link::{ctrl_send, ep_name, field, next_completion, Failure, Objects, Res, Watch};
 use crate::oob::Ctrl;
@@ -102,6 +106,12 @@ const SPINS_PER_CTRL_CHECK: u32 = 1024;
 /// Run `fi_perf` with these arguments (without the program name); the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
     common::main_with(opts::USAGE, opts::parse_args(args), client, server)
+}
+
+/// Run a test from a parsed command line (the perftest-style tools' entry), with
+/// this usage text for help and errors; the exit status.
+pub(crate) fn run_parsed(usage: &str, parsed: Result<opts::PerfCmd, String>) -> i32 {
+    common::main_with(usage, parsed, client, server)
 }
 
 /// The test's name in `HELLO` and in JSON output (`send_bw`).
@@ -154,6 +164,10 @@ pub struct Plan {
     pub depth: usize,
     /// The sizes, in order.
     pub sizes: Vec<usize>,
+    /// Duration mode (perftest's `-D`): the sizes come in pairs, a probe run of
+    /// `iterations` (not reported) and the measured run, whose iterations the
+    /// client chooses from the probe and names in its `SYNC`.
+    pub probe: bool,
 }
 
 impl Plan {
@@ -162,11 +176,12 @@ impl Plan {
         let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
         let name = name.map(|a| a.to_uri()).unwrap_or_else(|| "-".into());
         format!(
-            "PLAN iters={} warmup={} depth={} sizes={} name={name}",
+            "PLAN iters={} warmup={} depth={} sizes={}{} name={name}",
             self.iterations,
             self.warmup,
             self.depth,
-            sizes.join(",")
+            sizes.join(","),
+            if self.probe { " probe=1" } else { "" }
         )
     }
 
@@ -185,7 +200,17 @@ impl Plan {
         let sizes: Vec<usize> =
             s.split(',').map(|x| x.parse().ok().filter(|&n| n <= opts::MAX_SIZE)).collect::<Option<_>>()?;
         let name = field(msg, "name").filter(|n| *n != "-").map(str::to_string);
-        Some((Plan { iterations, warmup, depth, sizes }, name))
+        let probe = match field(msg, "probe") {
+            None => false,
+            Some("1") if sizes.len() % 2 == 0 => true,
+            Some(_) => return None,
+        };
+        Some((Plan { iterations, warmup, depth, sizes, probe }, name))
+    }
+
+    /// Whether the size at `idx` is a probe run, not reported.
+    pub fn is_probe(&self, idx: usize) -> bool {
+        self.probe && idx % 2 == 0
     }
 }
 
@@ -202,17 +227,25 @@ fn buffers_for(size: usize, want: usize, queue: usize) -> usize {
 struct Printer {
     json: bool,
     started: bool,
+    /// The banner is out (before the table, or alone on a passive server).
+    bannered: bool,
     title: String,
     banner: Vec<(&'static str, String)>,
     test: String,
     side: &'static str,
     provider: String,
     endpoint: &'static str,
+    /// perftest's output (the `fi_send_lat` family): its style, banner and the
+    /// lines naming the two ends.
+    perftest: Option<(PerftestStyle, String)>,
 }
 
 impl Printer {
-    fn new(o: &PerfOpts, side: &'static str, provider: &str, plan: &Plan) -> Printer {
+    /// The printer of one side; `remote` names the peer where this side knows
+    /// its address (perftest's output shows both ends).
+    fn new(o: &PerfOpts, side: &'static str, objs: &Objects, remote: Option<String>, plan: &Plan) -> Printer {
         let t = o.test;
+        let provider = objs.info.fabric_attr.prov_name.as_str();
         let measure = match t.measure {
             Measure::Bw => "BW",
             Measure::Lat => "Latency",
@@ -230,15 +263,43 @@ impl Printer {
             }
         }
         banner.push(("Side", side.to_string()));
+        let title = format!("{} {measure} Test", t.verb.title());
+        let perftest = o.perftest.as_ref().map(|style| {
+            let info = &objs.info;
+            let pb = PerftestBanner {
+                title: title.clone(),
+                device: info.domain_attr.name.clone(),
+                transport: provider.to_string(),
+                connection: ep_name(o.ep_type).to_uppercase(),
+                tx_depth: (side == "client").then_some(plan.depth),
+                rx_depth: (t.verb == Verb::Send && side == "server").then_some(o.rx_depth),
+                cq_mod: (t.measure == Measure::Bw).then_some(style.cq_mod),
+                mtu: style.mtu.map_or(info.ep_attr.max_msg_size, |m| m as usize),
+                link: info.fabric_attr.name.clone(),
+                inline_or_outstanding: match t.verb {
+                    Verb::Send | Verb::Write => (true, info.tx_attr.inject_size),
+                    Verb::Read | Verb::Atomic => (false, plan.depth),
+                },
+                rdma_cm: style.rdma_cm,
+                server: side == "server",
+            };
+            let uri = |a: fabric::Result<Address>| a.map(|a| a.to_uri()).unwrap_or_else(|_| "-".into());
+            let local = uri(objs.ep.name());
+            let remote = remote.unwrap_or_else(|| uri(objs.ep.peer()));
+            let text = format!("{}\n{}", pb.render(), report::perftest_addresses(&local, &remote));
+            (style.clone(), text)
+        });
         Printer {
             json: o.json,
             started: false,
-            title: format!("{} {measure} Test", t.verb.title()),
+            bannered: false,
+            title,
             banner,
             test: test_id(t),
             side,
             provider: provider.to_string(),
             endpoint: ep_name(o.ep_type),
+            perftest,
         }
     }
 
@@ -246,19 +307,66 @@ impl Printer {
         RunInfo { test: &self.test, side: self.side, provider: &self.provider, endpoint: self.endpoint }
     }
 
+    /// Whether only one number per size is printed (perftest's `--output`).
+    fn terse(&self) -> Option<OutputLevel> {
+        self.perftest.as_ref().map(|(s, _)| s.output).filter(|&l| l != OutputLevel::Full)
+    }
+
+    /// The banner (perftest's with the two ends, or fi_perf's).
+    fn banner_text(&self) -> String {
+        match &self.perftest {
+            Some((_, text)) => text.clone(),
+            None => report::banner(&self.title, &self.banner),
+        }
+    }
+
     fn start(&mut self, out: &mut impl Write, header: &str) {
-        if !self.started && !self.json {
-            let _ = writeln!(out, "{}", report::banner(&self.title, &self.banner));
+        if !self.started && !self.json && self.terse().is_none() {
+            if !self.bannered {
+                let _ = writeln!(out, "{}", self.banner_text());
+            }
             let _ = writeln!(out, "{header}");
         }
+        self.bannered = true;
         self.started = true;
+    }
+
+    /// Duration mode (perftest's `-D`).
+    fn duration_mode(&self) -> bool {
+        self.perftest.as_ref().is_some_and(|(s, _)| s.duration.is_some())
+    }
+
+    /// The client's bandwidth results, on the target of its one-sided
+    /// operations: perftest's servers print them; fi_perf's did not.
+    fn bw_of_client(&mut self, size: usize, iterations: u64, s: &BwStats) {
+        if self.perftest.is_some() {
+            self.bw(size, iterations, s);
+        }
     }
 
     fn bw(&mut self, size: usize, iterations: u64, s: &BwStats) {
         let mut out = std::io::stdout().lock();
-        self.start(&mut out, report::HEADER_BW);
+        let style = self.perftest.as_ref().map(|(st, _)| st.clone());
+        let gbits = style.as_ref().is_some_and(|st| st.report_gbits);
+        self.start(&mut out, if gbits { report::HEADER_BW_G } else { report::HEADER_BW });
         let line = if self.json {
             report::bw_json(&self.run_info(), size, iterations, s)
+        } else if let Some(st) = style {
+            // perftest's units: MB of 2^20 bytes, or Gb of 10^9 bits; -N: no peak.
+            let unit = if st.report_gbits { report::MB / report::GBIT } else { 1.0 };
+            // perftest reports no peak in duration mode either.
+            let peak = if st.no_peak || st.duration.is_some() { 0.0 } else { s.peak_mb * unit };
+            let avg = s.avg_mb * unit;
+            match st.output {
+                OutputLevel::Bandwidth => format!("{avg:.6}"),
+                OutputLevel::MessageRate => format!("{:.6}", s.mpps),
+                OutputLevel::Latency | OutputLevel::Full if st.report_gbits && avg < 0.1 => {
+                    report::bw_row_ext(size, iterations, peak, avg, s.mpps)
+                }
+                OutputLevel::Latency | OutputLevel::Full => {
+                    report::bw_row(size, iterations, &BwStats { peak_mb: peak, avg_mb: avg, mpps: s.mpps })
+                }
+            }
         } else {
             report::bw_row(size, iterations, s)
         };
@@ -266,11 +374,19 @@ impl Printer {
         let _ = out.flush();
     }
 
-    fn lat(&mut self, size: usize, iterations: u64, s: &LatStats) {
+    /// A latency result; `divisor` is what a sample was divided by (2: half a
+    /// round trip), for the transactions per second of duration mode.
+    fn lat(&mut self, size: usize, iterations: u64, s: &LatStats, divisor: f64) {
         let mut out = std::io::stdout().lock();
-        self.start(&mut out, report::HEADER_LAT);
+        let duration = self.duration_mode();
+        self.start(&mut out, if duration { report::HEADER_LAT_DUR } else { report::HEADER_LAT });
         let line = if self.json {
             report::lat_json(&self.run_info(), size, iterations, s)
+        } else if self.terse().is_some() {
+            format!("{:.6}", s.avg)
+        } else if duration {
+            let tps = if s.avg > 0.0 { 1e6 / (s.avg * divisor) } else { 0.0 };
+            report::lat_dur_row(size, iterations, s.avg, tps)
         } else {
             report::lat_row(size, iterations, s)
         };
@@ -278,19 +394,24 @@ impl Printer {
         let _ = out.flush();
     }
 
-    /// The server of a one-sided test measures nothing: say so under the banner.
-    fn passive(&self) {
-        if self.json {
+    /// The server of a one-sided test measures nothing: say so under the banner
+    /// (perftest's output: the banner and the two ends alone).
+    fn passive(&mut self) {
+        if self.json || self.terse().is_some() {
             return;
         }
+        self.bannered = true;
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", report::banner(&self.title, &self.banner));
-        let _ = writeln!(out, " This side is the target of the client's operations: the client reports the results.");
+        let _ = writeln!(out, "{}", self.banner_text());
+        if self.perftest.is_none() {
+            let _ =
+                writeln!(out, " This side is the target of the client's operations: the client reports the results.");
+        }
         let _ = out.flush();
     }
 
     fn finish(&self) {
-        if self.started && !self.json {
+        if self.started && !self.json && self.terse().is_none() {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", report::RESULT_LINE);
             let _ = out.flush();
@@ -301,6 +422,9 @@ impl Printer {
 // ---------------------------------------------------------------- server
 
 fn server(o: &PerfOpts) -> Res<()> {
+    if o.perftest.as_ref().is_some_and(|p| p.output == OutputLevel::Full) && !o.json {
+        println!("{}", report::WAITING_BOX);
+    }
     common::serve_control(o, |ctrl| server_run(o, ctrl))
 }
 
@@ -335,9 +459,14 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         return Err(Failure::new(format!("the client asks for {} latency samples", plan.iterations)));
     }
     if plan.iterations != o.iterations {
-        eprintln!("fi_perf: note: following the client's plan: -I {} (server: {})", plan.iterations, o.iterations);
+        let opt = if o.perftest.is_some() { "-n" } else { "-I" };
+        eprintln!(
+            "{}: note: following the client's plan: {opt} {} (server: {})",
+            o.prog, plan.iterations, o.iterations
+        );
     }
 
+    let peer_uri = peer_name.clone();
     let (objs, peer) = common::server_accept(o, ctrl, listening, peer_name, &cq_attr)?;
 
     let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
@@ -357,32 +486,35 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         _target = Some(mr);
         ctrl_send(ctrl, &format!("READY addr={:#x} key={:#x}", at.addr, at.key))?;
     }
-    let mut printer = Printer::new(o, "server", &prov, &plan);
+    let mut printer = Printer::new(o, "server", &objs, peer_uri, &plan);
     if o.test.verb != Verb::Send {
         printer.passive();
     }
     let mut scratch = Vec::new();
     for (idx, &size) in plan.sizes.iter().enumerate() {
         let sync = ctrl_expect(ctrl, "SYNC")?;
-        if sync != format!("{idx} {size}") {
-            return Err(Failure::new(format!("out of step with the client: it syncs {sync:?}, expected {idx} {size}")));
-        }
+        let iters = sync_iterations(&sync, idx, size, &plan, o.test.measure)?;
+        let report = !plan.is_probe(idx);
         dp.begin_size(idx as u64, size);
         if o.test.verb != Verb::Send {
-            // The client's operations need no help but progress here.
+            // The client's operations need no help but progress here; bandwidth
+            // results come with its DONE (perftest's servers print them).
             ctrl_send(ctrl, "GO credits=1")?;
-            dp.serve(ctrl)?;
+            let done = dp.serve(ctrl)?;
             ctrl_send(ctrl, "ACK")?;
+            if let (true, Some(st)) = (report, BwStats::decode(&done)) {
+                printer.bw_of_client(size, iters, &st);
+            }
             continue;
         }
         match o.test.measure {
             Measure::Lat => {
                 ctrl_send(ctrl, "GO credits=1")?;
-                let mut samples = Vec::with_capacity(plan.iterations as usize);
-                dp.lat_server(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                let mut samples = Vec::with_capacity(iters as usize);
+                dp.lat_server(ctrl, plan.warmup, iters, &mut samples)?;
                 finish_size(ctrl, false)?;
-                if let Some(st) = LatStats::from_nanos(&samples, 2.0, &mut scratch) {
-                    printer.lat(size, plan.iterations, &st);
+                if let (true, Some(st)) = (report, LatStats::from_nanos(&samples, 2.0, &mut scratch)) {
+                    printer.lat(size, iters, &st, 2.0);
                 }
             }
             Measure::Bw => {
@@ -391,9 +523,11 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                     debug!(o, "SERVER: size {size}: {posted} receives posted (-r {})", o.rx_depth);
                 }
                 ctrl_send(ctrl, &format!("GO credits={posted}"))?;
-                let (elapsed, best) = dp.bw_server(ctrl, plan.warmup, plan.iterations, posted, plan.depth)?;
+                let (elapsed, best) = dp.bw_server(ctrl, plan.warmup, iters, posted, plan.depth)?;
                 finish_size(ctrl, false)?;
-                printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
+                if report {
+                    printer.bw(size, iters, &BwStats::new(size, iters, elapsed, best));
+                }
             }
         }
     }
@@ -404,10 +538,43 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     Ok(())
 }
 
+/// The iterations of the size at `idx` from the client's `SYNC <idx> <size>
+/// [iters=N]` (duration mode names them; the plan's otherwise), checked against
+/// the plan and the limits.
+fn sync_iterations(sync: &str, idx: usize, size: usize, plan: &Plan, m: Measure) -> Res<u64> {
+    let mut words = sync.split(' ');
+    let expected = (idx.to_string(), size.to_string());
+    if words.next() != Some(expected.0.as_str()) || words.next() != Some(expected.1.as_str()) {
+        return Err(Failure::new(format!("out of step with the client: it syncs {sync:?}, expected {idx} {size}")));
+    }
+    let max = if m == Measure::Lat { opts::MAX_ITERS_LAT } else { opts::MAX_ITERS };
+    match field(sync, "iters") {
+        None => Ok(plan.iterations),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| Failure::new(format!("malformed SYNC from the client: {sync:?}"))),
+    }
+}
+
+/// The iterations a measured run of duration mode takes: as many as the probe's
+/// pace fits in `duration` (at least perftest's 5, at most the limit).
+fn iterations_for(duration: Duration, probe_iters: u64, probe_time: Duration, max: u64) -> u64 {
+    let per = probe_time.as_secs_f64() / probe_iters.max(1) as f64;
+    let n = if per > 0.0 { (duration.as_secs_f64() / per).ceil() } else { max as f64 };
+    (n.min(max as f64) as u64).max(5)
+}
+
 /// The end of a size: the client says DONE, the server ACK.
 fn finish_size(ctrl: &mut Ctrl, client: bool) -> Res<()> {
+    finish_size_with(ctrl, client, "")
+}
+
+/// The end of a size, the client's DONE carrying `extra` (`peak=.. avg=..`).
+fn finish_size_with(ctrl: &mut Ctrl, client: bool, extra: &str) -> Res<()> {
     if client {
-        ctrl_send(ctrl, "DONE")?;
+        ctrl_send(ctrl, &format!("DONE{extra}"))?;
         ctrl_expect(ctrl, "ACK")?;
     } else {
         ctrl_expect(ctrl, "DONE")?;
@@ -427,10 +594,13 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     let ok = ctrl_expect(ctrl, "OK")?;
     let (hints, srv_max, srv_addr) = common::client_hints(o, ctrl, &ok, base_hints(o))?;
     let info = getinfo(o, &hints)?;
-    let prov = info.fabric_attr.prov_name.clone();
     let max_msg = info.ep_attr.max_msg_size.min(srv_max);
     let sizes = sizes::test_sizes(o.size_sel(), max_msg).map_err(Failure::new)?;
-    let plan = Plan { iterations: o.iterations, warmup: o.warmup_iters(), depth: o.depth(), sizes };
+    // Duration mode: each size twice, a probe run and the measured one.
+    let duration = o.perftest.as_ref().and_then(|p| p.duration);
+    let sizes = if duration.is_some() { sizes.iter().flat_map(|&s| [s, s]).collect() } else { sizes };
+    let plan =
+        Plan { iterations: o.iterations, warmup: o.warmup_iters(), depth: o.depth(), sizes, probe: duration.is_some() };
 
     let cq_attr = |_: &Info| cq_attr(o);
     let (objs, peer) = common::client_connect(o, ctrl, info, &srv_addr, &cq_attr, &|me| plan.encode(me))?;
@@ -455,11 +625,28 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         dp.remote = Remote { addr, key };
         debug!(o, "CLIENT: the server's region is at {addr:#x}, key {key:#x}");
     }
-    let mut printer = Printer::new(o, "client", &prov, &plan);
+    // A connected endpoint knows its peer; a connectionless one talks to the
+    // address the server gave.
+    let remote = objs.ep.peer().unwrap_or(srv_addr).to_uri();
+    let mut printer = Printer::new(o, "client", &objs, Some(remote), &plan);
     let mut scratch = Vec::new();
+    let mut probe_time = Duration::ZERO;
     for (idx, &size) in plan.sizes.iter().enumerate() {
         dp.begin_size(idx as u64, size);
-        ctrl_send(ctrl, &format!("SYNC {idx} {size}"))?;
+        let report = !plan.is_probe(idx);
+        let iters = match duration {
+            Some(d) if report => {
+                let max = if o.test.measure == Measure::Lat { opts::MAX_ITERS_LAT } else { opts::MAX_ITERS };
+                let n = iterations_for(d, plan.iterations, probe_time, max);
+                debug!(o, "CLIENT: size {size}: {n} iterations fill {d:?} at the probe's pace");
+                ctrl_send(ctrl, &format!("SYNC {idx} {size} iters={n}"))?;
+                n
+            }
+            _ => {
+                ctrl_send(ctrl, &format!("SYNC {idx} {size}"))?;
+                plan.iterations
+            }
+        };
         let go = ctrl_expect(ctrl, "GO")?;
         let credits: u64 = field(&go, "credits")
             .and_then(|c| c.parse().ok())
@@ -468,19 +655,24 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         let send = o.test.verb == Verb::Send;
         match o.test.measure {
             Measure::Lat => {
-                let mut samples = Vec::with_capacity(plan.iterations as usize);
+                let mut samples = Vec::with_capacity(iters as usize);
                 // A send sample is a round trip, reported halved.
                 let divisor = if send {
-                    dp.lat_client(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                    dp.lat_client(ctrl, plan.warmup, iters, &mut samples)?;
                     2.0
                 } else {
                     dp.prepare_sends(size, 1);
-                    dp.rma_lat(ctrl, plan.warmup, plan.iterations, &mut samples)?;
+                    dp.rma_lat(ctrl, plan.warmup, iters, &mut samples)?;
                     1.0
                 };
                 finish_size(ctrl, true)?;
-                if let Some(st) = LatStats::from_nanos(&samples, divisor, &mut scratch) {
-                    printer.lat(size, plan.iterations, &st);
+                let stats = LatStats::from_nanos(&samples, divisor, &mut scratch);
+                // The pace of duration mode: the probe's typical operation (its
+                // first, cold ones would make the measured run short).
+                probe_time = stats
+                    .map_or(Duration::ZERO, |st| Duration::from_secs_f64(st.typical * divisor * iters as f64 / 1e6));
+                if let (true, Some(st)) = (report, stats) {
+                    printer.lat(size, iters, &st, divisor);
                 }
             }
             Measure::Bw => {
@@ -490,12 +682,18 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                     debug!(o, "CLIENT: size {size}: {n} {what} in flight at most (-t {})", plan.depth);
                 }
                 let (elapsed, best) = if send {
-                    dp.bw_client(ctrl, plan.warmup, plan.iterations, credits, plan.depth)?
+                    dp.bw_client(ctrl, plan.warmup, iters, credits, plan.depth)?
                 } else {
-                    dp.rma_bw(ctrl, plan.warmup, plan.iterations, plan.depth)?
+                    dp.rma_bw(ctrl, plan.warmup, iters, plan.depth)?
                 };
-                finish_size(ctrl, true)?;
-                printer.bw(size, plan.iterations, &BwStats::new(size, plan.iterations, elapsed, best));
+                probe_time = elapsed;
+                let stats = BwStats::new(size, iters, elapsed, best);
+                // The target of one-sided operations prints the client's results.
+                let extra = if send { String::new() } else { stats.encode() };
+                finish_size_with(ctrl, true, &extra)?;
+                if report {
+                    printer.bw(size, iters, &stats);
+                }
             }
         }
     }
@@ -1160,10 +1358,11 @@ impl<'a> DataPath<'a> {
 
     /// The passive side of one-sided operations: drive progress (the provider may
     /// serve the client's operations only when its queue is read) until the client
-    /// says DONE on the control connection. No completion is expected here; an
+    /// says DONE on the control connection (what follows DONE is returned). No
+    /// completion is expected here; an
     /// error completion, a shutdown or the end of the control connection ends the
     /// wait.
-    fn serve(&mut self, ctrl: &mut Ctrl) -> Res<()> {
+    fn serve(&mut self, ctrl: &mut Ctrl) -> Res<String> {
         let mut spins = 0u32;
         loop {
             if let Some(c) = self.next_completion()? {
@@ -1187,8 +1386,8 @@ impl<'a> DataPath<'a> {
             let msg = ctrl.try_recv().map_err(|e| Failure::new(format!("control connection: {e}")))?;
             let Some(msg) = msg else { continue };
             let msg = String::from_utf8_lossy(&msg);
-            if msg == "DONE" {
-                return Ok(());
+            if let Some(rest) = msg.strip_prefix("DONE") {
+                return Ok(rest.to_string());
             }
             if let Some(why) = msg.strip_prefix("ERR ") {
                 return Err(Failure::new(format!("the peer failed: {why}")));
@@ -1237,13 +1436,20 @@ mod tests {
 
     #[test]
     fn plan_round_trips() {
-        let p = Plan { iterations: 1000, warmup: 128, depth: 128, sizes: vec![0, 1, 64, 6 << 20] };
+        let p = Plan { iterations: 1000, warmup: 128, depth: 128, sizes: vec![0, 1, 64, 6 << 20], probe: false };
         let a = Address::parse("127.0.0.1:4000").unwrap();
         let (q, name) = Plan::decode(&p.encode(Some(&a))).unwrap();
         assert_eq!(q, p);
         assert_eq!(name.as_deref(), Some("fi_sockaddr_in://127.0.0.1:4000"));
-        let p = Plan { iterations: 1, warmup: 1, depth: 1, sizes: vec![2] };
+        let p = Plan { iterations: 1, warmup: 1, depth: 1, sizes: vec![2], probe: false };
         assert_eq!(Plan::decode(&p.encode(None)).unwrap(), (p, None));
+        // Duration mode: probe and measured runs in pairs.
+        let p = Plan { iterations: 100, warmup: 1, depth: 1, sizes: vec![2, 2], probe: true };
+        assert!(p.encode(None).contains(" probe=1 "));
+        assert_eq!(Plan::decode(&p.encode(None)).unwrap(), (p.clone(), None));
+        assert!(p.is_probe(0) && !p.is_probe(1));
+        assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes=2 probe=1 name=-").is_none());
+        assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes=2,2 probe=2 name=-").is_none());
         assert!(Plan::decode("PLAN iters=x").is_none());
         assert!(Plan::decode("PLAN iters=1 warmup=0 depth=1 sizes=2 name=-").is_none());
         assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes= name=-").is_none());
@@ -1253,6 +1459,19 @@ mod tests {
         assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes=1099511627776 name=-").is_none());
         let many = vec!["1"; 65].join(",");
         assert!(Plan::decode(&format!("PLAN iters=1 warmup=1 depth=1 sizes={many} name=-")).is_none());
+    }
+
+    #[test]
+    fn duration_mode_iterations() {
+        let ms = Duration::from_millis;
+        // 100 probe iterations in 10 ms: 10000 fill one second.
+        assert_eq!(iterations_for(ms(1000), 100, ms(10), 1_000_000), 10_000);
+        assert_eq!(iterations_for(ms(2500), 100, ms(10), 1_000_000), 25_000);
+        // Bounded by the limit, at least perftest's 5; a probe that took no
+        // time runs the limit.
+        assert_eq!(iterations_for(ms(1000), 100, ms(1), 50_000), 50_000);
+        assert_eq!(iterations_for(ms(1), 10, ms(1000), 1_000_000), 5);
+        assert_eq!(iterations_for(ms(1000), 10, Duration::ZERO, 77), 77);
     }
 
     #[test]

@@ -7,7 +7,6 @@ use crate::sizes::SizeSel;
 use fabric_core::EpType;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-#[cfg(test)]
 use std::time::Duration;
 
 /// The usage text.
@@ -155,6 +154,58 @@ pub struct PerfOpts {
     pub json: bool,
     /// `--warmup`: untimed iterations before each size; `None` for the default.
     pub warmup: Option<u64>,
+    /// perftest's banner, table and output options (the `fi_send_lat` family);
+    /// `None` for `fi_perf`'s own.
+    pub perftest: Option<PerftestStyle>,
+}
+
+/// What perftest's `--output` prints for each size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputLevel {
+    /// The banner and the table (no `--output`).
+    Full,
+    /// `--output=bandwidth`: the average bandwidth alone, as `%lf`.
+    Bandwidth,
+    /// `--output=message_rate`: the message rate alone (Mpps), as `%lf`.
+    MessageRate,
+    /// `--output=latency`: the average latency alone (usec), as `%lf`.
+    Latency,
+}
+
+/// How the perftest-style tools print: perftest's banner and table, shaped by the
+/// perftest options that change them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerftestStyle {
+    /// `--report_gbits`: bandwidth in Gbit/s (10^9 bits) instead of MB/s (2^20 bytes).
+    pub report_gbits: bool,
+    /// `--output`.
+    pub output: OutputLevel,
+    /// `-N`: no peak bandwidth (printed as 0.00, as perftest does).
+    pub no_peak: bool,
+    /// `-R`: connected (MSG) endpoints, shown as `rdma_cm QPs : ON`.
+    pub rdma_cm: bool,
+    /// `-Q`: shown as `CQ Moderation` (every operation completes here).
+    pub cq_mod: u32,
+    /// `-m`: shown as `Mtu`; `None` shows the endpoint's maximum message size.
+    pub mtu: Option<u32>,
+    /// `-D`: duration mode: each size runs as many iterations as a probe run's
+    /// pace fits in this time; latency reports its average and transactions per
+    /// second, bandwidth no peak.
+    pub duration: Option<Duration>,
+}
+
+impl Default for PerftestStyle {
+    fn default() -> PerftestStyle {
+        PerftestStyle {
+            report_gbits: false,
+            output: OutputLevel::Full,
+            no_peak: false,
+            rdma_cm: false,
+            cq_mod: 1,
+            mtu: None,
+            duration: None,
+        }
+    }
 }
 
 impl Deref for PerfOpts {
@@ -192,7 +243,8 @@ pub const MAX_DEPTH: usize = 16384;
 pub const MAX_SIZE: usize = 1 << 32;
 
 impl PerfOpts {
-    fn new(test: Test) -> PerfOpts {
+    /// `fi_perf`'s defaults for `test`.
+    pub fn new(test: Test) -> PerfOpts {
         PerfOpts {
             test,
             common: CommonOpts::new("fi_perf", EpType::Rdm, 1000),
@@ -201,6 +253,7 @@ impl PerfOpts {
             rx_depth: DEFAULT_RX_DEPTH,
             json: false,
             warmup: None,
+            perftest: None,
         }
     }
 

@@ -11,9 +11,29 @@ pub const RESULT_LINE: &str = "-------------------------------------------------
 /// perftest's header of bandwidth results (`RESULT_FMT`).
 pub const HEADER_BW: &str = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 
+/// perftest's header of bandwidth results with `--report_gbits` (`RESULT_FMT_G`).
+pub const HEADER_BW_G: &str = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+
+/// perftest's box a server prints while it waits for its client.
+pub const WAITING_BOX: &str = "\n************************************\n\
+                               * Waiting for client to connect... *\n\
+                               ************************************";
+
+/// perftest's `--report_gbits` unit: 10^9 bits per second, in bytes per second.
+pub const GBIT: f64 = 125_000_000.0;
+
 /// perftest's header of latency results (`RESULT_FMT_LAT`).
 pub const HEADER_LAT: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
                               t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+
+/// perftest's header of latency results in duration mode (`RESULT_FMT_LAT_DUR`).
+pub const HEADER_LAT_DUR: &str = " #bytes        #iterations       t_avg[usec]    tps average";
+
+/// A latency row of duration mode, as perftest's `REPORT_FMT_LAT_DUR`: the
+/// average latency and the transactions per second.
+pub fn lat_dur_row(size: usize, iterations: u64, avg: f64, tps: f64) -> String {
+    format!(" {size:<7}       {iterations}            {avg:<7.2}        {tps:<7.2}")
+}
 
 /// perftest's megabyte: bandwidth is reported in units of 2^20 bytes per second.
 pub const MB: f64 = 1_048_576.0;
@@ -100,6 +120,24 @@ impl BwStats {
         let rate = iterations as f64 / secs;
         let peak = if best_window_rate.is_finite() && best_window_rate > rate { best_window_rate } else { rate };
         BwStats { peak_mb: peak * size as f64 / MB, avg_mb: rate * size as f64 / MB, mpps: rate / 1e6 }
+    }
+}
+
+impl BwStats {
+    /// The figures as the client's `DONE` carries them to the target of its
+    /// one-sided operations: ` peak=<MB/s> avg=<MB/s> mpps=<Mpps>`.
+    pub fn encode(&self) -> String {
+        format!(" peak={} avg={} mpps={}", self.peak_mb, self.avg_mb, self.mpps)
+    }
+
+    /// [`BwStats::encode`]'s figures; `None` unless all three are there, finite
+    /// and not negative.
+    pub fn decode(msg: &str) -> Option<BwStats> {
+        let num = |k: &str| {
+            let v: f64 = msg.split(' ').find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))?.parse().ok()?;
+            (v.is_finite() && v >= 0.0).then_some(v)
+        };
+        Some(BwStats { peak_mb: num("peak")?, avg_mb: num("avg")?, mpps: num("mpps")? })
     }
 }
 
@@ -196,6 +234,95 @@ pub fn bw_row(size: usize, iterations: u64, s: &BwStats) -> String {
         " {size:<7}    {iterations:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
         s.peak_mb, s.avg_mb, s.mpps
     )
+}
+
+/// A bandwidth row as perftest prints small Gbit/s figures (`REPORT_FMT_EXT`,
+/// used with `--report_gbits` when the average is below 0.1).
+pub fn bw_row_ext(size: usize, iterations: u64, peak: f64, avg: f64, mpps: f64) -> String {
+    format!(" {size:<7}    {iterations}           {peak:<7.6}            {avg:<7.6}            {mpps:<7.6}")
+}
+
+/// The settings perftest's banner shows, in fabric's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerftestBanner {
+    /// The title: `Send Latency Test`, `RDMA_Write BW Test`, ...
+    pub title: String,
+    /// `Device`: the domain.
+    pub device: String,
+    /// `Transport type`: the provider.
+    pub transport: String,
+    /// `Connection type`: the endpoint type (`RDM`, `MSG`).
+    pub connection: String,
+    /// `TX depth`, shown by the client (latency tests: 1).
+    pub tx_depth: Option<usize>,
+    /// `RX depth`, shown by the server of send tests.
+    pub rx_depth: Option<usize>,
+    /// `CQ Moderation`, shown in bandwidth tests.
+    pub cq_mod: Option<u32>,
+    /// `Mtu` in bytes.
+    pub mtu: usize,
+    /// `Link type`: the fabric.
+    pub link: String,
+    /// `Max inline data` (send and write: the inject size) or `Outstand reads`
+    /// (read and atomic: operations in flight).
+    pub inline_or_outstanding: (bool, usize),
+    /// `rdma_cm QPs`: connected (MSG) endpoints, which the provider's
+    /// connection manager connects (`Data ex. method : rdma_cm`; the server says
+    /// it waits for the client's connection, as perftest's).
+    pub rdma_cm: bool,
+    /// The server's banner.
+    pub server: bool,
+}
+
+impl PerftestBanner {
+    /// The banner, as perftest's `ctx_print_test_info` prints it, without the
+    /// final newline.
+    pub fn render(&self) -> String {
+        let on = |b: bool| if b { "ON" } else { "OFF" };
+        let mut o = String::new();
+        let _ = writeln!(o, "{RESULT_LINE}");
+        let _ = writeln!(o, "                    {}", self.title);
+        let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {}", self.device);
+        let _ = writeln!(o, " Number of qps   : 1\t\tTransport type : {}", self.transport);
+        let _ = writeln!(o, " Connection type : {}\t\tUsing SRQ      : OFF", self.connection);
+        // Neither relaxed ordering nor the ibv_wr_* calls are asked for.
+        let _ = writeln!(o, " PCIe relax order: OFF");
+        let _ = writeln!(o, " ibv_wr* API     : OFF");
+        if let Some(d) = self.tx_depth {
+            let _ = writeln!(o, " TX depth        : {d}");
+        }
+        if let Some(d) = self.rx_depth {
+            let _ = writeln!(o, " RX depth        : {d}");
+        }
+        if let Some(q) = self.cq_mod {
+            let _ = writeln!(o, " CQ Moderation   : {q}");
+        }
+        let _ = writeln!(o, " Mtu             : {}[B]", self.mtu);
+        let _ = writeln!(o, " Link type       : {}", self.link);
+        match self.inline_or_outstanding {
+            (true, n) => {
+                let _ = writeln!(o, " Max inline data : {n}[B]");
+            }
+            (false, n) => {
+                let _ = writeln!(o, " Outstand reads  : {n}");
+            }
+        }
+        let _ = writeln!(o, " rdma_cm QPs\t : {}", on(self.rdma_cm));
+        let _ = writeln!(o, " Data ex. method : {}", if self.rdma_cm { "rdma_cm" } else { "Ethernet" });
+        if self.rdma_cm && self.server {
+            let _ = writeln!(o, "{RESULT_LINE}");
+            let _ = writeln!(o, " Waiting for client rdma_cm QP to connect");
+            let _ = writeln!(o, " Please run the same command with the IB/RoCE interface IP");
+        }
+        let _ = write!(o, "{RESULT_LINE}");
+        o
+    }
+}
+
+/// perftest's lines naming the two ends (`ctx_print_pingpong_data`), with fabric
+/// addresses for its LID, QPN and PSN, then the rule line.
+pub fn perftest_addresses(local: &str, remote: &str) -> String {
+    format!(" local address: {local}\n remote address: {remote}\n{RESULT_LINE}")
 }
 
 /// A latency row, as perftest's `REPORT_FMT_LAT`.
@@ -391,6 +518,79 @@ mod tests {
         assert!(b.starts_with(RESULT_LINE) && b.ends_with(RESULT_LINE), "{b}");
         assert!(b.contains("                    Send BW Test\n Provider        : tcp"), "{b}");
         assert!(b.contains("Endpoint       : rdm\n"), "{b}");
+    }
+
+    #[test]
+    fn perftest_banner_line_for_line() {
+        let b = PerftestBanner {
+            title: "Send BW Test".into(),
+            device: "lo".into(),
+            transport: "tcp".into(),
+            connection: "RDM".into(),
+            tx_depth: Some(128),
+            rx_depth: None,
+            cq_mod: Some(1),
+            mtu: 4096,
+            link: "127.0.0.0/8".into(),
+            inline_or_outstanding: (true, 8192),
+            rdma_cm: false,
+            server: false,
+        };
+        let want = [
+            RESULT_LINE,
+            "                    Send BW Test",
+            " Dual-port       : OFF\t\tDevice         : lo",
+            " Number of qps   : 1\t\tTransport type : tcp",
+            " Connection type : RDM\t\tUsing SRQ      : OFF",
+            " PCIe relax order: OFF",
+            " ibv_wr* API     : OFF",
+            " TX depth        : 128",
+            " CQ Moderation   : 1",
+            " Mtu             : 4096[B]",
+            " Link type       : 127.0.0.0/8",
+            " Max inline data : 8192[B]",
+            " rdma_cm QPs\t : OFF",
+            " Data ex. method : Ethernet",
+            RESULT_LINE,
+        ];
+        assert_eq!(b.render().lines().collect::<Vec<_>>(), want);
+        let b = PerftestBanner {
+            tx_depth: None,
+            rx_depth: Some(512),
+            cq_mod: None,
+            inline_or_outstanding: (false, 16),
+            rdma_cm: true,
+            server: true,
+            ..b
+        };
+        let r = b.render();
+        // perftest's server with -R (rdma_cm), line for line.
+        let tail = format!(
+            " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n{RESULT_LINE}\n Waiting for client rdma_cm QP to \
+             connect\n Please run the same command with the IB/RoCE interface IP\n{RESULT_LINE}"
+        );
+        assert!(r.ends_with(&tail), "{r}");
+        assert!(r.contains("\n RX depth        : 512\n Mtu "), "{r}");
+        assert!(r.contains("\n Outstand reads  : 16\n rdma_cm QPs\t : ON\n"), "{r}");
+        // perftest: " %-7lu       %lu            %-7.2f        %-7.2f"
+        assert_eq!(lat_dur_row(2, 23051, 65.114, 7679.51), " 2             23051            65.11          7679.51");
+        let st = BwStats { peak_mb: 0.0, avg_mb: 28.7, mpps: 0.000459 };
+        assert_eq!(BwStats::decode(&st.encode()), Some(st));
+        assert_eq!(BwStats::decode(" peak=1 avg=2"), None);
+        assert_eq!(BwStats::decode(" peak=1 avg=NaN mpps=1"), None);
+        assert_eq!(BwStats::decode(""), None);
+        assert!(!r.contains("TX depth") && !r.contains("CQ Moderation"), "{r}");
+        assert_eq!(perftest_addresses("a", "b"), format!(" local address: a\n remote address: b\n{RESULT_LINE}"));
+        assert_eq!(
+            WAITING_BOX.lines().collect::<Vec<_>>()[1..],
+            ["*".repeat(36), "* Waiting for client to connect... *".into(), "*".repeat(36)]
+        );
+        // perftest: " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf"
+        assert_eq!(
+            bw_row_ext(2, 1000, 0.05, 0.04, 1.5),
+            " 2          1000           0.050000            0.040000            1.500000"
+        );
+        assert_eq!(HEADER_BW_G.replace("Gb/sec", "MB/sec"), HEADER_BW);
     }
 
     #[test]

@@ -269,6 +269,37 @@ unset FI_VERBS_GID_IDX FI_LOG_LEVEL
 echo "VERBS-CI PASS"
 EOF
 
+# ---- perftest's command lines: Debian's perftest (ib_*, put in the guest by
+# run-guest.sh when installed) and fabric's fi_send_lat & co. run the same
+# command lines over Soft-RoCE through fi-tools/perftest-compare.sh, which
+# prints both tables and reads both with one perftest-style parser. The step
+# runs just before the final PASS line; without perftest, fabric's tools alone.
+mkdir -p "$stage/perftest"
+for t in send_lat send_bw write_lat write_bw read_lat read_bw atomic_lat atomic_bw; do
+    b=$(bin "$tools" "fi_$t")
+    [ -x "$b" ] || { echo "ci.sh: the build did not produce fi_$t" >&2; exit 1; }
+    cp "$b" "$stage/perftest/"
+done
+cp fi-tools/perftest-compare.sh "$stage/perftest/"
+cat > "$stage/perftest/step.sh" <<'EOF'
+step "perftest's command lines: Debian's perftest and fabric's fi_* tools over rxe0 (-R: rdma_cm, MSG endpoints)"
+if command -v ib_send_lat > /dev/null; then only=""; else echo "perftest is not installed: fabric's tools alone"; only=--only-ours; fi
+sh ./perftest/perftest-compare.sh $only --ours /opt/perftest --provider verbs --addr $addr --timeout 300 \
+    'send_lat -R -d rxe0 -n 1000' 'send_bw -R -d rxe0 -n 1000' 'write_lat -R -d rxe0 -n 1000' \
+    'write_bw -R -d rxe0 -n 1000' 'read_lat -R -d rxe0 -n 1000' 'read_bw -R -d rxe0 -n 1000' \
+    'atomic_lat -R -d rxe0 -n 1000' 'atomic_bw -R -d rxe0 -n 1000' 'send_lat -R -d rxe0 -a -n 100' \
+    'send_bw -R -d rxe0 -n 1000 --report_gbits' 'send_lat -R -d rxe0 -n 1000 --output=latency' \
+    'send_lat -R -d rxe0 -D 2' 'write_bw -R -d rxe0 -D 2' \
+    > perftest.txt 2>&1
+st=$?
+cat perftest.txt
+[ $st -eq 0 ] || die "perftest comparison"
+EOF
+awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./perftest/step.sh" } { print }' "$stage/test.sh" > "$stage/test.sh.new" &&
+    mv "$stage/test.sh.new" "$stage/test.sh"
+grep -q '^\. \./perftest/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the perftest step" >&2; exit 1; }
+# ---- end of perftest's command lines
+
 "$here/run-guest.sh" --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
     "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
-    "$stage/skips.sh" "$stage/capi"
+    "$stage/skips.sh" "$stage/capi" "$stage/perftest"

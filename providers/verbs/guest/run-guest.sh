@@ -205,6 +205,12 @@ add_cmd ibv_rc_pingpong
 add_cmd rping 1
 add_cmd rdma_server 1
 add_cmd rdma_client 1
+# ---- Debian's perftest (ib_send_lat & co.), when installed: ci.sh compares
+# fabric's fi_send_lat & co. with it (fi-tools/perftest-compare.sh).
+for t in send_lat send_bw write_lat write_bw read_lat read_bw atomic_lat atomic_bw; do
+    add_cmd "ib_$t" 1
+done
+# ---- end of perftest
 
 # libfabric's tools and, if libfabric has one, its dl provider directory.
 add_cmd fi_info

@@ -1,0 +1,11 @@
+//! `fi_send_bw`: perftest's `ib_send_bw` over any fabric provider, with its
+//! options and output. `fi_send_bw -h` lists the options.
+
+#![forbid(unsafe_code)]
+
+use fi_tools::fiperf::opts::{Measure, Test, Verb};
+
+fn main() {
+    let test = Test { verb: Verb::Send, measure: Measure::Bw };
+    std::process::exit(fi_tools::perftest::main_with_args(test, std::env::args().skip(1).collect()));
+}
