@@ -16,7 +16,12 @@
 #      libfabric's fi_pingpong is installed; emulation sets the absolute figures),
 #   5. the source GID of the QPs: the domain's by default, FI_VERBS_GID_IDX's when
 #      set, also where the connection manager would pick another (read back from
-#      the QP and logged at FI_LOG_LEVEL=info).
+#      the QP and logged at FI_LOG_LEVEL=info),
+#   6. Soft-iWARP: the guest also has siw0 (run-guest.sh --siw, the module
+#      built by build-siw.sh) on the same eth0; everything above is pinned to
+#      rxe0 (FI_VERBS_DEVICE_NAME), and fi_info must offer siw0 as an iWARP
+#      domain (FI_PROTO_IWARP, no remote CQ data). Data over siw does not pass
+#      yet (README.md, "Soft-iWARP") and is not run here.
 #
 # Usage: ci.sh [--timeout SECS] [--keep DIR]
 # Needs: rdma-core development packages and the guest's packages (README.md,
@@ -75,6 +80,9 @@ cat > "$stage/test.sh" <<'EOF'
 # Runs in the guest (busybox sh), in /opt.
 set -u
 addr=10.0.2.15
+# Two devices share eth0 (rxe0, siw0): the RoCE checks are pinned to rxe0, for
+# ours and for libfabric's verbs provider alike.
+export FI_VERBS_DEVICE_NAME=rxe0
 step() { echo; echo "==== $*"; }
 die() { echo "VERBS-CI FAIL: $*"; exit 1; }
 
@@ -84,6 +92,17 @@ cat info.txt
 grep -q FI_EP_MSG info.txt || die "fi_info lists no MSG endpoint"
 grep -q FI_EP_RDM info.txt || die "fi_info lists no RDM endpoint"
 ./fi_info -p verbs -t FI_EP_RDM -v | head -90
+
+step "fi_info -p verbs on siw0 (Soft-iWARP): an iWARP domain"
+FI_VERBS_DEVICE_NAME=siw0 FI_LOG_LEVEL=info ./fi_info -p verbs > iw-info.txt 2>&1 || { cat iw-info.txt; die "fi_info -p verbs on siw0"; }
+grep -v "excluded by hints" iw-info.txt
+grep -q "domain: siw0" iw-info.txt || die "fi_info offers no siw0 domain"
+grep -q FI_PROTO_IWARP iw-info.txt || die "siw0's MSG entry is not FI_PROTO_IWARP"
+grep -q FI_EP_RDM iw-info.txt || die "siw0 has no RDM entry"
+FI_VERBS_DEVICE_NAME=siw0 ./fi_info -p verbs -t FI_EP_MSG -v > iw-msg.txt 2>&1 || die "fi_info -v on siw0"
+grep -E "^    caps:|cq_data_size|protocol:" iw-msg.txt
+grep -q "cq_data_size: 0" iw-msg.txt || die "siw0 offers remote CQ data it has no immediate data for"
+grep "^    caps:" iw-msg.txt | grep -q FI_REMOTE_CQ_DATA && die "siw0's MSG caps include FI_REMOTE_CQ_DATA"
 
 # pp PROGRAM ENDPOINT ARGS...: server in the background, client to $addr.
 pp() {
@@ -300,6 +319,6 @@ awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./perftest/step.sh" } { print }' 
 grep -q '^\. \./perftest/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the perftest step" >&2; exit 1; }
 # ---- end of perftest's command lines
 
-"$here/run-guest.sh" --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
+"$here/run-guest.sh" --siw --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
     "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
     "$stage/skips.sh" "$stage/capi" "$stage/perftest"

@@ -3,7 +3,7 @@
 # (Soft-RoCE, rdma_rxe on top of a virtio-net eth0).
 #
 # Usage:
-#   run-guest.sh [--timeout SECS] [--smp N] [--mem MB] --script FILE
+#   run-guest.sh [--timeout SECS] [--smp N] [--mem MB] [--siw] --script FILE
 #                [--keep DIR] [FILE_OR_DIR...]
 #
 # The guest boots the newest /boot/vmlinuz-* kernel with an initramfs built
@@ -13,6 +13,8 @@
 # shared library ldd lists for all of them.  In the guest, /init sets up
 # rxe0 on eth0 (10.0.2.15), waits for PORT_ACTIVE, runs the script as
 # `sh /opt/test.sh` in /opt and prints one final line
+# (with --siw, also a Soft-iWARP device siw0 on the same eth0, its module
+# built by build-siw.sh, both ports active before the script starts)
 #   GUEST-RESULT: PASS         or   GUEST-RESULT: FAIL <status>
 # The console is streamed to stdout and to a log; this script exits 0 only
 # if the log holds GUEST-RESULT: PASS.
@@ -34,6 +36,7 @@ mem=2048
 script=""
 keep=""
 extras=()
+siw=0
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
         --mem) [ $# -ge 2 ] || usage; mem=$2; shift 2 ;;
         --script) [ $# -ge 2 ] || usage; script=$2; shift 2 ;;
         --keep) [ $# -ge 2 ] || usage; keep=$2; shift 2 ;;
+        --siw) siw=1; shift ;;
         -h|--help) usage ;;
         --) shift; extras+=("$@"); break ;;
         -*) die "unknown option $1" ;;
@@ -169,6 +173,25 @@ for m in "${modules[@]}"; do
         case "$path" in *.ko) ;; *) compressed=1 ;; esac
     done <<<"$deps"
 done
+# Soft-iWARP: Debian's kernel has no siw, so build-siw.sh builds it (cached)
+# and it goes under extra/ with its dependencies (ib_core, libcrc32c, ...).
+if [ "$siw" = 1 ]; then
+    siw_ko=$("$(dirname "$0")/build-siw.sh" "$kver") || die "cannot build siw.ko for $kver"
+    need depmod "install kmod"
+    modinfo_bin=$(PATH="$PATH:/usr/sbin:/sbin" command -v modinfo) || die "modinfo not found (install kmod)"
+    siw_deps=$("$modinfo_bin" -F depends "$siw_ko" | tr ',' ' ')
+    for m in $siw_deps; do
+        deps=$("$modprobe_bin" -S "$kver" --show-depends "$m") ||
+            die "modprobe --show-depends $m (needed by siw) failed for $kver"
+        while read -r kind path _; do
+            [ "$kind" = insmod ] || continue
+            add_file "$path"
+            case "$path" in *.ko) ;; *) compressed=1 ;; esac
+        done <<<"$deps"
+    done
+    add_file "$siw_ko" "$moddir/extra/siw.ko"
+    modules+=(siw)
+fi
 for f in "$moddir"/modules.*; do
     add_file "$f"
 done
@@ -183,6 +206,10 @@ if [ "$compressed" = 1 ]; then
             *.ko.zst) zstd -q -d --rm "$f" ;;
         esac
     done < <(find "$stage$moddir" -name '*.ko.*')
+fi
+# The index must name the modules this guest carries (siw.ko is not in the
+# host's): rebuild it for the subset whenever it differs from the host's.
+if [ "$compressed" = 1 ] || [ "$siw" = 1 ]; then
     depmod -b "$stage" "$kver"
 fi
 
@@ -199,6 +226,13 @@ for f in "${rxe_libs[@]}"; do
 done
 [ -e /etc/libibverbs.d/rxe.driver ] || die "/etc/libibverbs.d/rxe.driver missing (install ibverbs-providers)"
 add_file /etc/libibverbs.d/rxe.driver
+if [ "$siw" = 1 ]; then
+    siw_lib=$(ls /usr/lib/*/libibverbs/libsiw-rdmav*.so /usr/lib*/libibverbs/libsiw-rdmav*.so 2>/dev/null | head -n 1 || true)
+    [ -n "$siw_lib" ] || die "libsiw-rdmav*.so not found (install ibverbs-providers)"
+    add_file "$siw_lib"
+    [ -e /etc/libibverbs.d/siw.driver ] || die "/etc/libibverbs.d/siw.driver missing (install ibverbs-providers)"
+    add_file /etc/libibverbs.d/siw.driver
+fi
 add_cmd rdma
 add_cmd ibv_devinfo
 add_cmd ibv_rc_pingpong
@@ -297,6 +331,7 @@ echo guest >"$stage/etc/hostname"
 {
     echo '#!/bin/sh'
     printf 'MODULES="%s"\n' "${modules[*]}"
+    printf 'SIW=%s\n' "$siw"
     cat <<'EOF'
 # Guest init: bring up rxe0, run /opt/test.sh, report, power off.
 export PATH=/opt:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -330,18 +365,26 @@ ip link set lo up
 ip link set eth0 up || { ip link; result "FAIL setup:eth0"; }
 ip addr add 10.0.2.15/24 dev eth0
 rdma link add rxe0 type rxe netdev eth0 || { dmesg | tail -n 20; result "FAIL setup:rxe"; }
+devs=rxe0
+if [ "$SIW" = 1 ]; then
+    rdma link add siw0 type siw netdev eth0 || { dmesg | tail -n 20; result "FAIL setup:siw"; }
+    devs="rxe0 siw0"
+fi
 
-# Bounded wait for the port to become active.
-i=0
-until ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE; do
-    i=$((i + 1))
-    if [ "$i" -gt 60 ]; then
-        ibv_devinfo; rdma link; dmesg | tail -n 20
-        result "FAIL setup:port-not-active"
-    fi
-    sleep 1
+# Bounded wait for the ports to become active.
+for d in $devs; do
+    i=0
+    until ibv_devinfo -d "$d" 2>/dev/null | grep -q PORT_ACTIVE; do
+        i=$((i + 1))
+        if [ "$i" -gt 60 ]; then
+            ibv_devinfo; rdma link; dmesg | tail -n 20
+            result "FAIL setup:port-not-active-$d"
+        fi
+        sleep 1
+    done
+    echo "guest: $d PORT_ACTIVE after $(cut -d' ' -f1 /proc/uptime) s"
 done
-echo "guest: rxe0 PORT_ACTIVE after $(cut -d' ' -f1 /proc/uptime) s; running /opt/test.sh"
+echo "guest: running /opt/test.sh"
 
 cd /opt
 sh /opt/test.sh

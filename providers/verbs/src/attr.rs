@@ -87,8 +87,11 @@ pub(crate) struct Port {
     pub max_mr: u32,
     /// Whether the device does atomics (`atomic_cap` is not `IBV_ATOMIC_NONE`).
     pub atomics: bool,
-    /// Whether the port is InfiniBand (else Ethernet: RoCE).
+    /// Whether the port is InfiniBand (else Ethernet: RoCE or iWARP).
     pub infiniband: bool,
+    /// Whether the device is iWARP (`FI_PROTO_IWARP`; no immediate data, so no
+    /// remote CQ data on MSG endpoints).
+    pub iwarp: bool,
     /// Most receives a shared receive queue holds (0: the device has none).
     pub max_srq_wr: u32,
     /// RDMA reads and atomics a QP answers at once (`max_qp_rd_atom`, at most
@@ -222,6 +225,65 @@ pub(crate) fn choose_gid(
         .ok_or_else(|| "has no IPoIB interface with an IP address".to_string())
 }
 
+/// The GID and interface of an iWARP port. An iWARP GID holds no IP address:
+/// it is the MAC of the device's network interface padded with zeros (siw,
+/// cxgb4, irdma), so the interface is the one whose MAC (`macs`: name and
+/// hardware address, from `/sys/class/net/*/address`) GID 0 begins with, and
+/// its best address (the first of `ifaces`) is the port's. `gid_idx` is the
+/// `FI_VERBS_GID_IDX` override (the GID used for the fabric name only).
+///
+/// `Err` completes the sentence "`<dev> port <n>` ...", for the log.
+pub(crate) fn choose_iwarp(
+    gids: &[GidEntry],
+    ifaces: &[Iface],
+    macs: &[(String, [u8; 6])],
+    gid_idx: Option<u32>,
+) -> std::result::Result<(GidEntry, Iface), String> {
+    let i = gid_idx.unwrap_or(0);
+    let g = gids.iter().find(|g| g.index == i).copied().ok_or_else(|| match gid_idx {
+        Some(_) => format!("has no GID at index {i} (FI_VERBS_GID_IDX)"),
+        None => "has no GID at index 0".to_string(),
+    })?;
+    let g0 = gids.iter().find(|g| g.index == 0).ok_or_else(|| "has no GID at index 0".to_string())?;
+    let mac: [u8; 6] = g0.gid[..6].try_into().expect("six bytes");
+    let names: Vec<&str> = macs.iter().filter(|(_, m)| *m == mac).map(|(n, _)| n.as_str()).collect();
+    if names.is_empty() {
+        return Err(format!("has GID 0 with MAC {} of no network interface", mac_str(&mac)));
+    }
+    ifaces
+        .iter()
+        .find(|f| names.contains(&f.name.as_str()))
+        .map(|f| (g, f.clone()))
+        .ok_or_else(|| format!("is on {} which has no IP address", names.join(", ")))
+}
+
+/// A MAC address as `aa:bb:cc:dd:ee:ff`.
+fn mac_str(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// Every network interface's hardware address of six bytes, from
+/// `/sys/class/net/<name>/address`.
+fn interface_macs() -> Vec<(String, [u8; 6])> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+            let bytes: Vec<u8> = text
+                .trim()
+                .split(':')
+                .map(|h| u8::from_str_radix(h, 16))
+                .collect::<std::result::Result<_, _>>()
+                .ok()?;
+            let mac: [u8; 6] = bytes.try_into().ok()?;
+            Some((name, mac))
+        })
+        .collect()
+}
+
 /// The network interfaces of an InfiniBand port, from
 /// `/sys/class/infiniband/<dev>/device/net/*` (those whose `dev_port` names
 /// another port left out).
@@ -299,6 +361,8 @@ fn discover() -> std::result::Result<Discovery, String> {
             }
         };
         let mut max_inline: Option<usize> = None;
+        let iwarp = ctx.iwarp();
+        let macs = if iwarp { interface_macs() } else { Vec::new() };
         for port in 1..=da.phys_port_cnt {
             let mut skip = |why: String| d.skipped.push((dev.clone(), format!("{dev} port {port} {why}")));
             let pa = match ctx.query_port(port) {
@@ -320,7 +384,12 @@ fn discover() -> std::result::Result<Discovery, String> {
             };
             let gids: Vec<GidEntry> = (0..limit(pa.gid_tbl_len)).filter_map(|gi| ctx.gid(port, gi)).collect();
             let netdevs = if link_layer == ibv::LINK_LAYER_INFINIBAND { ib_netdevs(&dev, port) } else { Vec::new() };
-            let (g, ifc) = match choose_gid(link_layer, &gids, &ifaces, &netdevs, cfg.gid_idx) {
+            let chosen = if iwarp {
+                choose_iwarp(&gids, &ifaces, &macs, cfg.gid_idx)
+            } else {
+                choose_gid(link_layer, &gids, &ifaces, &netdevs, cfg.gid_idx)
+            };
+            let (g, ifc) = match chosen {
                 Ok(x) => x,
                 Err(why) => {
                     gid_refusals.push(format!("{dev} port {port} {why}"));
@@ -363,7 +432,8 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_cq: limit(da.max_cq),
                 max_mr: limit(da.max_mr),
                 atomics: da.atomic_cap != rdma_sys::ibv_atomic_cap::IBV_ATOMIC_NONE,
-                infiniband: link_layer == ibv::LINK_LAYER_INFINIBAND,
+                infiniband: !iwarp && link_layer == ibv::LINK_LAYER_INFINIBAND,
+                iwarp,
                 max_srq_wr: if da.max_srq > 0 { limit(da.max_srq_wr) } else { 0 },
                 max_rd_atomic: rd_atomic(da.max_qp_rd_atom),
                 max_init_rd_atomic: rd_atomic(da.max_qp_init_rd_atom),
@@ -474,8 +544,9 @@ pub(crate) fn port_of(info: &Info) -> Result<Port> {
     })
 }
 
-/// The capabilities of a MSG endpoint (native RC).
-fn msg_caps(atomics: bool) -> Caps {
+/// The capabilities of a MSG endpoint (native RC; remote CQ data only where the
+/// device has immediate data, which iWARP lacks).
+fn msg_caps(atomics: bool, iwarp: bool) -> Caps {
     let caps = Caps::MSG
         | Caps::RMA
         | Caps::READ
@@ -487,6 +558,7 @@ fn msg_caps(atomics: bool) -> Caps {
         | Caps::REMOTE_CQ_DATA
         | Caps::LOCAL_COMM
         | Caps::REMOTE_COMM;
+    let caps = if iwarp { caps - Caps::REMOTE_CQ_DATA } else { caps };
     if atomics {
         caps | Caps::ATOMIC
     } else {
@@ -495,9 +567,10 @@ fn msg_caps(atomics: bool) -> Caps {
 }
 
 /// The capabilities of an RDM endpoint (atomics emulated where the device has
-/// none; no `FI_RMA_EVENT`: native RDMA does not tell the target).
-fn rdm_caps() -> Caps {
-    Caps::MSG
+/// none; no `FI_RMA_EVENT`: native RDMA does not tell the target; no remote CQ
+/// data on iWARP, which has no write with immediate data).
+fn rdm_caps(iwarp: bool) -> Caps {
+    let caps = Caps::MSG
         | Caps::TAGGED
         | Caps::RMA
         | Caps::ATOMIC
@@ -512,14 +585,19 @@ fn rdm_caps() -> Caps {
         | Caps::DIRECTED_RECV
         | Caps::SOURCE
         | Caps::LOCAL_COMM
-        | Caps::REMOTE_COMM
+        | Caps::REMOTE_COMM;
+    if iwarp {
+        caps - Caps::REMOTE_CQ_DATA
+    } else {
+        caps
+    }
 }
 
 /// The entry offered on one port for one endpoint type (`FI_EP_MSG` or
 /// `FI_EP_RDM`).
 pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
     let rdm = ep_type == EpType::Rdm;
-    let caps = if rdm { rdm_caps() } else { msg_caps(p.atomics) };
+    let caps = if rdm { rdm_caps(p.iwarp) } else { msg_caps(p.atomics, p.iwarp) };
     let order = MsgOrder::SAS;
     let queue = p.max_qp_wr.min(QUEUE_SIZE) as usize;
     let iov_limit = if rdm { IOV_LIMIT } else { (p.max_sge as usize).min(IOV_LIMIT) };
@@ -554,7 +632,11 @@ pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
         },
         ep_attr: EpAttr {
             ep_type,
-            protocol: if rdm { Protocol::Rxm } else { Protocol::RdmaCmIbRc },
+            protocol: match (rdm, p.iwarp) {
+                (true, _) => Protocol::Rxm,
+                (false, true) => Protocol::Iwarp,
+                (false, false) => Protocol::RdmaCmIbRc,
+            },
             protocol_version: if rdm { u32::from(fabric_util::wire::WIRE_VERSION) } else { 1 },
             max_msg_size: if rdm { p.max_msg.min(RDM_MAX_MSG) } else { p.max_msg },
             msg_prefix_size: 0,
@@ -575,7 +657,7 @@ pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
             av_type: AvType::Unspec,
             mr_mode: MrMode::PROV_KEY | MrMode::VIRT_ADDR,
             mr_key_size: 4,
-            cq_data_size: 4,
+            cq_data_size: if p.iwarp { 0 } else { 4 },
             cq_cnt: p.max_cq as usize,
             ep_cnt: p.max_qp as usize,
             tx_ctx_cnt: ctx_cnt,
@@ -734,6 +816,7 @@ mod tests {
             max_mr: 1 << 20,
             atomics: false,
             infiniband: false,
+            iwarp: false,
             max_srq_wr: 16384,
             max_rd_atomic: 16,
             max_init_rd_atomic: 16,
@@ -822,6 +905,48 @@ mod tests {
         assert_eq!(rd_atomic(128), RD_ATOMIC_MAX);
         assert_eq!(rd_atomic(0), 0);
         assert_eq!(rd_atomic(-1), 0);
+    }
+
+    #[test]
+    fn iwarp_finds_the_interface_by_the_mac_in_gid_0() {
+        // Soft-iWARP's GID 0: the netdev's MAC, then zeros; its type reads as IB.
+        let mac = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+        let mut raw = [0u8; 16];
+        raw[..6].copy_from_slice(&mac);
+        let g0 = GidEntry { index: 0, gid: raw, gid_type: GID_TYPE_IB, ndev_ifindex: 0 };
+        let eth0 =
+            Iface { name: "eth0".into(), addr: "10.0.2.15".parse().unwrap(), prefix: 24, loopback: false, index: 2 };
+        let ifaces = vec![eth("10.0.0.5", 3), eth0.clone()];
+        let macs = vec![("eth1".to_string(), [2, 0, 0, 0, 0, 1]), ("eth0".to_string(), mac)];
+        assert_eq!(choose_iwarp(&[g0], &ifaces, &macs, None).unwrap(), (g0, eth0.clone()));
+        // The RoCE rule finds nothing in such a table: the reason siw was skipped.
+        assert!(choose_gid(ibv::LINK_LAYER_ETHERNET, &[g0], &ifaces, &[], None).is_err());
+        let e = choose_iwarp(&[g0], &ifaces, &macs[..1], None).unwrap_err();
+        assert_eq!(e, "has GID 0 with MAC 52:54:00:12:34:56 of no network interface");
+        let e = choose_iwarp(&[g0], &ifaces[..1], &macs, None).unwrap_err();
+        assert_eq!(e, "is on eth0 which has no IP address");
+        assert_eq!(choose_iwarp(&[], &ifaces, &macs, None).unwrap_err(), "has no GID at index 0");
+        let e = choose_iwarp(&[g0], &ifaces, &macs, Some(2)).unwrap_err();
+        assert_eq!(e, "has no GID at index 2 (FI_VERBS_GID_IDX)");
+    }
+
+    #[test]
+    fn iwarp_offers_no_remote_cq_data() {
+        let p = Port { dev: "siw0".into(), iwarp: true, ..port("siw0", 1, "10.0.2.15") };
+        let m = base_info(&p, EpType::Msg);
+        assert_eq!(m.ep_attr.protocol, Protocol::Iwarp);
+        assert!(!m.caps.contains(Caps::REMOTE_CQ_DATA));
+        assert!(m.caps.contains(Caps::MSG | Caps::RMA | Caps::READ | Caps::WRITE));
+        assert_eq!(m.domain_attr.cq_data_size, 0);
+        let r = base_info(&p, EpType::Rdm);
+        assert_eq!(r.ep_attr.protocol, Protocol::Rxm);
+        assert!(!r.caps.contains(Caps::REMOTE_CQ_DATA));
+        // Atomics stay: RDM emulates them where the device has none.
+        assert!(r.caps.contains(Caps::ATOMIC | Caps::TAGGED));
+        assert_eq!(r.domain_attr.cq_data_size, 0);
+        let roce = base_info(&Port { iwarp: false, ..p }, EpType::Msg);
+        assert!(roce.caps.contains(Caps::REMOTE_CQ_DATA));
+        assert_eq!((roce.ep_attr.protocol, roce.domain_attr.cq_data_size), (Protocol::RdmaCmIbRc, 4));
     }
 
     #[test]
@@ -926,7 +1051,7 @@ mod tests {
         assert_eq!((m.tx_attr.size, m.tx_attr.iov_limit, m.rx_attr.iov_limit), (256, 2, 2));
         let r = base_info(&p, EpType::Rdm);
         assert_eq!(r.ep_attr.protocol, Protocol::Rxm);
-        assert!(r.caps.contains(rdm_caps()));
+        assert!(r.caps.contains(rdm_caps(false)));
         assert!(!r.caps.contains(Caps::RMA_EVENT));
         assert_eq!((r.tx_attr.inject_size, r.ep_attr.max_msg_size), (RDM_INJECT, RDM_MAX_MSG));
         assert_eq!(r.ep_attr.mem_tag_format, fabric_core::info::TAG_GENERIC);

@@ -158,7 +158,7 @@ impl VerbsEp {
             initiator_depth: port.max_init_rd_atomic.min(offered.1),
         };
         let c = g.conns.get(cid).ok_or(Error::NotConn)?;
-        c.id.ready(&want, port.infiniband).map_err(|e| {
+        c.id.ready(&want, port.infiniband, port.iwarp).map_err(|e| {
             fi_log!(
                 Level::Warn,
                 NAME,

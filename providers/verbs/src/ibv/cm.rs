@@ -368,9 +368,10 @@ impl CmId {
     /// changed by `path`; on iWARP the connection manager does this itself and
     /// nothing happens. Called on the passive side before [`CmId::accept`], on the
     /// active side when the connect response arrives (before
-    /// [`CmId::establish`]).
-    pub(crate) fn ready(&self, path: &QpPath, infiniband: bool) -> io::Result<()> {
-        if self.iwarp() {
+    /// [`CmId::establish`]). `iwarp`: the port is iWARP (discovery's word; the
+    /// identifier's own device is also asked, but a request's may not say it).
+    pub(crate) fn ready(&self, path: &QpPath, infiniband: bool, iwarp: bool) -> io::Result<()> {
+        if iwarp || self.iwarp() {
             return Ok(());
         }
         // INIT again: now that the connection exists, the connection manager

@@ -181,6 +181,16 @@ impl Context {
         device_name(unsafe { (*self.ctx).device })
     }
 
+    /// Whether the device is iWARP (`IBV_TRANSPORT_IWARP`: Soft-iWARP, cxgb4,
+    /// irdma in iWARP mode), whose GIDs encode no IP address.
+    pub(crate) fn iwarp(&self) -> bool {
+        // SAFETY: a live context points at its live device.
+        unsafe {
+            let d = (*self.ctx).device;
+            !d.is_null() && (*d).transport_type == sys::ibv_transport_type::IBV_TRANSPORT_IWARP
+        }
+    }
+
     /// `ibv_query_device`.
     pub(crate) fn query_device(&self) -> io::Result<sys::ibv_device_attr> {
         // SAFETY: ibv_device_attr is plain data; zeroed is a valid value and the
