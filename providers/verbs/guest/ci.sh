@@ -17,7 +17,9 @@
 #   5. the source GID of the QPs: the domain's by default, FI_VERBS_GID_IDX's when
 #      set, also where the connection manager would pick another (read back from
 #      the QP and logged at FI_LOG_LEVEL=info),
-#   6. Soft-iWARP: the guest also has siw0 (run-guest.sh --siw, the module
+#   6. the async echo server (examples/async_echo: one tokio task, four client
+#      processes) over verbs,
+#   7. Soft-iWARP: the guest also has siw0 (run-guest.sh --siw, the module
 #      built by build-siw.sh) on the same eth0; everything above is pinned to
 #      rxe0 (FI_VERBS_DEVICE_NAME), and fi_info must offer siw0 as an iWARP
 #      domain (FI_PROTO_IWARP, no remote CQ data). Data over siw does not pass
@@ -50,6 +52,7 @@ tools=$(fi-tools/built.sh build -j2 --release -p fi-tools --features verbs)
 # and the check below refuses a library that does not use libibverbs.
 touch fabric/capi/src/lib.rs
 capi=$(fi-tools/built.sh build -j2 --release -p fabric-capi --features verbs)
+ex=$(fi-tools/built.sh build -j2 --release -p fabric-examples --features verbs --bin async_echo)
 tests=$(fi-tools/built.sh test -j2 --release -p fabric --features verbs --test conformance --test no_alloc \
     --test auto_teardown --no-run)
 bin() { printf '%s\n' "$1" | awk -v n="$2" '$1 == n { p = $2 } END { print p }'; }
@@ -73,6 +76,9 @@ cp "$conf" "$stage/conformance"
 cp "$noalloc" "$stage/no_alloc"
 cp "$teardown" "$stage/auto_teardown"
 cp fabric/testkit/skips.sh "$stage/"
+async_echo=$(bin "$ex" async_echo)
+[ -x "$async_echo" ] || { echo "ci.sh: the build did not produce async_echo" >&2; exit 1; }
+cp "$async_echo" examples/async_echo_check.sh "$stage/"
 mkdir -p "$stage/capi"
 cp "$libfabric" "$stage/capi/"
 
@@ -152,6 +158,9 @@ st=$?
 grep -E "^test |skipped|panicked|^test result" td.txt
 [ $st -eq 0 ] || { cat td.txt | tail -40; die "teardown under automatic progress"; }
 grep -q "^test result: ok. 1 passed" td.txt || die "the teardown test did not run"
+
+step "async_echo over verbs: one tokio task serving 4 client processes (examples/async_echo_check.sh)"
+sh ./async_echo_check.sh ./async_echo verbs 4 300 || die "async_echo over verbs"
 
 step "conformance suite on verbs, RDM connections with their own buffers (FI_VERBS_USE_SRQ=0)"
 export FABRIC_SKIP_LOG=/opt/skips-conf-nosrq.txt
@@ -321,4 +330,4 @@ grep -q '^\. \./perftest/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot ad
 
 "$here/run-guest.sh" --siw --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
     "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
-    "$stage/skips.sh" "$stage/capi" "$stage/perftest"
+    "$stage/skips.sh" "$stage/capi" "$stage/perftest" "$stage/async_echo" "$stage/async_echo_check.sh"
