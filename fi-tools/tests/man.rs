@@ -54,6 +54,27 @@ fn read(p: &Path) -> String {
     fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// The page a `.so` stub names (`.so man1/fi_send_lat.1`, relative to the
+/// manual's root, as man(1) resolves it), or `None` for a page of its own.
+fn so_target(src: &str) -> Option<PathBuf> {
+    let first = src.lines().find(|l| !l.starts_with(".\\\"") && !l.trim().is_empty())?;
+    first.strip_prefix(".so ").map(|t| man_dir().join(t.trim()))
+}
+
+/// The page itself, or the one its `.so` stub names (which must exist).
+fn resolved(p: &Path) -> (PathBuf, String) {
+    let src = read(p);
+    match so_target(&src) {
+        Some(t) => {
+            assert!(t.is_file(), "{}: .so names {}, which does not exist", p.display(), t.display());
+            let tsrc = read(&t);
+            assert!(so_target(&tsrc).is_none(), "{}: a stub naming a stub ({})", p.display(), t.display());
+            (t, tsrc)
+        }
+        None => (p.to_path_buf(), src),
+    }
+}
+
 /// A page's source as text: comments dropped, the escapes the pages use for
 /// hyphens and fonts undone (`\-` is `-`, `\fB` nothing), so an option or a
 /// variable is found as it is typed.
@@ -149,7 +170,9 @@ fn every_page_renders_without_warnings() {
     let pages = all_pages();
     assert!(pages.len() >= 9, "pages found: {pages:?}");
     for p in pages {
-        let o = man().args(["--warnings", "-E", "UTF-8", "-l"]).arg(&p).output().expect("run man");
+        // From the manual's root, where a stub's `.so man1/...` resolves.
+        let o =
+            man().current_dir(man_dir()).args(["--warnings", "-E", "UTF-8", "-l"]).arg(&p).output().expect("run man");
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
             o.status.success() && o.stderr.is_empty() && out.contains("NAME") && out.contains("SEE ALSO"),
@@ -165,7 +188,22 @@ fn every_page_is_titled_after_its_file() {
     for p in all_pages() {
         let name = p.file_name().expect("a name").to_string_lossy().into_owned();
         let (stem, section) = name.rsplit_once('.').expect("a section suffix");
-        let src = read(&p);
+        let raw = read(&p);
+        if so_target(&raw).is_some() {
+            // A stub: its page is another's, which names this one in NAME.
+            let (target, src) = resolved(&p);
+            // NAME's text up to its " - ": the names the page is for.
+            let plain = plain(&src);
+            let after = plain.split(".SH NAME").nth(1).unwrap_or_default();
+            let names = after.split(" - ").next().unwrap_or_default();
+            assert!(
+                names.split([',', ' ', '\n']).any(|w| w == stem),
+                "{name}: {} does not name {stem} in its NAME section",
+                target.display()
+            );
+            continue;
+        }
+        let src = raw;
         let th = src.lines().find(|l| l.starts_with(".TH ")).unwrap_or_else(|| panic!("{name}: no .TH line"));
         let words: Vec<&str> = th.split_whitespace().collect();
         assert_eq!(
@@ -173,8 +211,17 @@ fn every_page_is_titled_after_its_file() {
             (Some(stem.to_string()), Some(section)),
             "{name}: {th}"
         );
-        let name_line = plain(&src).lines().skip_while(|l| *l != ".SH NAME").nth(1).unwrap_or_default().to_string();
-        assert!(name_line.starts_with(&format!("{stem} - ")), "{name}: NAME line {name_line:?}");
+        // NAME: "stem - what it is", or "stem, other, ... - what they are"
+        // (a page several tools share, each other name a `.so` stub).
+        let plain = plain(&src);
+        let section_text = plain.split(".SH NAME\n").nth(1).unwrap_or_default();
+        let names = section_text.split(" - ").next().unwrap_or_default();
+        let first = names.split([',', ' ', '\n']).next().unwrap_or_default();
+        assert!(
+            first == stem && section_text.contains(" - ") && !names.contains(".SH"),
+            "{name}: NAME section {:?}",
+            section_text.lines().take(3).collect::<Vec<_>>()
+        );
     }
 }
 
@@ -224,8 +271,8 @@ fn every_help_option_is_on_its_page() {
         let o = Command::new(&exe).arg("--help").output().unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
         let help = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(o.status.success() && help.contains("sage"), "{tool} --help: {}", text(&o));
-        let page = man_dir().join(format!("man1/{tool}.1"));
-        let src = plain(&read(&page));
+        let (page, src) = resolved(&man_dir().join(format!("man1/{tool}.1")));
+        let src = plain(&src);
         let missing: Vec<String> = help_options(&help).into_iter().filter(|opt| !has_word(&src, opt)).collect();
         assert!(
             missing.is_empty(),
