@@ -13,8 +13,9 @@
 # shared library ldd lists for all of them.  In the guest, /init sets up
 # rxe0 on eth0 (10.0.2.15), waits for PORT_ACTIVE, runs the script as
 # `sh /opt/test.sh` in /opt and prints one final line
-# (with --siw, also a Soft-iWARP device siw0 on the same eth0, its module
-# built by build-siw.sh, both ports active before the script starts)
+# (with --siw, also a Soft-iWARP device siw0 on a dummy interface siw-eth,
+# 10.0.3.15, its module built by build-siw.sh, both ports active before the
+# script starts)
 #   GUEST-RESULT: PASS         or   GUEST-RESULT: FAIL <status>
 # The console is streamed to stdout and to a log; this script exits 0 only
 # if the log holds GUEST-RESULT: PASS.
@@ -163,6 +164,9 @@ add_file "$busybox"
 
 # Kernel modules with their dependencies, in load order, and the indexes.
 modules=(virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs rdma_ucm)
+# siw0 gets an interface of its own (a dummy one): rdma_cm picks a connection's
+# device by its address, so siw0 beside rxe0 on eth0 would never be used.
+if [ "$siw" = 1 ]; then modules+=(dummy); fi
 compressed=0
 for m in "${modules[@]}"; do
     deps=$("$modprobe_bin" -S "$kver" --show-depends "$m") ||
@@ -367,7 +371,12 @@ ip addr add 10.0.2.15/24 dev eth0
 rdma link add rxe0 type rxe netdev eth0 || { dmesg | tail -n 20; result "FAIL setup:rxe"; }
 devs=rxe0
 if [ "$SIW" = 1 ]; then
-    rdma link add siw0 type siw netdev eth0 || { dmesg | tail -n 20; result "FAIL setup:siw"; }
+    # Its own interface and address: the connection manager chooses a
+    # connection's device by address, and for 10.0.2.15 (eth0) it takes rxe0.
+    ip link add siw-eth type dummy || { ip link; result "FAIL setup:dummy"; }
+    ip link set siw-eth up
+    ip addr add 10.0.3.15/24 dev siw-eth
+    rdma link add siw0 type siw netdev siw-eth || { dmesg | tail -n 20; result "FAIL setup:siw"; }
     devs="rxe0 siw0"
 fi
 

@@ -71,6 +71,14 @@ impl VerbsEp {
             }
             return;
         };
+        fi_log!(
+            Level::Debug,
+            NAME,
+            "ep_ctrl",
+            "{} on connection {cid} (status {})",
+            ibv::cm_event_str(ev.kind),
+            ev.status
+        );
         match ev.kind {
             RDMA_CM_EVENT_ADDR_RESOLVED => {
                 let r = g.conns.get(cid).map(|c| c.id.resolve_route(RESOLVE_MS));

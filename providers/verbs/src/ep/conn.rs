@@ -156,6 +156,22 @@ impl VerbsEp {
             sge: (IOV_LIMIT + 1).min(self.domain.port.max_sge.max(1) as usize) as u32,
             inline: self.inline_max as u32,
         };
+        // The connection manager picks a connection's device by address: where
+        // two devices share one (rxe and siw on one interface), it may pick
+        // another than the domain's, whose QP it could not drive.
+        let dev = g.conns.get(cid).ok_or(Error::NotConn)?.id.device_name();
+        if let Some(dev) = dev.filter(|d| *d != self.domain.port.dev) {
+            fi_log!(
+                Level::Warn,
+                NAME,
+                "ep_ctrl",
+                "the connection manager chose device {dev} for {}, not this domain's {}: \
+                 two RDMA devices share the address (give each its own)",
+                self.domain.port.iface.addr,
+                self.domain.port.dev
+            );
+            return Err(Error::AddrNotAvail);
+        }
         let srq = self.srx.as_ref().map(|x| &x.srq);
         let pool = if srq.is_some() { None } else { Some(Pool::new(&self.domain, NRX)?) };
         let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
@@ -323,7 +339,13 @@ impl VerbsEp {
         // copied by the post).
         let r = unsafe { c.id.post_send(&mut wr) };
         if let Err(e) = r {
-            fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_send failed: {e}");
+            fi_log!(
+                Level::Warn,
+                NAME,
+                "ep_data",
+                "ibv_post_send failed: {e} (QP state {})",
+                c.id.qp_state().map_or_else(|| "unknown".to_string(), |s| s.to_string())
+            );
             if let Some(c) = g.conns.get_mut(cid) {
                 c.sq_used -= 1;
             }

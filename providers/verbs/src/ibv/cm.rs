@@ -290,6 +290,21 @@ impl CmId {
         }
     }
 
+    /// The name of the device the connection manager bound the identifier to
+    /// (by its address), if it has bound one.
+    pub(crate) fn device_name(&self) -> Option<String> {
+        // SAFETY: a live identifier; `verbs` and its `device` are live while the
+        // identifier is, and a device's name is a NUL-terminated array.
+        unsafe {
+            let v = (*self.id).verbs;
+            if v.is_null() || (*v).device.is_null() {
+                return None;
+            }
+            let name = std::ffi::CStr::from_ptr((*(*v).device).name.as_ptr());
+            Some(name.to_string_lossy().into_owned())
+        }
+    }
+
     /// Move the QP to `state` with the attributes the connection manager gives for
     /// it, changed by `edit` (which may also change the mask).
     fn transition(&self, state: u32, edit: impl FnOnce(&mut sys::ibv_qp_attr, &mut i32)) -> io::Result<()> {
@@ -425,6 +440,21 @@ impl CmId {
             responder_resources: a.max_dest_rd_atomic,
             initiator_depth: a.max_rd_atomic,
         })
+    }
+
+    /// The QP's state (`IBV_QPS_*`), if it has one and the device answers.
+    pub(crate) fn qp_state(&self) -> Option<u32> {
+        if self.qp.is_null() {
+            return None;
+        }
+        // SAFETY: plain data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        let mask = sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32;
+        // SAFETY: our live QP; valid out-parameters.
+        check(unsafe { sys::ibv_query_qp(self.qp, &mut a, mask, &mut init) }).ok()?;
+        Some(a.qp_state)
     }
 
     /// What the peer's connection request offered, from our side:
