@@ -77,6 +77,8 @@ pub(crate) struct Port {
     pub max_qp_wr: u32,
     /// Most scatter-gather entries of a work request.
     pub max_sge: u32,
+    /// Most local scatter-gather entries of an RDMA READ (siw: 1).
+    pub max_sge_rd: u32,
     /// Most entries of a completion queue.
     pub max_cqe: u32,
     /// Most queue pairs of the device.
@@ -427,6 +429,7 @@ fn discover() -> std::result::Result<Discovery, String> {
                 max_msg: pa.max_msg_sz as usize,
                 max_qp_wr: limit(da.max_qp_wr),
                 max_sge: limit(da.max_sge),
+                max_sge_rd: limit(da.max_sge_rd),
                 max_cqe: limit(da.max_cqe),
                 max_qp: limit(da.max_qp),
                 max_cq: limit(da.max_cq),
@@ -810,6 +813,7 @@ mod tests {
             max_msg: 1 << 31,
             max_qp_wr: 16384,
             max_sge: 32,
+            max_sge_rd: 30,
             max_cqe: 65536,
             max_qp: 4096,
             max_cq: 8192,

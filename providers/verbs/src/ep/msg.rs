@@ -22,8 +22,20 @@ pub(super) struct FetchIn {
 }
 
 impl VerbsEp {
+    /// The most pieces an operation may have: the endpoint's `iov_limit`
+    /// (receive side when `rx`), never above what the engine takes; an entry
+    /// that leaves it 0 takes the engine's.
+    pub(super) fn iov_limit(&self, rx: bool) -> usize {
+        let l = if rx { self.info.rx_attr.iov_limit } else { self.info.tx_attr.iov_limit };
+        if l == 0 {
+            IOV_LIMIT
+        } else {
+            l.min(IOV_LIMIT)
+        }
+    }
+
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
-        if op.iov.len() > IOV_LIMIT {
+        if op.iov.len() > self.iov_limit(false) {
             return Err(Error::Inval);
         }
         let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
@@ -61,6 +73,9 @@ impl VerbsEp {
     }
 
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        if op.iov.len() > self.iov_limit(true) {
+            return Err(Error::Inval);
+        }
         let mut g = self.lock();
         let g = &mut *g;
         g.b.check_recv(g.enabled && !g.closed)?;

@@ -112,7 +112,7 @@ impl VerbsEp {
                 if err.is_none() {
                     self.native_atomic_result(g, op);
                 }
-                Self::finish_op(g, op, err);
+                Self::part_done(g, op, err);
             }
             WrKind::RndvRead { fetch } => self.fetch_step(g, fetch, err),
         }

@@ -6,7 +6,6 @@
 use super::conn::{Post, Sges, WrKind};
 use super::*;
 use fabric_core::{Caps, CqEntry};
-use fabric_util::rx::IOV_LIMIT;
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 
@@ -21,6 +20,10 @@ pub(super) struct TxOp {
     /// Posted with `FI_COMPLETION` ([`Bindings::tx_done`]).
     comp: bool,
     err: Option<(Error, i32)>,
+    /// Work requests of this operation not yet completed: more than one where
+    /// its pieces exceed what one request may carry (an RDMA READ on siw
+    /// takes one local piece); it ends when the last completes.
+    pub(super) parts: u32,
     /// Where an atomic's prior values go.
     pub(super) result: [IoVec; 1],
     /// A native atomic's result (or an injected write's data) is in this
@@ -42,6 +45,7 @@ impl TxOp {
             context,
             flags,
             len,
+            parts: 1,
             silent,
             comp,
             err: None,
@@ -77,6 +81,17 @@ impl VerbsEp {
         }
     }
 
+    /// One work request of operation `opid` completed (with `err`): the
+    /// operation ends with its last, with the first error any of them had.
+    pub(super) fn part_done(g: &mut Inner, opid: u64, err: Option<(Error, i32)>) {
+        let Some(op) = g.ops.get_mut(opid) else { return };
+        op.err = op.err.or(err);
+        op.parts = op.parts.saturating_sub(1);
+        if op.parts == 0 {
+            Self::finish_op(g, opid, None);
+        }
+    }
+
     /// Copy a native atomic's prior value from its bounce slot to the result.
     pub(super) fn native_atomic_result(&self, g: &mut Inner, opid: u64) {
         let Some(op) = g.ops.get(opid) else { return };
@@ -90,7 +105,7 @@ impl VerbsEp {
     }
 
     pub(super) fn rma_common(&self, op: &RmaOp<'_>, flags: OpFlags, inject: Option<&[u8]>, read: bool) -> Result<()> {
-        if op.iov.len() > IOV_LIMIT || op.rma.len() != 1 {
+        if op.iov.len() > self.iov_limit(false) || op.rma.len() != 1 {
             return Err(Error::Inval);
         }
         let len = inject.map_or_else(|| IoVec::total(op.iov), |d| d.len());
@@ -139,19 +154,44 @@ impl VerbsEp {
         } else {
             (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, None)
         };
-        let post = Post {
-            opcode,
-            sges,
-            inline,
-            raddr: op.rma[0].addr,
-            rkey: op.rma[0].key as u32,
-            imm,
-            compare_add: 0,
-            swap: 0,
-            _owned: owned,
-        };
+        // Local pieces per request: the QP's send SGEs, and for a READ also
+        // the device's read limit (siw: one).
+        let qp_sge = g.conns.get(cid).map_or(1, |c| c.caps.sge.max(1)) as usize;
+        let per_wr = if read { qp_sge.min(self.domain.port.max_sge_rd.max(1) as usize) } else { qp_sge };
+        let (raddr, rkey) = (op.rma[0].addr, op.rma[0].key as u32);
+        if inline || sges.n <= per_wr {
+            let post = Post { opcode, sges, inline, raddr, rkey, imm, compare_add: 0, swap: 0, _owned: owned };
+            let opid = g.ops.insert(txop);
+            self.submit(g, cid, WrKind::Rma { op: opid }, post);
+            return Ok(());
+        }
+        // Several requests, each taking the next `per_wr` pieces at the next
+        // remote offset; on one connection they complete in order, and the
+        // immediate data (if any) goes with the last, after all the data.
+        let chunks = sges.v[..sges.n].chunks(per_wr);
+        txop.parts = chunks.len() as u32;
+        let last = chunks.len() - 1;
         let opid = g.ops.insert(txop);
-        self.submit(g, cid, WrKind::Rma { op: opid }, post);
+        let mut off = 0u64;
+        for (i, chunk) in sges.v[..sges.n].chunks(per_wr).enumerate() {
+            let mut part = Sges::none();
+            for s in chunk {
+                part.push(*s)?;
+            }
+            let post = Post {
+                opcode,
+                sges: part,
+                inline: false,
+                raddr: raddr + off,
+                rkey,
+                imm: if i == last { imm } else { None },
+                compare_add: 0,
+                swap: 0,
+                _owned: Vec::new(),
+            };
+            off += chunk.iter().map(|s| s.length as u64).sum::<u64>();
+            self.submit(g, cid, WrKind::Rma { op: opid }, post);
+        }
         Ok(())
     }
 }
