@@ -116,12 +116,26 @@ struct RxSlot {
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
+///
+/// The payload is copied here, in our own memory: a message queued so does not
+/// complete until its entry (and bounce buffer) is in the peer's segment, where the
+/// peer finds it even after we closed or exited. `done` names that operation
+/// ([`OpKind::Eager`]), completed by [`ShmEp::flush_backlog`] once the entry is out
+/// (and failed if it never gets out).
 enum Pending {
     /// A complete entry.
-    Entry([u8; ENTRY_PAYLOAD]),
-    /// An entry whose payload goes in a bounce buffer (already copied here: the
-    /// operation completed when it was queued).
-    Bounce(Entry, Vec<u8>),
+    Entry { entry: [u8; ENTRY_PAYLOAD], done: Option<u64> },
+    /// An entry whose payload goes in a bounce buffer.
+    Bounce { entry: Entry, payload: Vec<u8>, done: Option<u64> },
+}
+
+impl Pending {
+    /// The operation that completes when this entry is out.
+    fn done(&self) -> Option<u64> {
+        match self {
+            Pending::Entry { done, .. } | Pending::Bounce { done, .. } => *done,
+        }
+    }
 }
 
 struct Peer {
@@ -145,7 +159,12 @@ struct Peer {
 /// What a transmit operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
+    /// A large message (completes on the receiver's `Ack`).
     Send,
+    /// An inline or bounce-buffer message queued behind a full ring (or busy bounce
+    /// buffers): its payload is copied in the queue ([`Pending`]); it completes once
+    /// it is in the peer's ring, and no answer of the peer refers to it.
+    Eager,
     Write,
     Read,
     Atomic,
@@ -414,6 +433,10 @@ impl ShmEp {
     fn close_locked(&self, g: &mut Inner) {
         if g.closed {
             return;
+        }
+        // Queued messages that fit now go out (and complete); the rest fail below.
+        if !g.backlog.is_empty() {
+            self.flush_backlog(g);
         }
         for opid in g.ops.ids(|_| true) {
             self.fail_op(g, opid, Error::Canceled);

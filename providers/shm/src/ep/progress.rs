@@ -324,12 +324,18 @@ impl ShmEp {
     }
 
     /// A new sender in slot `i` of our segment: who is it? Its peer, with the
-    /// receiving end of the slot's ring, or `None` while the slot is not active.
+    /// receiving end of the slot's ring, or `None` while its claimer still sets the
+    /// slot up.
+    ///
+    /// A slot already closed is taken too: its sender may have sent, seen its sends
+    /// complete and closed (or exited) before we first looked; its ring and identity
+    /// were set up before it became active, and what it sent is ours to deliver. (The
+    /// caller then drains the ring and releases the slot.)
     #[cold]
     #[inline(never)]
     fn attach_rx(&self, g: &mut Inner, i: usize) -> Option<PeerId> {
         let s = self.seg.slot(i);
-        if s.state() != segment::SLOT_ACTIVE {
+        if !matches!(s.state(), segment::SLOT_ACTIVE | segment::SLOT_CLOSED) {
             return None;
         }
         let name = s.peer_name()?;
@@ -496,7 +502,11 @@ impl ShmEp {
                 self.run_rx_actions(g);
             }
             Kind::Cts => {
-                let op = g.ops.get_mut(e.id).filter(|o| o.peer == peer).ok_or("clear to send for no operation")?;
+                let op = g
+                    .ops
+                    .get_mut(e.id)
+                    .filter(|o| o.peer == peer && o.kind != OpKind::Eager)
+                    .ok_or("clear to send for no operation")?;
                 if op.sent.is_none() {
                     op.sent = Some(0);
                     g.streams.push_back(e.id);
@@ -504,7 +514,7 @@ impl ShmEp {
                 }
             }
             Kind::Ack => {
-                if g.ops.get_mut(e.id).is_some_and(|o| o.peer == peer) {
+                if g.ops.get_mut(e.id).is_some_and(|o| o.peer == peer && o.kind != OpKind::Eager) {
                     self.finish_op(g, e.id, e.aux);
                 }
             }
