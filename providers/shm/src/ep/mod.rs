@@ -7,8 +7,12 @@
 //! per active peer and no system call.
 //!
 //! Payloads: up to [`INLINE_MAX`] bytes inline in the entry; up to
-//! [`BOUNCE_SIZE`] in one of the sender's bounce buffers (these sends complete at
-//! once: the data is copied); larger, the sender lists its pieces and the receiver
+//! [`BOUNCE_SIZE`] in one of the sender's bounce buffers. These sends complete
+//! once the entry is in the peer's ring: at once, or, when the ring is full or no
+//! bounce buffer is free, when progress moves them there from the queue that
+//! holds a copy meanwhile ([`Pending`]; an inject is refused with `Again`
+//! instead), so that a completed send reaches the peer even if we close or exit
+//! right after. Larger, the sender lists its pieces and the receiver
 //! copies them across address spaces once matched (`process_vm_readv`), then
 //! acknowledges, which completes the send. Without cross-memory attach the
 //! receiver answers `Cts` and the sender streams bounce-buffer chunks. RMA works

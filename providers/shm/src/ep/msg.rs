@@ -108,6 +108,7 @@ impl ShmEp {
     /// completions, retry).
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn queue_inline(
         &self,
         g: &mut Inner,
