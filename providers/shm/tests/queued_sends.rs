@@ -4,10 +4,10 @@
 //! A sender whose messages find the receiver's ring full (inline messages) or the
 //! bounce buffers of its slot busy (bounce-buffer messages) keeps them in a queue of
 //! its own memory: those sends do not complete until the queue moves into the ring,
-//! an inject is refused with `Again` meanwhile, and closing the sender fails them
-//! (`Canceled`), while every message whose send completed reaches the receiver.
-//! Two endpoints of one process, each in its own domain; the receiver only makes
-//! progress when the test says so.
+//! and closing the sender fails them (`Canceled`), while every message whose send
+//! completed reaches the receiver. An inject (no completion to delay) is queued too;
+//! closing waits for the receiver to take it. Two endpoints of one process, each in
+//! its own domain; the receiver only makes progress when the test says so.
 
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, Op};
 use fabric_core::{AvAttr, BindFlags, Caps, CqAttr, CqEntry, EpType, Error, FiAddr, Hints, OpFlags};
@@ -113,15 +113,19 @@ fn queued_sends_complete_once_in_the_receivers_ring() {
         let (ok, failed) = drain(&a);
         assert_eq!(ok, (0..fits as u64).collect::<Vec<_>>(), "{size} B: sends completed before the receiver looked");
         assert!(failed.is_empty(), "{size} B: {failed:?}");
-        // An inject cannot wait for room: refused.
+        // An inject queues behind them (and has no completion).
         let small = [7u8; 8];
-        assert_eq!(a.ep.inject(&small, &op(&[], ab, 999), OpFlags::TAGGED), Err(Error::Again), "{size} B");
+        a.ep.inject(&small, &op(&[], ab, 999), OpFlags::TAGGED).expect("inject");
         // The receiver takes everything; the sender's queue follows as room frees.
         let mut bufs: Vec<Vec<u8>> = (0..msgs.len()).map(|_| vec![0u8; size + 8]).collect();
         post_all(&b, &mut bufs);
+        let mut last = [0u8; 8];
+        let iov = [IoVec { base: last.as_mut_ptr(), len: last.len() }];
+        // SAFETY: `last` outlives the receive: its completion is read below.
+        unsafe { b.ep.post_recv(&op(&iov, FiAddr::UNSPEC, 999), OpFlags::TAGGED) }.expect("post_recv");
         let (mut got, mut sent) = (Vec::new(), ok);
         let deadline = Instant::now() + LIMIT;
-        while got.len() < msgs.len() || sent.len() < msgs.len() {
+        while got.len() <= msgs.len() || sent.len() < msgs.len() {
             assert!(Instant::now() < deadline, "{size} B: {} received, {} sends completed", got.len(), sent.len());
             let (r, rf) = drain(&b);
             let (s, sf) = drain(&a);
@@ -130,12 +134,12 @@ fn queued_sends_complete_once_in_the_receivers_ring() {
             sent.extend(s);
         }
         assert_eq!(sent, (0..msgs.len() as u64).collect::<Vec<_>>(), "{size} B: sends, in order");
-        assert_eq!(got, (0..msgs.len() as u64).collect::<Vec<_>>(), "{size} B: receives, in order");
+        let want: Vec<u64> = (0..msgs.len() as u64).chain([999]).collect();
+        assert_eq!(got, want, "{size} B: receives, in order, the inject last");
         for (i, (buf, m)) in bufs.iter().zip(&msgs).enumerate() {
             assert_eq!(&buf[..size], &m[..], "{size} B: message {i}");
         }
-        // With room again, an inject goes.
-        a.ep.inject(&small, &op(&[], ab, 999), OpFlags::TAGGED).expect("inject");
+        assert_eq!(last, small, "{size} B: the injected message");
         a.ep.close().expect("close a");
         b.ep.close().expect("close b");
     }
@@ -176,6 +180,44 @@ fn close_fails_queued_sends_and_completed_ones_arrive() {
         let (r, rf) = drain(&b);
         assert!(r.is_empty() && rf.is_empty(), "{size} B: more than was sent: {r:?} {rf:?}");
         // Closing cancels the receives nothing matched (their buffers are ours again).
+        b.ep.close().expect("close b");
+    }
+}
+
+#[test]
+fn close_waits_for_queued_injects() {
+    for (size, fits) in cases() {
+        let (a, b) = (node(), node());
+        let ab = a.av.insert(&[b.ep.getname().expect("name")]).expect("insert")[0];
+        let msgs: Vec<Vec<u8>> = (0..fits + EXTRA).map(|i| payload(i, size)).collect();
+        for (i, m) in msgs.iter().enumerate() {
+            a.ep.inject(m, &op(&[], ab, i as u64), OpFlags::TAGGED).expect("inject");
+        }
+        let mut bufs: Vec<Vec<u8>> = (0..msgs.len()).map(|_| vec![0u8; size + 8]).collect();
+        std::thread::scope(|s| {
+            let receiver = s.spawn(|| {
+                // The receiver starts late: the sender is closing by then.
+                std::thread::sleep(Duration::from_millis(20));
+                post_all(&b, &mut bufs);
+                let mut got = Vec::new();
+                let deadline = Instant::now() + LIMIT;
+                while got.len() < msgs.len() && Instant::now() < deadline {
+                    let (r, rf) = drain(&b);
+                    assert!(rf.is_empty(), "{size} B: {rf:?}");
+                    got.extend(r);
+                }
+                got
+            });
+            // Closing waits for the receiver to take what is still queued.
+            a.ep.close().expect("close a");
+            let got = receiver.join().expect("the receiver");
+            assert_eq!(got, (0..msgs.len() as u64).collect::<Vec<_>>(), "{size} B: every inject arrives, in order");
+        });
+        for (i, (buf, m)) in bufs.iter().zip(&msgs).enumerate() {
+            assert_eq!(&buf[..size], &m[..], "{size} B: message {i}");
+        }
+        let (ok, failed) = drain(&a);
+        assert!(ok.is_empty() && failed.is_empty(), "{size} B: injects complete nothing: {ok:?} {failed:?}");
         b.ep.close().expect("close b");
     }
 }

@@ -3,7 +3,7 @@
 //! (or queueing them while the ring is full), waking it, and noticing that it died or
 //! closed.
 
-use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, TxPath};
+use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, Then, TxPath};
 use crate::attr::SCHEME;
 use crate::proto::{Entry, Mode};
 use crate::ring::{Producer, ENTRY_PAYLOAD};
@@ -227,7 +227,7 @@ impl ShmEp {
         if let Some(f) = fill.take() {
             f(&mut b);
         }
-        p.queue.push_back(Pending::Entry { entry: b, done: None });
+        p.queue.push_back(Pending::Entry { entry: b, then: Then::Nothing });
         g.backlog.push_back(id);
         self.note_work();
     }
@@ -296,7 +296,7 @@ impl ShmEp {
         }
         if !Self::bounce_now(g, id, e, src, len) {
             let payload = Self::copy_payload(g, src, len);
-            self.queue(g, id, Pending::Bounce { entry: e, payload, done: None });
+            self.queue(g, id, Pending::Bounce { entry: e, payload, then: Then::Nothing });
         }
     }
 

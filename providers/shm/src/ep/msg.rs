@@ -3,7 +3,7 @@
 //! address spaces, or asked for as chunks).
 
 use super::cocopy::COCOPY_MIN;
-use super::{local_pieces, InStream, Inner, OpKind, PeerId, Pending, Rts, ShmEp, TxOp, NULL_IOV};
+use super::{local_pieces, InStream, Inner, OpKind, PeerId, Pending, Rts, ShmEp, Then, TxOp, NULL_IOV};
 use crate::attr::IOV_LIMIT;
 use crate::proto::{self, flags, Entry, Kind, Mode, INLINE_MAX};
 use crate::ring::ENTRY_PAYLOAD;
@@ -104,8 +104,7 @@ impl ShmEp {
     /// [`send_common`](Self::send_common) for an inline message (`entry`) that
     /// could not go into the peer's ring now: queue it. A queued send completes only
     /// once its entry is in the peer's ring ([`OpKind::Eager`]); an inject, which
-    /// has no completion to wait for, is refused with [`Error::Again`] instead (read
-    /// completions, retry).
+    /// has no completion to delay, is counted now ([`Then::Inject`]).
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -119,12 +118,13 @@ impl ShmEp {
         entry: [u8; ENTRY_PAYLOAD],
         len: usize,
     ) -> Result<()> {
-        if inject {
-            return Err(Error::Again);
-        }
         let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
-        let opid = Self::eager_op(g, id, op.context, cq_flags, len, flags);
-        self.queue(g, id, Pending::Entry { entry, done: Some(opid) });
+        let then =
+            if inject { Then::Inject } else { Then::Complete(Self::eager_op(g, id, op.context, cq_flags, len, flags)) };
+        self.queue(g, id, Pending::Entry { entry, then });
+        if inject {
+            self.send_done(g, op.context, cq_flags, len, flags, true);
+        }
         Ok(())
     }
 
@@ -184,15 +184,20 @@ impl ShmEp {
         let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         if len <= BOUNCE_SIZE && !dc {
             // Complete only once the payload is in the peer's segment (as for
-            // inline messages: see `send_inline_slow`).
+            // inline messages: see `queue_inline`).
             if Self::bounce_now(g, id, e, iov, len) {
                 self.send_done(g, op.context, cq_flags, len, flags, inject);
-            } else if inject {
-                return Err(Error::Again);
             } else {
                 let payload = Self::copy_payload(g, iov, len);
-                let opid = Self::eager_op(g, id, op.context, cq_flags, len, flags);
-                self.queue(g, id, Pending::Bounce { entry: e, payload, done: Some(opid) });
+                let then = if inject {
+                    Then::Inject
+                } else {
+                    Then::Complete(Self::eager_op(g, id, op.context, cq_flags, len, flags))
+                };
+                self.queue(g, id, Pending::Bounce { entry: e, payload, then });
+                if inject {
+                    self.send_done(g, op.context, cq_flags, len, flags, true);
+                }
             }
             return Ok(());
         }
