@@ -227,16 +227,14 @@ impl ShmEp {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
             self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
         }
-        if more {
+        // A sender that closed: it may have published entries after our last look at
+        // its ring, so `poll_entries` drains it once more, then releases the slot.
+        if more || s.state() == segment::SLOT_CLOSED {
             return self.poll_entries(g, i, n > 0);
         }
         // Ring entries were freed: wake the sender if it sleeps waiting for them.
         if n > 0 && s.take_sender_waits() {
             self.wake_sender(g, pid);
-        }
-        // A sender that closed: its ring is drained, the slot can go.
-        if s.state() == segment::SLOT_CLOSED {
-            self.release_rx(g, pid, i);
         }
     }
 
@@ -252,6 +250,11 @@ impl ShmEp {
             },
         };
         let s = self.seg.slot(i);
+        // Read before draining: a sender stores SLOT_CLOSED (Release) after publishing
+        // its last entry, so once we see it (Acquire) the drain below sees every entry,
+        // and the slot can go after it. (Seen after the drain, it may follow an entry
+        // published after our last look: the next poll drains and releases.)
+        let closed = s.state() == segment::SLOT_CLOSED;
         let mut consumed = consumed;
         loop {
             let at = match &g.by_slot[i] {
@@ -283,7 +286,7 @@ impl ShmEp {
             self.wake_sender(g, pid);
         }
         // A sender that closed: its ring is drained, the slot can go.
-        if s.state() == segment::SLOT_CLOSED {
+        if closed {
             self.release_rx(g, pid, i);
         }
     }
