@@ -3,7 +3,7 @@
 //! (or queueing them while the ring is full), waking it, and noticing that it died or
 //! closed.
 
-use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, TxPath};
+use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, Then, TxPath};
 use crate::attr::SCHEME;
 use crate::proto::{Entry, Mode};
 use crate::ring::{Producer, ENTRY_PAYLOAD};
@@ -227,7 +227,38 @@ impl ShmEp {
         if let Some(f) = fill.take() {
             f(&mut b);
         }
-        p.queue.push_back(Pending::Entry(b));
+        p.queue.push_back(Pending::Entry { entry: b, then: Then::Nothing });
+        g.backlog.push_back(id);
+        self.note_work();
+    }
+
+    /// Put a whole entry on the ring of a peer we have a path to, if that can be done
+    /// now: nothing queued to it, and room. Whether it was.
+    #[inline(never)]
+    pub(super) fn push_now(g: &mut Inner, id: PeerId, entry: &[u8; ENTRY_PAYLOAD]) -> bool {
+        let Some(p) = Self::peer(g, id) else { return false };
+        if !p.queue.is_empty() {
+            return false;
+        }
+        let Some(t) = p.tx.as_mut() else { return false };
+        if !t.prod.try_push(|slot| *slot = *entry) {
+            return false;
+        }
+        Self::wake_tx(t, &p.name);
+        true
+    }
+
+    /// Queue an entry to a peer, behind what waits already, for
+    /// [`flush_backlog`](Self::flush_backlog). Its operation fails when the peer is
+    /// gone.
+    pub(super) fn queue(&self, g: &mut Inner, id: PeerId, item: Pending) {
+        let Some(p) = Self::peer(g, id) else {
+            if let Some(op) = item.done() {
+                self.fail_op(g, op, Error::ConnReset);
+            }
+            return;
+        };
+        p.queue.push_back(item);
         g.backlog.push_back(id);
         self.note_work();
     }
@@ -257,43 +288,53 @@ impl ShmEp {
     }
 
     /// Send a payload that fits a bounce buffer: now if a buffer and an entry are
-    /// free, else queued with a copy. Either way the caller may complete at once.
-    pub(super) fn send_bounce(&self, g: &mut Inner, id: PeerId, mut e: Entry, src: &[IoVec], len: usize) {
+    /// free, else queued with a copy (for operations that complete on the peer's
+    /// answer: RMA writes, atomics and their answers).
+    pub(super) fn send_bounce(&self, g: &mut Inner, id: PeerId, e: Entry, src: &[IoVec], len: usize) {
         if self.ensure_tx(g, id).is_err() {
             return;
         }
-        let pool = g.pool.pop();
-        let Some(p) = Self::peer(g, id) else { return };
-        if p.queue.is_empty() {
-            if let Some(t) = p.tx.as_mut() {
-                if t.prod.has_room() {
-                    if let Some(bi) = t.alloc_bounce() {
-                        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and
-                        // is ours until the receiver frees it; the pieces are valid
-                        // for reads under the post contract.
-                        unsafe { gather(src, 0, t.bounce_ptr(bi), len) };
-                        e.mode = Mode::Bounce;
-                        e.aux = bi as u32;
-                        e.len = len as u64;
-                        let pushed = t.prod.try_push(|b| e.encode(b));
-                        debug_assert!(pushed, "room was checked under the lock");
-                        Self::wake(p);
-                        if let Some(v) = pool {
-                            g.pool.push(v);
-                        }
-                        return;
-                    }
-                }
-            }
+        if !Self::bounce_now(g, id, e, src, len) {
+            let payload = Self::copy_payload(g, src, len);
+            self.queue(g, id, Pending::Bounce { entry: e, payload, then: Then::Nothing });
         }
-        let mut v = pool.unwrap_or_default();
+    }
+
+    /// Send a payload that fits a bounce buffer to a peer we have a path to, if that
+    /// can be done now: nothing queued to it, a free ring entry and a free bounce
+    /// buffer. Whether it was.
+    pub(super) fn bounce_now(g: &mut Inner, id: PeerId, mut e: Entry, src: &[IoVec], len: usize) -> bool {
+        let Some(p) = Self::peer(g, id) else { return false };
+        if !p.queue.is_empty() {
+            return false;
+        }
+        let Some(t) = p.tx.as_mut() else { return false };
+        if !t.prod.has_room() {
+            return false;
+        }
+        let Some(bi) = t.alloc_bounce() else { return false };
+        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and is ours until
+        // the receiver frees it; the pieces are valid for reads under the post
+        // contract.
+        unsafe { gather(src, 0, t.bounce_ptr(bi), len) };
+        e.mode = Mode::Bounce;
+        e.aux = bi as u32;
+        e.len = len as u64;
+        let pushed = t.prod.try_push(|b| e.encode(b));
+        debug_assert!(pushed, "room was checked under the lock");
+        Self::wake(p);
+        true
+    }
+
+    /// A copy of `len` bytes of `src`, for a queue (in a recycled buffer when one is
+    /// left).
+    pub(super) fn copy_payload(g: &mut Inner, src: &[IoVec], len: usize) -> Vec<u8> {
+        let mut v = g.pool.pop().unwrap_or_default();
         v.clear();
         v.resize(len, 0);
         // SAFETY: `v` holds `len` bytes; the pieces are valid for reads.
         unsafe { gather(src, 0, v.as_mut_ptr(), len) };
-        p.queue.push_back(Pending::Bounce(e, v));
-        g.backlog.push_back(id);
-        self.note_work();
+        v
     }
 
     /// Move queued entries of peers onto their rings, as room allows.
@@ -303,16 +344,21 @@ impl ShmEp {
             n -= 1;
             let Some(id) = g.backlog.pop_front() else { break };
             let mut freed = Vec::new();
+            // Operations whose entries went out (or, without a path, failed).
+            let mut out = Vec::new();
             let Some(p) = Self::peer(g, id) else { continue };
             let Some(t) = p.tx.as_mut() else {
-                p.queue.clear();
+                out.extend(p.queue.drain(..).filter_map(|q| q.done()));
+                for op in out {
+                    self.fail_op(g, op, Error::ConnReset);
+                }
                 continue;
             };
             let mut moved = false;
             while let Some(item) = p.queue.front_mut() {
                 let ok = match item {
-                    Pending::Entry(b) => t.prod.try_push(|slot| *slot = *b),
-                    Pending::Bounce(e, v) => {
+                    Pending::Entry { entry, .. } => t.prod.try_push(|slot| *slot = *entry),
+                    Pending::Bounce { entry: e, payload: v, .. } => {
                         if !t.prod.has_room() {
                             false
                         } else if let Some(bi) = t.alloc_bounce() {
@@ -333,8 +379,10 @@ impl ShmEp {
                     break;
                 }
                 moved = true;
-                if let Some(Pending::Bounce(_, v)) = p.queue.pop_front() {
-                    freed.push(v);
+                let item = p.queue.pop_front();
+                out.extend(item.as_ref().and_then(Pending::done));
+                if let Some(Pending::Bounce { payload, .. }) = item {
+                    freed.push(payload);
                 }
             }
             if moved {
@@ -349,6 +397,10 @@ impl ShmEp {
             if again {
                 g.backlog.push_back(id);
                 self.note_work();
+            }
+            // Their data is in the peer's segment now: they complete.
+            for op in out {
+                self.finish_op(g, op, 0);
             }
         }
     }

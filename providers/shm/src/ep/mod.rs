@@ -7,8 +7,12 @@
 //! per active peer and no system call.
 //!
 //! Payloads: up to [`INLINE_MAX`] bytes inline in the entry; up to
-//! [`BOUNCE_SIZE`] in one of the sender's bounce buffers (these sends complete at
-//! once: the data is copied); larger, the sender lists its pieces and the receiver
+//! [`BOUNCE_SIZE`] in one of the sender's bounce buffers. These sends complete
+//! once the entry is in the peer's ring: at once, or, when the ring is full or no
+//! bounce buffer is free, when progress moves them there from the queue that
+//! holds a copy meanwhile ([`Pending`]; an inject, which has no completion, is
+//! counted at once, and closing waits for it to go out), so that a completed send
+//! reaches the peer even if we close or exit right after. Larger, the sender lists its pieces and the receiver
 //! copies them across address spaces once matched (`process_vm_readv`), then
 //! acknowledges, which completes the send. Without cross-memory attach the
 //! receiver answers `Cts` and the sender streams bounce-buffer chunks. RMA works
@@ -39,9 +43,11 @@ use crate::domain::ShmDomain;
 use crate::proto::{Entry, Mode, INLINE_MAX};
 use crate::ring::{Consumer, Producer, ENTRY_PAYLOAD};
 use crate::segment::{self, Segment, Waker, BOUNCE_COUNT, BOUNCE_SIZE, JOBS, SLOTS};
+use crate::NAME;
+use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
 use fabric_core::sync::{SpinGuard, SpinLock};
-use fabric_core::{Address, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, OpFlags, Result, WaitObj};
+use fabric_core::{fi_log, Address, BindFlags, Caps, CqEntry, EpType, Error, FiAddr, Info, OpFlags, Result, WaitObj};
 use fabric_util::bind::Bindings;
 use fabric_util::progress::Progress;
 use fabric_util::rx::{RxEngine, Target};
@@ -51,7 +57,7 @@ use fabric_util::wire::Header;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 
@@ -61,6 +67,12 @@ const NO_RX: u64 = u64::MAX;
 /// Progress checks that its peers live every this many calls (and at most every
 /// `LIVENESS_EVERY`).
 const LIVENESS_POLLS: u32 = 64;
+
+/// Closing waits for queued injects to go out while a peer takes one at least this
+/// often ([`ShmEp::linger`])...
+const LINGER_IDLE: Duration = Duration::from_millis(100);
+/// ...and this long at most.
+const LINGER_MAX: Duration = Duration::from_secs(2);
 
 /// A reference to a peer, generation-checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -116,12 +128,45 @@ struct RxSlot {
 }
 
 /// An outgoing entry waiting for room in a peer's ring (or for a bounce buffer).
+///
+/// The payload is copied here, in our own memory: a send queued so does not
+/// complete until its entry (and bounce buffer) is in the peer's segment, where the
+/// peer finds it even after we closed or exited (see [`Then`]).
 enum Pending {
     /// A complete entry.
-    Entry([u8; ENTRY_PAYLOAD]),
-    /// An entry whose payload goes in a bounce buffer (already copied here: the
-    /// operation completed when it was queued).
-    Bounce(Entry, Vec<u8>),
+    Entry { entry: [u8; ENTRY_PAYLOAD], then: Then },
+    /// An entry whose payload goes in a bounce buffer.
+    Bounce { entry: Entry, payload: Vec<u8>, then: Then },
+}
+
+/// What a [`Pending`] entry is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// Nothing completes when it goes out: an answer of ours, or an RMA or atomic
+    /// request (whose operation completes on the peer's answer).
+    Nothing,
+    /// A send ([`OpKind::Eager`]), completed by [`ShmEp::flush_backlog`] once its
+    /// entry is out (failed if it never gets out).
+    Complete(u64),
+    /// An inject, counted when posted (it has no completion to delay): closing the
+    /// endpoint waits a little for it to go out ([`ShmEp::linger`]).
+    Inject,
+}
+
+impl Pending {
+    fn then(&self) -> Then {
+        match self {
+            Pending::Entry { then, .. } | Pending::Bounce { then, .. } => *then,
+        }
+    }
+
+    /// The operation that completes when this entry is out.
+    fn done(&self) -> Option<u64> {
+        match self.then() {
+            Then::Complete(op) => Some(op),
+            _ => None,
+        }
+    }
 }
 
 struct Peer {
@@ -145,7 +190,12 @@ struct Peer {
 /// What a transmit operation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
+    /// A large message (completes on the receiver's `Ack`).
     Send,
+    /// An inline or bounce-buffer message queued behind a full ring (or busy bounce
+    /// buffers): its payload is copied in the queue ([`Pending`]); it completes once
+    /// it is in the peer's ring, and no answer of the peer refers to it.
+    Eager,
     Write,
     Read,
     Atomic,
@@ -411,9 +461,42 @@ impl ShmEp {
         g.b.tx_err(c, err);
     }
 
+    /// Closing: wait for peers to take the injects still queued to them (they were
+    /// counted when posted, and after the close nothing would send them), as long as
+    /// the peers keep taking entries ([`LINGER_IDLE`]) and at most [`LINGER_MAX`].
+    /// What is left then is lost, and logged.
+    #[cold]
+    fn linger(&self, g: &mut Inner) {
+        let queued = |g: &Inner| -> usize {
+            g.peers.iter().flatten().map(|p| p.queue.iter().filter(|q| q.then() == Then::Inject).count()).sum()
+        };
+        let mut left = queued(g);
+        let start = Instant::now();
+        let mut moved = start;
+        while left > 0 {
+            let now = Instant::now();
+            if now.duration_since(moved) > LINGER_IDLE || now.duration_since(start) > LINGER_MAX {
+                fi_log!(Level::Warn, NAME, "ep_ctrl", "closing with {left} injected message(s) the peers did not take");
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+            self.flush_backlog(g);
+            let l = queued(g);
+            if l < left {
+                moved = Instant::now();
+                left = l;
+            }
+        }
+    }
+
     fn close_locked(&self, g: &mut Inner) {
         if g.closed {
             return;
+        }
+        // Queued messages that fit now go out (and complete); the rest fail below.
+        if !g.backlog.is_empty() {
+            self.flush_backlog(g);
+            self.linger(g);
         }
         for opid in g.ops.ids(|_| true) {
             self.fail_op(g, opid, Error::Canceled);

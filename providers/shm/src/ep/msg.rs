@@ -3,7 +3,7 @@
 //! address spaces, or asked for as chunks).
 
 use super::cocopy::COCOPY_MIN;
-use super::{local_pieces, InStream, Inner, OpKind, PeerId, Rts, ShmEp, TxOp, NULL_IOV};
+use super::{local_pieces, InStream, Inner, OpKind, PeerId, Pending, Rts, ShmEp, Then, TxOp, NULL_IOV};
 use crate::attr::IOV_LIMIT;
 use crate::proto::{self, flags, Entry, Kind, Mode, INLINE_MAX};
 use crate::ring::ENTRY_PAYLOAD;
@@ -93,10 +93,56 @@ impl ShmEp {
             let id = self.peer_for(g, op.addr)?;
             let mut entry = [0u8; ENTRY_PAYLOAD];
             fill_inline_msg(&mut entry, eflags, tag, data, iov, len);
-            self.push_entry(g, id, |b| *b = entry);
+            if !Self::push_now(g, id, &entry) {
+                return self.queue_inline(g, id, op, flags, inject.is_some(), entry, len);
+            }
         }
         self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject.is_some());
         Ok(())
+    }
+
+    /// [`send_common`](Self::send_common) for an inline message (`entry`) that
+    /// could not go into the peer's ring now: queue it. A queued send completes only
+    /// once its entry is in the peer's ring ([`OpKind::Eager`]); an inject, which
+    /// has no completion to delay, is counted now ([`Then::Inject`]).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn queue_inline(
+        &self,
+        g: &mut Inner,
+        id: PeerId,
+        op: &Op<'_>,
+        flags: OpFlags,
+        inject: bool,
+        entry: [u8; ENTRY_PAYLOAD],
+        len: usize,
+    ) -> Result<()> {
+        let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
+        let then =
+            if inject { Then::Inject } else { Then::Complete(Self::eager_op(g, id, op.context, cq_flags, len, flags)) };
+        self.queue(g, id, Pending::Entry { entry, then });
+        if inject {
+            self.send_done(g, op.context, cq_flags, len, flags, true);
+        }
+        Ok(())
+    }
+
+    /// The operation of a send queued with a copy of its payload, which completes
+    /// when its entry is in the peer's ring.
+    fn eager_op(g: &mut Inner, id: PeerId, context: u64, cq_flags: Caps, len: usize, flags: OpFlags) -> u64 {
+        g.ops.insert(TxOp {
+            peer: id,
+            kind: OpKind::Eager,
+            context,
+            flags: cq_flags,
+            len,
+            iov: [NULL_IOV; IOV_LIMIT],
+            niov: 0,
+            silent: false,
+            comp: flags.contains(OpFlags::COMPLETION),
+            sent: None,
+        })
     }
 
     /// A send completed when posted: its completion (or, for an inject, its count).
@@ -137,8 +183,22 @@ impl ShmEp {
         let cq_flags = Caps::SEND | msg_flags(tagged);
         let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         if len <= BOUNCE_SIZE && !dc {
-            self.send_bounce(g, id, e, iov, len);
-            self.send_done(g, op.context, cq_flags, len, flags, inject);
+            // Complete only once the payload is in the peer's segment (as for
+            // inline messages: see `queue_inline`).
+            if Self::bounce_now(g, id, e, iov, len) {
+                self.send_done(g, op.context, cq_flags, len, flags, inject);
+            } else {
+                let payload = Self::copy_payload(g, iov, len);
+                let then = if inject {
+                    Then::Inject
+                } else {
+                    Then::Complete(Self::eager_op(g, id, op.context, cq_flags, len, flags))
+                };
+                self.queue(g, id, Pending::Bounce { entry: e, payload, then });
+                if inject {
+                    self.send_done(g, op.context, cq_flags, len, flags, true);
+                }
+            }
             return Ok(());
         }
         if inject {

@@ -227,16 +227,14 @@ impl ShmEp {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
             self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
         }
-        if more {
+        // A sender that closed: it may have published entries after our last look at
+        // its ring, so `poll_entries` drains it once more, then releases the slot.
+        if more || s.state() == segment::SLOT_CLOSED {
             return self.poll_entries(g, i, n > 0);
         }
         // Ring entries were freed: wake the sender if it sleeps waiting for them.
         if n > 0 && s.take_sender_waits() {
             self.wake_sender(g, pid);
-        }
-        // A sender that closed: its ring is drained, the slot can go.
-        if s.state() == segment::SLOT_CLOSED {
-            self.release_rx(g, pid, i);
         }
     }
 
@@ -252,6 +250,11 @@ impl ShmEp {
             },
         };
         let s = self.seg.slot(i);
+        // Read before draining: a sender stores SLOT_CLOSED (Release) after publishing
+        // its last entry, so once we see it (Acquire) the drain below sees every entry,
+        // and the slot can go after it. (Seen after the drain, it may follow an entry
+        // published after our last look: the next poll drains and releases.)
+        let closed = s.state() == segment::SLOT_CLOSED;
         let mut consumed = consumed;
         loop {
             let at = match &g.by_slot[i] {
@@ -283,7 +286,7 @@ impl ShmEp {
             self.wake_sender(g, pid);
         }
         // A sender that closed: its ring is drained, the slot can go.
-        if s.state() == segment::SLOT_CLOSED {
+        if closed {
             self.release_rx(g, pid, i);
         }
     }
@@ -324,12 +327,18 @@ impl ShmEp {
     }
 
     /// A new sender in slot `i` of our segment: who is it? Its peer, with the
-    /// receiving end of the slot's ring, or `None` while the slot is not active.
+    /// receiving end of the slot's ring, or `None` while its claimer still sets the
+    /// slot up.
+    ///
+    /// A slot already closed is taken too: its sender may have sent, seen its sends
+    /// complete and closed (or exited) before we first looked; its ring and identity
+    /// were set up before it became active, and what it sent is ours to deliver. (The
+    /// caller then drains the ring and releases the slot.)
     #[cold]
     #[inline(never)]
     fn attach_rx(&self, g: &mut Inner, i: usize) -> Option<PeerId> {
         let s = self.seg.slot(i);
-        if s.state() != segment::SLOT_ACTIVE {
+        if !matches!(s.state(), segment::SLOT_ACTIVE | segment::SLOT_CLOSED) {
             return None;
         }
         let name = s.peer_name()?;
@@ -496,7 +505,11 @@ impl ShmEp {
                 self.run_rx_actions(g);
             }
             Kind::Cts => {
-                let op = g.ops.get_mut(e.id).filter(|o| o.peer == peer).ok_or("clear to send for no operation")?;
+                let op = g
+                    .ops
+                    .get_mut(e.id)
+                    .filter(|o| o.peer == peer && o.kind != OpKind::Eager)
+                    .ok_or("clear to send for no operation")?;
                 if op.sent.is_none() {
                     op.sent = Some(0);
                     g.streams.push_back(e.id);
@@ -504,7 +517,7 @@ impl ShmEp {
                 }
             }
             Kind::Ack => {
-                if g.ops.get_mut(e.id).is_some_and(|o| o.peer == peer) {
+                if g.ops.get_mut(e.id).is_some_and(|o| o.peer == peer && o.kind != OpKind::Eager) {
                     self.finish_op(g, e.id, e.aux);
                 }
             }
