@@ -351,7 +351,8 @@ for t in $(grep -E '^test .* FAILED$' conf-siw.txt | awk '{ print $2 }'); do
 done
 passed=$(grep -c ' \.\.\. ok$' conf-siw.txt); failed=$(grep -c ' \.\.\. FAILED$' conf-siw.txt)
 echo "SIW-CONFORMANCE passed $passed, failed $failed"
-unset FABRIC_REQUIRE FABRIC_SKIP_LOG FI_VERBS_DEVICE_NAME
+unset FABRIC_REQUIRE FABRIC_SKIP_LOG
+export FI_VERBS_DEVICE_NAME=rxe0
 addr=10.0.2.15
 echo "VERBS-CI PASS"
 EOF
