@@ -129,6 +129,10 @@ impl VerbsEp {
                 self.connect_failed(g, cid, e, ev.status, Vec::new());
             }
             RDMA_CM_EVENT_DISCONNECTED | RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                // Completions of this connection already in the CQ (the
+                // answer to a send the peer received before it left) come
+                // first: dropping the connection fails what is in flight.
+                self.poll_cq(g);
                 if self.rdm() {
                     self.drop_conn(g, cid, Error::ConnReset, 0);
                 } else {

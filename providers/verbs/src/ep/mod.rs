@@ -100,6 +100,9 @@ pub(crate) const MAX_MSG: usize = 1 << 30;
 /// How often a polling endpoint reads its control channels (connection manager
 /// events, completion channel events) at most; every progress call polls the CQ.
 const CTL_INTERVAL: Duration = Duration::from_micros(50);
+/// How long a close waits for the work requests its connections have posted
+/// (answers peers are owed, such as a rendezvous's `Cts`) to complete.
+const CLOSE_DRAIN: Duration = Duration::from_secs(1);
 /// Address and route resolution time-out.
 const RESOLVE_MS: i32 = 2000;
 /// The most connection data a connect, accept or reject carries
@@ -395,6 +398,19 @@ impl VerbsEp {
     fn close_locked(&self, g: &mut Inner) {
         if g.closed {
             return;
+        }
+        // What the connections have posted, answers peers are owed among it (a
+        // receiver that closes right after its receive completes still owes
+        // the sender its `Cts`): let it complete first, for a bounded time,
+        // as a peer that is gone fails it anyway.
+        let deadline = Instant::now() + CLOSE_DRAIN;
+        let busy = |g: &Inner| {
+            !g.deferred.is_empty()
+                || !g.conns.ids(|c| c.state == ConnState::Up && (c.sq_used > 0 || !c.backlog.is_empty())).is_empty()
+        };
+        while busy(g) && Instant::now() < deadline {
+            self.progress_locked(g);
+            std::thread::yield_now();
         }
         g.closed = true;
         let cids = g.conns.ids(|_| true);

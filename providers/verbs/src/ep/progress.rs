@@ -251,21 +251,8 @@ impl VerbsEp {
             let mut cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
             cq.drain_events();
         }
-        let mut wcs: [sys::ibv_wc; 32] = std::array::from_fn(|_| ibv::empty_wc());
-        loop {
-            let n = {
-                let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
-                cq.poll(&mut wcs).unwrap_or(0)
-            };
-            for wc in &wcs[..n] {
-                self.handle_wc(g, wc);
-            }
-            if n < wcs.len() {
-                if n == 0 {
-                    g.async_tick += 1;
-                }
-                break;
-            }
+        if self.poll_cq(g) == 0 {
+            g.async_tick += 1;
         }
         if g.any_held {
             self.retry_held(g);
@@ -274,6 +261,25 @@ impl VerbsEp {
         if g.async_tick >= 1024 {
             g.async_tick = 0;
             self.async_events(g);
+        }
+    }
+
+    /// Handle every work completion the CQ holds; how many.
+    pub(super) fn poll_cq(&self, g: &mut Inner) -> usize {
+        let mut wcs: [sys::ibv_wc; 32] = std::array::from_fn(|_| ibv::empty_wc());
+        let mut total = 0;
+        loop {
+            let n = {
+                let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
+                cq.poll(&mut wcs).unwrap_or(0)
+            };
+            for wc in &wcs[..n] {
+                self.handle_wc(g, wc);
+            }
+            total += n;
+            if n < wcs.len() {
+                return total;
+            }
         }
     }
 
