@@ -347,7 +347,7 @@ timeout 300 ./conformance verbs:: --test-threads=2 > conf-siw.txt 2>&1
 echo "exit status $?"
 grep -E "^test result" conf-siw.txt || echo "the suite did not finish within 300 s"
 for t in $(grep -E '^test .* FAILED$' conf-siw.txt | awk '{ print $2 }'); do
-    echo "failed: $t: $(grep -A2 "^---- $t stdout ----" conf-siw.txt | grep -v '^----' | grep -v '^$' | grep -v '^thread' | head -1 | cut -c1-200)"
+    echo "failed: $t: $(grep -A4 "^---- $t stdout ----" conf-siw.txt | grep -v '^----' | grep -v '^$' | grep -v '^thread' | head -1 | cut -c1-200)"
 done
 passed=$(grep -c ' \.\.\. ok$' conf-siw.txt); failed=$(grep -c ' \.\.\. FAILED$' conf-siw.txt)
 echo "SIW-CONFORMANCE passed $passed, failed $failed"
