@@ -86,7 +86,7 @@ pub(crate) fn params() -> Vec<Param> {
             prov: NAME,
             name: "use_srq",
             kind: ParamType::Bool,
-            help: "Let every connection of an RDM endpoint receive through one shared receive queue (where the device has them); 0 gives each connection its own buffers",
+            help: "Let every connection of an RDM endpoint receive through one shared receive queue (where the device has them); 0 gives each connection its own buffers (always so on iWARP)",
             default: "1",
         },
     ]

@@ -344,6 +344,14 @@ impl VerbsEp {
             );
             return None;
         }
+        if domain.port.iwarp {
+            // Over siw, the QP of a second RDM endpoint's connection on its own
+            // shared receive queue fails to be created (libsiw gives no
+            // errno), and no receiver-not-ready retry covers a shared pool
+            // running dry: per-connection buffers.
+            fi_log!(Level::Info, NAME, "ep_ctrl", "no shared receive queue on iWARP: buffers per connection");
+            return None;
+        }
         let n = NSRQ.min(domain.port.max_srq_wr as usize);
         if n < NRX {
             fi_log!(
