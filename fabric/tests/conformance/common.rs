@@ -285,10 +285,12 @@ pub fn err(r: Res, what: &str) -> CompletionError {
 
 /// Whether a refused remote access ends the connection: an RC queue pair (a
 /// verbs MSG endpoint, `FI_PROTO_RDMA_CM_IB_RC`) goes to the error state on a
-/// remote access error, by the InfiniBand specification; there is nothing left
-/// to check the connection's survival on.
+/// remote access error, by the InfiniBand specification, and an iWARP one
+/// (`FI_PROTO_IWARP`) is ended by the target's TERMINATE (RDMAP); there is
+/// nothing left to check the connection's survival on.
 pub fn access_error_breaks_connection(info: &Info) -> bool {
-    info.ep_attr.ep_type == EpType::Msg && info.ep_attr.protocol == fabric::Protocol::RdmaCmIbRc
+    info.ep_attr.ep_type == EpType::Msg
+        && matches!(info.ep_attr.protocol, fabric::Protocol::RdmaCmIbRc | fabric::Protocol::Iwarp)
 }
 
 /// The first entry of `prov` for an endpoint type and caps: on the loopback
