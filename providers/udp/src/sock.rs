@@ -173,42 +173,10 @@ pub(crate) struct Datagram {
 /// Every `IoVec` in `iov` must be valid for writes of its length and not be read
 /// or written by anyone else for the duration of the call.
 pub(crate) unsafe fn recv_iov(sock: &Socket, iov: &[IoVec]) -> Result<Datagram> {
-    if iov.len() > MAX_IOV {
-        return Err(Error::Inval);
-    }
-    let mut storage = std::mem::MaybeUninit::<libc::sockaddr_storage>::uninit();
-    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = storage.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = as_iovecs(iov);
-    msg.msg_iovlen = iov.len() as _;
-    let n = loop {
-        // SAFETY: `msg` points to `storage` (its size given) and to `iov.len()`
-        // iovecs describing memory valid for writes and not otherwise accessed
-        // (the caller's contract); the kernel writes at most those lengths, and
-        // reads the iovec array only. MSG_TRUNC makes it return the datagram's
-        // real size.
-        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EAGAIN) {
-            // Nothing waiting: the common answer of a progress pass.
-            return Err(Error::Again);
-        }
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e.into());
-        }
-    };
-    let cap = IoVec::total(iov);
-    let len = n.min(cap);
-    let namelen = msg.msg_namelen.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
-    // SAFETY: the kernel wrote a socket address of its family into `storage`
-    // (`namelen` bytes of it, clamped to the storage).
-    let src = unsafe { source_of(storage.as_ptr(), namelen) };
-    Ok(Datagram { len, size: n, src })
+    let mut src = RawSource::new();
+    // SAFETY: the caller's contract, which is `recv_raw`'s.
+    let size = unsafe { recv_raw(sock, iov, &mut src) }?;
+    Ok(Datagram { len: size.min(IoVec::total(iov)), size, src: src.addr() })
 }
 
 /// The sender's address the kernel wrote: an IPv4 address read directly, any
@@ -293,13 +261,15 @@ impl RawSource {
     }
 }
 
-/// Take one datagram from `sock` as [`recv_iov`] does, leaving its sender in
-/// `src` as the kernel wrote it: the datagram's size (more than the buffers hold
-/// when it was truncated to them).
+/// Take one datagram from `sock`, scattering it straight into `iov` with one
+/// `recvmsg`, and leave its sender in `src` as the kernel wrote it: the
+/// datagram's size (more than the buffers hold when it was truncated to them).
+/// `Err(Again)` when none is waiting, `Err(Inval)` for more than [`MAX_IOV`]
+/// pieces.
 ///
 /// # Safety
-/// As [`recv_iov`]: every `IoVec` in `iov` must be valid for writes of its length
-/// and not be read or written by anyone else for the duration of the call.
+/// Every `IoVec` in `iov` must be valid for writes of its length and not be read
+/// or written by anyone else for the duration of the call.
 #[inline]
 pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource) -> Result<usize> {
     if iov.len() > MAX_IOV {
@@ -312,9 +282,11 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
     msg.msg_iov = as_iovecs(iov);
     msg.msg_iovlen = iov.len() as _;
     loop {
-        // SAFETY: as in `recv_iov`: `msg` points to `src`'s storage (its size
-        // given) and to `iov.len()` iovecs valid for writes (the caller's
-        // contract); the kernel writes at most those lengths.
+        // SAFETY: `msg` points to `src`'s storage (its size given) and to
+        // `iov.len()` iovecs valid for writes and not otherwise accessed (the
+        // caller's contract); the kernel writes at most those lengths and reads
+        // the iovec array only. MSG_TRUNC makes it return the datagram's real
+        // size.
         let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n >= 0 {
             src.len = msg.msg_namelen;
