@@ -191,6 +191,18 @@ pub fn format_infos_matching(infos: &[Info], verbose: bool, filter: Option<&str>
     let want = filter.map(str::to_ascii_lowercase);
     let mut out = String::new();
     for i in infos {
+        // Named as libfabric names it: an RDM entry over connections is
+        // `tcp;ofi_rxm` (`udp;ofi_rxd`, `verbs;ofi_rxm`), as the C ABI reports it.
+        let layered = fabric::layered_name(i);
+        let named;
+        let i = if layered != i.fabric_attr.prov_name {
+            let mut c = i.clone();
+            c.fabric_attr.prov_name = layered;
+            named = c;
+            &named
+        } else {
+            i
+        };
         if verbose || want.is_some() {
             let text = tostr::info_str(i);
             if want.as_deref().map_or(true, |w| text.to_ascii_lowercase().contains(w)) {
@@ -316,7 +328,14 @@ mod tests {
         msg.ep_attr.ep_type = EpType::Msg;
         msg.ep_attr.protocol = Protocol::SockTcp;
         let both = [rdm.clone(), msg.clone()];
-        let want_rdm = format!("---\n{}", tostr::info_str(&rdm));
+        // The RDM entry prints under libfabric's layered name.
+        let mut named = rdm.clone();
+        named.fabric_attr.prov_name = "tcp;ofi_rxm".into();
+        let want_rdm = format!("---\n{}", tostr::info_str(&named));
+        assert!(want_rdm.contains("prov_name: tcp;ofi_rxm"), "{want_rdm}");
+        assert!(format_infos(&both, false).starts_with("provider: tcp;ofi_rxm\n"));
+        assert!(format_infos(&both, false).contains("provider: tcp\n"), "the MSG entry keeps its name");
+        assert_eq!(format_infos_matching(&both, true, Some("ofi_rxm")), want_rdm);
         // Case-insensitive, on the full text (not only the short block's lines).
         assert_eq!(format_infos_matching(&both, true, Some("fi_ep_rdm")), want_rdm);
         assert_eq!(format_infos_matching(&both, false, Some("FI_PROTO_RXM")), want_rdm);
