@@ -305,6 +305,13 @@ step "Soft-iWARP: fi_pingpong -p verbs -e msg and -e rdm over siw0, -S all -c"
 pp ./fi_pingpong msg -S all -I 20 -c || die "fi_pingpong msg over siw0"
 pp ./fi_pingpong rdm -S all -I 20 -c || die "fi_pingpong rdm over siw0"
 pp ./fi_pingpong rdm -m tagged -S 4096 -I 100 -c || die "fi_pingpong rdm tagged over siw0"
+# MPA's rule: the active side sends first, the passive side waits for it.
+export FI_LOG_LEVEL=debug
+pp ./fi_pingpong msg -S 64 -I 10 -c > /dev/null || die "fi_pingpong msg over siw0 (debug)"
+unset FI_LOG_LEVEL
+grep "first message" cli.txt srv.txt
+grep -q "sending the first message (iWARP, active side)" cli.txt || die "the active side sent no first message"
+grep -q "the active side's first message arrived (iWARP)" srv.txt || die "the passive side saw no first message"
 if [ -x "$LF_PINGPONG" ]; then
     step "Soft-iWARP: Debian's fi_pingpong over our libfabric.so.1 (msg and rdm, -S all -c)"
     export LD_LIBRARY_PATH=/opt/capi

@@ -145,8 +145,20 @@ impl VerbsEp {
 
     /// Connection `cid` is up (`data`: the private data that came with it).
     pub(super) fn established(&self, g: &mut Inner, cid: u64, data: &[u8]) {
+        let iwarp = self.domain.port.iwarp;
+        let mut marker = false;
         if let Some(c) = g.conns.get_mut(cid) {
-            c.state = ConnState::Up;
+            if c.state == ConnState::Up {
+                return;
+            }
+            // iWARP (MPA): the active side sends first; the passive side waits
+            // for its first message before sending anything.
+            c.state = if iwarp && !c.active && !c.peer_spoke { ConnState::AwaitPeer } else { ConnState::Up };
+            marker = iwarp && c.active;
+        }
+        if marker {
+            fi_log!(Level::Debug, NAME, "ep_ctrl", "connection {cid}: sending the first message (iWARP, active side)");
+            self.send_marker(g, cid);
         }
         if !self.rdm() && g.msg_conn == Some(cid) && !g.connected {
             g.connected = true;
@@ -156,6 +168,24 @@ impl VerbsEp {
             }
         }
         self.drain_backlog(g, cid);
+    }
+
+    /// The active side's first message arrived on connection `cid` (iWARP): the
+    /// passive side may send now.
+    pub(super) fn peer_spoke(&self, g: &mut Inner, cid: u64) {
+        let Some(c) = g.conns.get_mut(cid) else { return };
+        c.peer_spoke = true;
+        fi_log!(
+            Level::Debug,
+            NAME,
+            "ep_ctrl",
+            "connection {cid}: the active side's first message arrived (iWARP){}",
+            if c.state == ConnState::AwaitPeer { ": sends may start" } else { "" }
+        );
+        if c.state == ConnState::AwaitPeer {
+            c.state = ConnState::Up;
+            self.drain_backlog(g, cid);
+        }
     }
 
     /// Move connection `cid`'s QP to RTS with the domain's GID index and the
@@ -204,7 +234,8 @@ impl VerbsEp {
 
     /// A connection attempt failed: fail what waits on it; MSG reports an EQ error.
     pub(super) fn connect_failed(&self, g: &mut Inner, cid: u64, err: Error, status: i32, data: Vec<u8>) {
-        let established_before = g.conns.get(cid).is_some_and(|c| c.state == ConnState::Up);
+        let established_before =
+            g.conns.get(cid).is_some_and(|c| matches!(c.state, ConnState::Up | ConnState::AwaitPeer));
         if self.rdm() {
             self.drop_conn(g, cid, err, status);
             return;

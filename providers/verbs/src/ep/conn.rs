@@ -23,7 +23,17 @@ pub(super) enum WrKind {
     Rma { op: u64 },
     /// A read of an incoming rendezvous message (`fetch`: its [`FetchIn`]).
     RndvRead { fetch: u64 },
+    /// The active side's first message on iWARP ([`FIRST_MARKER`]), from bounce
+    /// slot `slot` when not inline.
+    Marker { slot: Option<usize> },
 }
+
+/// The active side's first message on an iWARP connection: iWARP (MPA) lets
+/// the passive side send only once the active side has, so the active side
+/// sends these bytes as soon as the connection is up, and the passive side
+/// holds its own sends until they arrive. Shorter than any frame's header, so
+/// never taken for one.
+pub(super) const FIRST_MARKER: [u8; 4] = *b"FBIW";
 
 /// A work request not yet posted (its connection is not up, or its send queue
 /// is full), or being posted.
@@ -93,6 +103,9 @@ pub(super) enum ConnState {
     Resolving,
     /// Connect or accept sent, not yet established.
     Connecting,
+    /// Established, iWARP, passive side: the active side's first message
+    /// ([`FIRST_MARKER`]) not yet arrived; nothing is sent before it.
+    AwaitPeer,
     Up,
 }
 
@@ -122,6 +135,11 @@ pub(super) struct Conn {
     /// Frames the engine held (the peer is owed too many answers), in order,
     /// with every frame after them: offered again as answers go out.
     pub(super) held: VecDeque<Vec<u8>>,
+    /// We connected (the active side), rather than accepted.
+    pub(super) active: bool,
+    /// The active side's first message arrived (iWARP, passive side), perhaps
+    /// before the connection manager said the connection is up.
+    pub(super) peer_spoke: bool,
 }
 
 impl VerbsEp {
@@ -142,6 +160,8 @@ impl VerbsEp {
             connect_data: Vec::new(),
             pr: PeerRx::new(),
             held: VecDeque::new(),
+            active: state == ConnState::Resolving,
+            peer_spoke: false,
         };
         let cid = g.conns.insert(c);
         g.by_id.insert(key, cid);
@@ -387,6 +407,41 @@ impl VerbsEp {
             return None;
         }
         g.tx_free.pop()
+    }
+
+    /// Send [`FIRST_MARKER`] on connection `cid` (up, iWARP, active side): inline
+    /// when the QP takes 4 bytes inline, else from a bounce slot.
+    pub(super) fn send_marker(&self, g: &mut Inner, cid: u64) {
+        let inline = g.conns.get(cid).is_some_and(|c| c.caps.inline as usize >= FIRST_MARKER.len());
+        let (sge, slot) = if inline {
+            (sys::ibv_sge { addr: FIRST_MARKER.as_ptr() as u64, length: FIRST_MARKER.len() as u32, lkey: 0 }, None)
+        } else {
+            let Some(s) = Self::take_slot(g, false) else {
+                fi_log!(Level::Warn, NAME, "ep_ctrl", "no bounce buffer for the first message of an iWARP connection");
+                return;
+            };
+            // SAFETY: the slot holds BUF bytes, more than the marker's 4.
+            unsafe { std::ptr::copy_nonoverlapping(FIRST_MARKER.as_ptr(), self.tx.slot(s), FIRST_MARKER.len()) };
+            let sge = sys::ibv_sge {
+                addr: self.tx.slot(s) as u64,
+                length: FIRST_MARKER.len() as u32,
+                lkey: self.tx.mr.lkey(),
+            };
+            (sge, Some(s))
+        };
+        let mut post = Post {
+            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
+            sges: Sges::one(sge),
+            inline,
+            raddr: 0,
+            rkey: 0,
+            imm: None,
+            compare_add: 0,
+            swap: 0,
+            _owned: Vec::new(),
+        };
+        // First on the connection: its backlog is drained after this.
+        self.post_now(g, cid, WrKind::Marker { slot }, &mut post);
     }
 
     /// Send engine frame `f` on connection `cid`: inline when it fits, else

@@ -3,7 +3,7 @@
 //! its engine frame's, done or failed; a READ's, its fetch's step; a native
 //! operation's, its completion), frames arriving whole handed to the engine.
 
-use super::conn::WrKind;
+use super::conn::{WrKind, FIRST_MARKER};
 use super::*;
 use fabric_core::EqErrEntry;
 use fabric_util::rdm::{Begin, Ctx, Violation};
@@ -115,6 +115,11 @@ impl VerbsEp {
                 Self::part_done(g, op, err);
             }
             WrKind::RndvRead { fetch } => self.fetch_step(g, fetch, err),
+            WrKind::Marker { slot } => {
+                if let Some(s) = slot {
+                    g.tx_free.push(s);
+                }
+            }
         }
         if let Some(c) = g.conns.get_mut(rec.conn) {
             c.sq_used = c.sq_used.saturating_sub(1);
@@ -145,6 +150,23 @@ impl VerbsEp {
             return;
         }
         let n = (wc.byte_len as usize).min(BUF);
+        if n == FIRST_MARKER.len() && self.domain.port.iwarp {
+            let marker = if let Some(srx) = self.srx.as_ref().filter(|_| shared) {
+                // SAFETY: as below: the device wrote `n` bytes into this slot.
+                unsafe { std::slice::from_raw_parts(srx.pool.slot(slot), n) == FIRST_MARKER }
+            } else {
+                // SAFETY: as below: the device wrote `n` bytes into this slot of
+                // the connection's pool, which lives while the connection does.
+                g.conns
+                    .get(cid)
+                    .and_then(|c| c.rx.as_ref())
+                    .is_some_and(|pool| unsafe { std::slice::from_raw_parts(pool.slot(slot), n) == FIRST_MARKER })
+            };
+            if marker {
+                self.peer_spoke(g, cid);
+                return;
+            }
+        }
         let r = if let Some(srx) = self.srx.as_ref().filter(|_| shared) {
             // SAFETY: the device wrote `n` bytes into this slot of the shared
             // pool, which lives as long as the endpoint; the slot is not
