@@ -420,12 +420,19 @@ impl UtilCq {
         if self.entries.load(Ordering::Acquire) == 0 {
             return Err(Error::Again);
         }
-        self.take_queued_one()
+        // Inline: this function's frame is set up already.
+        self.pop_one_locked()
     }
 
     /// [`UtilCq::take_queued`] of one entry ([`CqOps::read_one`]).
     #[inline(never)]
     fn take_queued_one(&self) -> Result<CqEntry> {
+        self.pop_one_locked()
+    }
+
+    /// Pop one entry under the lock.
+    #[inline(always)]
+    fn pop_one_locked(&self) -> Result<CqEntry> {
         let mut q = self.lock();
         let r = q.pop_one();
         self.publish(&q);
