@@ -424,12 +424,6 @@ impl UtilCq {
         self.pop_one_locked()
     }
 
-    /// [`UtilCq::take_queued`] of one entry ([`CqOps::read_one`]).
-    #[inline(never)]
-    fn take_queued_one(&self) -> Result<CqEntry> {
-        self.pop_one_locked()
-    }
-
     /// Pop one entry under the lock.
     #[inline(always)]
     fn pop_one_locked(&self) -> Result<CqEntry> {
@@ -496,14 +490,17 @@ impl CqOps for UtilCq {
         self.take_queued(out)
     }
 
-    /// [`CqOps::read`] of one entry, returned: the same progress rule.
+    /// [`CqOps::read`] of one entry, returned: the same progress rule. The
+    /// pop of an entry already queued is inline here (unlike `read`'s
+    /// [`UtilCq::take_queued`]): it needs few registers, so the progress path,
+    /// a call out of line, pays little for it.
     fn read_one(&self) -> Result<CqEntry> {
         let skipped = self.reads_without_progress.load(Ordering::Relaxed);
         if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
             return self.progress_and_take_one();
         }
         self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
-        self.take_queued_one()
+        self.pop_one_locked()
     }
 
     /// Pop the error entry at the head. `Err(Again)` when the head is not an error
