@@ -426,11 +426,11 @@ impl CompletionQueue {
         if inner.has_pending() {
             return inner.read_one_slow();
         }
-        let mut e = [CqEntry::new(0, Caps::empty())];
-        if inner.prov().read(&mut e)? == 0 {
-            return Err(Error::Again);
+        // Converted where the provider wrote it, not moved out of the `Result`.
+        match inner.prov().read_one() {
+            Ok(ref e) => inner.convert_one(e),
+            Err(e) => Err(e),
         }
-        inner.convert_one(&e[0])
     }
 
     /// Read up to `max` completions, appending them to `out`; how many were

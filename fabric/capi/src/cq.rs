@@ -256,19 +256,18 @@ unsafe fn write_entry<const F: abi::fi_cq_format>(e: &CqEntry, out: *mut u8) {
 /// address.
 #[inline(always)]
 unsafe fn read_one<const F: abi::fi_cq_format>(q: &Cq, buf: *mut c_void, src: *mut abi::fi_addr_t) -> isize {
-    let mut e = [CqEntry::new(0, Caps::empty())];
-    match q.prov().read(&mut e) {
-        Ok(0) | Err(Error::Again) => EAGAIN,
-        Ok(_) => {
+    match q.prov().read_one() {
+        Ok(e) => {
             // SAFETY: as this function's contract.
             unsafe {
-                write_entry::<F>(&e[0], buf as *mut u8);
+                write_entry::<F>(&e, buf as *mut u8);
                 if !src.is_null() {
-                    src.write_unaligned(e[0].src.0);
+                    src.write_unaligned(e.src.0);
                 }
             }
             1
         }
+        Err(Error::Again) => EAGAIN,
         Err(err) => fid::serr(err),
     }
 }

@@ -204,6 +204,18 @@ pub trait CqOps: Send + Sync {
     /// Read completions into `out`, making progress first. `Err(Again)` when none,
     /// `Err(Avail)` when an error entry is at the head.
     fn read(&self, out: &mut [CqEntry]) -> Result<usize>;
+    /// Read one completion, making progress first: [`CqOps::read`] with room
+    /// for one entry, the entry returned rather than copied into a slice (the
+    /// path of `fi_cq_read(cq, &e, 1)` and of the Rust API's `read_one`).
+    /// `Err(Again)` when none, `Err(Avail)` when an error entry is at the head.
+    /// The default reads through [`CqOps::read`].
+    fn read_one(&self) -> Result<CqEntry> {
+        let mut e = [CqEntry::new(NO_CONTEXT, crate::Caps::empty())];
+        match self.read(&mut e)? {
+            0 => Err(crate::Error::Again),
+            _ => Ok(e[0]),
+        }
+    }
     /// Read one error entry. `Err(Again)` when none.
     fn readerr(&self) -> Result<CqErrEntry>;
     /// Wait up to `timeout` (`None`: forever) for completions, busy-polling briefly

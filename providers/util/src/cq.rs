@@ -190,6 +190,34 @@ impl Queue {
         self.copy_out_slow(out)
     }
 
+    /// Take the oldest success, as [`Queue::copy_out`] into room for one:
+    /// `Err(Avail)` when an error is at the head, `Err(Again)` when the queue
+    /// is empty.
+    #[inline]
+    fn pop_one(&mut self) -> Result<CqEntry> {
+        if self.errs.is_empty() {
+            if self.len == 0 {
+                return Err(Error::Again);
+            }
+            let e = self.slots[self.popped as usize & self.mask];
+            self.popped += 1;
+            self.len -= 1;
+            return Ok(e);
+        }
+        self.pop_one_slow()
+    }
+
+    /// [`Queue::pop_one`] with errors queued.
+    #[cold]
+    #[inline(never)]
+    fn pop_one_slow(&mut self) -> Result<CqEntry> {
+        let mut out = [placeholder()];
+        match self.copy_out_slow(&mut out)? {
+            0 => Err(Error::Again),
+            _ => Ok(out[0]),
+        }
+    }
+
     /// [`Queue::copy_out`] with errors queued (or no room in `out`).
     #[cold]
     #[inline(never)]
@@ -383,6 +411,28 @@ impl UtilCq {
         r
     }
 
+    /// [`UtilCq::progress_and_take`] of one entry ([`CqOps::read_one`]).
+    #[inline(never)]
+    fn progress_and_take_one(&self) -> Result<CqEntry> {
+        self.reads_without_progress.store(0, Ordering::Relaxed);
+        // No lock held here: progress pushes into this queue.
+        self.waiter.progress();
+        if self.entries.load(Ordering::Acquire) == 0 {
+            return Err(Error::Again);
+        }
+        // Inline: this function's frame is set up already.
+        self.pop_one_locked()
+    }
+
+    /// Pop one entry under the lock.
+    #[inline(always)]
+    fn pop_one_locked(&self) -> Result<CqEntry> {
+        let mut q = self.lock();
+        let r = q.pop_one();
+        self.publish(&q);
+        r
+    }
+
     #[inline]
     fn lock(&self) -> SpinGuard<'_, Queue> {
         // The queue's invariants hold between statements that could panic.
@@ -438,6 +488,19 @@ impl CqOps for UtilCq {
         // Racing readers may lose a count: progress then comes a read later.
         self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
         self.take_queued(out)
+    }
+
+    /// [`CqOps::read`] of one entry, returned: the same progress rule. The
+    /// pop of an entry already queued is inline here (unlike `read`'s
+    /// [`UtilCq::take_queued`]): it needs few registers, so the progress path,
+    /// a call out of line, pays little for it.
+    fn read_one(&self) -> Result<CqEntry> {
+        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
+        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+            return self.progress_and_take_one();
+        }
+        self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        self.pop_one_locked()
     }
 
     /// Pop the error entry at the head. `Err(Again)` when the head is not an error
@@ -563,6 +626,53 @@ mod tests {
         assert_eq!(q.read(&mut out), Ok(1));
         assert_eq!(out[0].op_context, 7);
         assert_eq!(q.read(&mut out), Err(Error::Again));
+    }
+
+    #[test]
+    fn read_one_keeps_push_order_and_stops_at_errors() {
+        let q = cq(4);
+        assert_eq!(q.read_one(), Err(Error::Again));
+        q.push(ok(1));
+        q.push_err(err(2, Error::Trunc));
+        q.push(ok(3));
+        assert_eq!(q.read_one().map(|e| e.op_context), Ok(1));
+        assert_eq!(q.read_one(), Err(Error::Avail));
+        assert_eq!(q.read_one(), Err(Error::Avail), "Avail until the error is read");
+        assert_eq!(q.readerr().map(|e| e.entry.op_context), Ok(2));
+        assert_eq!(q.read_one(), Ok(ok(3)));
+        assert_eq!(q.read_one(), Err(Error::Again));
+        // An overrun's marker comes where it happened; nothing is lost.
+        for i in 0..6 {
+            q.push(ok(10 + i));
+        }
+        for i in 0..4 {
+            assert_eq!(q.read_one().map(|e| e.op_context), Ok(10 + i));
+        }
+        assert_eq!(q.read_one(), Err(Error::Avail));
+        assert_eq!(q.readerr().map(|e| e.err), Ok(Error::Overrun));
+        assert_eq!(q.read_one().map(|e| e.op_context), Ok(14));
+        assert_eq!(q.read_one().map(|e| e.op_context), Ok(15));
+        assert_eq!(q.read_one(), Err(Error::Again));
+    }
+
+    #[test]
+    fn read_one_drives_progress_like_read() {
+        let q = cq(64);
+        let p = Arc::new(Pusher { cq: Arc::downgrade(&q), per_call: 1, calls: AtomicUsize::new(0) });
+        let d: Arc<dyn Progress> = p.clone();
+        q.bind(Arc::downgrade(&d)).unwrap();
+        // Empty: the read drives progress, which pushes the entry it returns.
+        assert_eq!(q.read_one().map(|e| e.op_context), Ok(0));
+        assert_eq!(p.calls.load(Ordering::SeqCst), 1);
+        // A backlog read one at a time still drives progress regularly.
+        for i in 0..32 {
+            q.push(ok(1000 + i));
+        }
+        for _ in 0..32 {
+            assert!(q.read_one().is_ok());
+        }
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert!(calls > 32 / (MAX_READS_WITHOUT_PROGRESS + 1), "progress ran only {calls} times");
     }
 
     #[test]

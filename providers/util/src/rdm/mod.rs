@@ -242,6 +242,7 @@ impl Frame {
     /// caller's to set). Payload pieces are user memory (valid until the
     /// operation completes, which it does not before [`Engine::frame_done`] or
     /// [`Engine::frame_failed`] of this frame); empty pieces are left out.
+    #[inline(always)]
     pub fn new(hdr: &Header, prefix: &[u8], iov: &[IoVec], done: Done) -> Frame {
         Frame::build(hdr, prefix, iov, done, &mut Vec::new())
     }
@@ -280,6 +281,7 @@ impl Frame {
     }
 
     /// A frame of `hdr` and `prefix` whose payload is `data`, owned.
+    #[inline]
     pub fn owned(hdr: &Header, prefix: &[u8], mut data: Vec<u8>, done: Done) -> Frame {
         let piece = IoVec { base: data.as_mut_ptr(), len: data.len() };
         let mut f = Frame::new(hdr, prefix, &[piece], done);
