@@ -242,7 +242,7 @@ impl TcpEp {
                 Ok(Begin::Done) => conn.stage_lo = end,
                 // A stream's peer is never held: past the limits is its error.
                 Ok(b) => {
-                    return Self::solo_failed(failed, Error::Io, format!("protocol error: message not taken ({b:?})"))
+                    return Self::solo_failed(failed, Error::Io, format!("protocol error: message not taken ({b})"))
                 }
                 Err(v) => return Self::solo_failed(failed, v.err, v.why),
             }
@@ -459,7 +459,7 @@ impl TcpEp {
         match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo..lo + n]) {
             Ok(Begin::Done) => conn.stage_lo += n,
             // A stream's peer is never held: past the limits is its error.
-            Ok(b) => return Err((Error::Io, format!("protocol error: message not taken ({b:?})"))),
+            Ok(b) => return Err((Error::Io, format!("protocol error: message not taken ({b})"))),
             Err(v) => return Err((v.err, v.why)),
         }
         if g.eng.wants_transmit() {

@@ -31,6 +31,18 @@ pub enum Begin {
     Control,
 }
 
+impl fmt::Display for Begin {
+    /// What became of the frame, in a log line's words.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Begin::Payload => "its payload is awaited",
+            Begin::Done => "handled",
+            Begin::Hold => "held: the peer is owed too many answers or the buffering limits are reached",
+            Begin::Control => "connection control",
+        })
+    }
+}
+
 impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
     /// The header of a frame from `peer` (reported as source `src`) is in.
     pub fn begin(

@@ -1171,3 +1171,16 @@ fn one_engine_fed_by_two_transports() {
         assert_eq!(End::comps(&s2.tx).len(), n2);
     }
 }
+
+#[test]
+fn begin_reads_as_words_in_a_log_line() {
+    // A transport's protocol-error text names what became of a frame without
+    // Rust debug text.
+    let words: Vec<String> =
+        [Begin::Payload, Begin::Done, Begin::Hold, Begin::Control].iter().map(|b| b.to_string()).collect();
+    assert_eq!(words[1], "handled");
+    assert!(words[2].starts_with("held"), "{}", words[2]);
+    for (w, b) in words.iter().zip([Begin::Payload, Begin::Done, Begin::Hold, Begin::Control]) {
+        assert_ne!(*w, format!("{b:?}"), "Display must not be the debug name");
+    }
+}
