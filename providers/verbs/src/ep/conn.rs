@@ -51,6 +51,24 @@ pub(super) struct Post {
     pub(super) _owned: Vec<u8>,
 }
 
+impl Post {
+    /// A SEND of one piece (`inline`: its bytes are copied by the post;
+    /// `owned`: bytes the piece points into, kept while the request waits).
+    pub(super) fn send(sge: sys::ibv_sge, inline: bool, owned: Vec<u8>) -> Post {
+        Post {
+            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
+            sges: Sges::one(sge),
+            inline,
+            raddr: 0,
+            rkey: 0,
+            imm: None,
+            compare_add: 0,
+            swap: 0,
+            _owned: owned,
+        }
+    }
+}
+
 /// The scatter-gather entries of one work request, held inline (no allocation):
 /// at most [`SGE_MAX`].
 #[derive(Clone, Copy)]
@@ -429,17 +447,7 @@ impl VerbsEp {
             };
             (sge, Some(s))
         };
-        let mut post = Post {
-            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
-            sges: Sges::one(sge),
-            inline,
-            raddr: 0,
-            rkey: 0,
-            imm: None,
-            compare_add: 0,
-            swap: 0,
-            _owned: Vec::new(),
-        };
+        let mut post = Post::send(sge, inline, Vec::new());
         // First on the connection: its backlog is drained after this.
         self.post_now(g, cid, WrKind::Marker { slot }, &mut post);
     }
@@ -484,17 +492,7 @@ impl VerbsEp {
         }
         let lkey = self.tx.mr.lkey();
         let sge = sys::ibv_sge { addr: dst as u64, length: total as u32, lkey };
-        let mut post = Post {
-            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
-            sges: Sges::one(sge),
-            inline,
-            raddr: 0,
-            rkey: 0,
-            imm: None,
-            compare_add: 0,
-            swap: 0,
-            _owned: owned,
-        };
+        let mut post = Post::send(sge, inline, owned);
         let kind = WrKind::Frame { slot, frame: f };
         if now {
             // `stack` (if used) lives through the post, which copies it.

@@ -150,23 +150,6 @@ impl VerbsEp {
             return;
         }
         let n = (wc.byte_len as usize).min(BUF);
-        if n == FIRST_MARKER.len() && self.domain.port.iwarp {
-            let marker = if let Some(srx) = self.srx.as_ref().filter(|_| shared) {
-                // SAFETY: as below: the device wrote `n` bytes into this slot.
-                unsafe { std::slice::from_raw_parts(srx.pool.slot(slot), n) == FIRST_MARKER }
-            } else {
-                // SAFETY: as below: the device wrote `n` bytes into this slot of
-                // the connection's pool, which lives while the connection does.
-                g.conns
-                    .get(cid)
-                    .and_then(|c| c.rx.as_ref())
-                    .is_some_and(|pool| unsafe { std::slice::from_raw_parts(pool.slot(slot), n) == FIRST_MARKER })
-            };
-            if marker {
-                self.peer_spoke(g, cid);
-                return;
-            }
-        }
         let r = if let Some(srx) = self.srx.as_ref().filter(|_| shared) {
             // SAFETY: the device wrote `n` bytes into this slot of the shared
             // pool, which lives as long as the endpoint; the slot is not
@@ -196,6 +179,10 @@ impl VerbsEp {
     /// A frame arrived whole on connection `cid`: to the engine, after those it
     /// holds of the connection.
     pub(super) fn handle_frame(&self, g: &mut Inner, cid: u64, bytes: &[u8]) -> std::result::Result<(), Violation> {
+        if bytes == FIRST_MARKER && self.domain.port.iwarp {
+            self.peer_spoke(g, cid);
+            return Ok(());
+        }
         let behind = g.conns.get(cid).is_some_and(|c| !c.held.is_empty());
         if behind || !self.deliver(g, cid, bytes)? {
             if let Some(c) = g.conns.get_mut(cid) {

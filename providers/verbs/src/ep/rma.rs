@@ -168,9 +168,9 @@ impl VerbsEp {
         // Several requests, each taking the next `per_wr` pieces at the next
         // remote offset; on one connection they complete in order, and the
         // immediate data (if any) goes with the last, after all the data.
-        let chunks = sges.v[..sges.n].chunks(per_wr);
-        txop.parts = chunks.len() as u32;
-        let last = chunks.len() - 1;
+        let parts = sges.n.div_ceil(per_wr);
+        txop.parts = parts as u32;
+        let last = parts - 1;
         let opid = g.ops.insert(txop);
         let mut off = 0u64;
         for (i, chunk) in sges.v[..sges.n].chunks(per_wr).enumerate() {
