@@ -202,25 +202,32 @@ if [ -x "$LF_PINGPONG" ] && [ -x "$LF_INFO" ]; then
     usec() { awk '$1 ~ /^[0-9.]+[kmg]?$/ && NF >= 8 { v = $7 } END { print v }' cli.txt; }
     # stats FILE: "median best" of the numbers in FILE (one per line).
     stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)], v[1] }'; }
-    for s in 64 4096 1048576; do
-        case $s in 64) it=2000 ;; 4096) it=1000 ;; *) it=50 ;; esac
+    # side_by_side TAG EP SIZE ITERS: five alternating runs of ours and
+    # libfabric's fi_pingpong -e EP, and a "TAG size SIZE" line with the ratios
+    # of the medians and of the best runs (a failed libfabric run is noted).
+    side_by_side() {
+        tag=$1 ep=$2 s=$3 it=$4
         : > ours.txt; : > lf.txt
         for r in 1 2 3 4 5; do
-            pp ./fi_pingpong rdm -S $s -I $it > /dev/null || die "ours at $s"
+            pp ./fi_pingpong $ep -S $s -I $it > /dev/null || die "$tag: ours failed at $s"
             v=$(usec); [ -z "$v" ] || echo "$v" >> ours.txt
-            if pp $LF_PINGPONG rdm -S $s -I $it > /dev/null; then
+            if pp $LF_PINGPONG $ep -S $s -I $it > /dev/null; then
                 v=$(usec); [ -z "$v" ] || echo "$v" >> lf.txt
             else
-                echo "VERBS-RATIO size $s: libfabric failed in run $r (not a failure of ours)"
+                echo "$tag size $s: libfabric failed in run $r (not a failure of ours)"
             fi
         done
         o=$(stats ours.txt); l=$(stats lf.txt)
-        echo "size $s: ours $(tr '\n' ' ' < ours.txt)| libfabric $(tr '\n' ' ' < lf.txt)"
+        echo "$tag size $s: ours $(tr '\n' ' ' < ours.txt)| libfabric $(tr '\n' ' ' < lf.txt)"
         if [ -z "$o" ] || [ -z "$l" ]; then
-            echo "VERBS-RATIO size $s: no figures read (ours '$o', libfabric '$l')"
-            continue
+            echo "$tag size $s: no figures read (ours '$o', libfabric '$l')"
+            return 0
         fi
-        echo "$o $l" | awk -v s=$s '{ printf "VERBS-RATIO size %-8s median ours %10.2f libfabric %10.2f ratio %.2f | best ours %10.2f libfabric %10.2f ratio %.2f\n", s, $1, $3, $1 / $3, $2, $4, $2 / $4 }'
+        echo "$o $l" | awk -v t="$tag" -v s=$s '{ printf "%s size %-8s median ours %10.2f libfabric %10.2f ratio %.2f | best ours %10.2f libfabric %10.2f ratio %.2f\n", t, s, $1, $3, $1 / $3, $2, $4, $2 / $4 }'
+    }
+    for s in 64 4096 1048576; do
+        case $s in 64) it=2000 ;; 4096) it=1000 ;; *) it=50 ;; esac
+        side_by_side VERBS-RATIO rdm $s $it
     done
 else
     echo "libfabric's fi_pingpong is not installed: no comparison"
@@ -320,26 +327,8 @@ if [ -x "$LF_PINGPONG" ]; then
     unset LD_LIBRARY_PATH
     step "Soft-iWARP: ours vs libfabric 1.17's verbs over siw0, fi_pingpong 64 B and 64 KiB (5 alternating runs: median, best)"
     for ep in msg rdm; do
-        for s in 64 65536; do
-            case $s in 64) it=500 ;; *) it=100 ;; esac
-            : > ours.txt; : > lf.txt
-            for r in 1 2 3 4 5; do
-                pp ./fi_pingpong $ep -S $s -I $it > /dev/null || die "ours over siw0, $ep $s"
-                v=$(usec); [ -z "$v" ] || echo "$v" >> ours.txt
-                if pp $LF_PINGPONG $ep -S $s -I $it > /dev/null; then
-                    v=$(usec); [ -z "$v" ] || echo "$v" >> lf.txt
-                else
-                    echo "SIW-RATIO $ep $s: libfabric failed in run $r (not a failure of ours)"
-                fi
-            done
-            o=$(stats ours.txt); l=$(stats lf.txt)
-            echo "$ep $s: ours $(tr '\n' ' ' < ours.txt)| libfabric $(tr '\n' ' ' < lf.txt)"
-            if [ -z "$o" ] || [ -z "$l" ]; then
-                echo "SIW-RATIO $ep $s: no figures read (ours '$o', libfabric '$l')"
-                continue
-            fi
-            echo "$o $l" | awk -v s=$s -v e=$ep '{ printf "SIW-RATIO %s size %-6s median ours %10.2f libfabric %10.2f ratio %.2f | best ours %10.2f libfabric %10.2f ratio %.2f\n", e, s, $1, $3, $1 / $3, $2, $4, $2 / $4 }'
-        done
+        side_by_side "SIW-RATIO $ep" $ep 64 500
+        side_by_side "SIW-RATIO $ep" $ep 65536 100
     done
 fi
 
