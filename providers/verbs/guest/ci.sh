@@ -209,7 +209,7 @@ if [ -x "$LF_PINGPONG" ] && [ -x "$LF_INFO" ]; then
         tag=$1 ep=$2 s=$3 it=$4
         : > ours.txt; : > lf.txt
         for r in 1 2 3 4 5; do
-            pp ./fi_pingpong $ep -S $s -I $it > /dev/null || die "$tag: ours failed at $s"
+            pp ./fi_pingpong $ep -S $s -I $it > pp.txt || { cat pp.txt; die "$tag: ours failed at $s"; }
             v=$(usec); [ -z "$v" ] || echo "$v" >> ours.txt
             if pp $LF_PINGPONG $ep -S $s -I $it > /dev/null; then
                 v=$(usec); [ -z "$v" ] || echo "$v" >> lf.txt
