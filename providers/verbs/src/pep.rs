@@ -121,12 +121,7 @@ impl PassiveEpOps for VerbsPep {
             return Err(Error::NoEq);
         }
         let want = g.name.unwrap_or_else(|| SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0));
-        let id = CmId::new(&self.cm)?;
-        id.bind(want).map_err(|e| {
-            fi_log!(Level::Warn, NAME, "ep_ctrl", "rdma_bind_addr({want}) failed: {e}");
-            Error::from(e)
-        })?;
-        id.listen(1024)?;
+        let id = listening(&self.cm, want)?;
         g.name = id.local_addr().or(g.name);
         g.listener = Some(id);
         Ok(())
@@ -167,4 +162,17 @@ impl PassiveEpOps for VerbsPep {
         g.listener = None;
         Ok(())
     }
+}
+
+/// A listening identifier on `ch` at `want` (a passive endpoint's, or an RDM
+/// endpoint's), its failures and retries logged.
+pub(crate) fn listening(ch: &EventChannel, want: SocketAddr) -> Result<CmId> {
+    CmId::listening(ch, want, 1024, |port, e| {
+        let port = port.map_or_else(|| "?".to_string(), |p| p.to_string());
+        fi_log!(Level::Info, NAME, "ep_ctrl", "listening at {port} failed ({e}): trying another port");
+    })
+    .map_err(|e| {
+        fi_log!(Level::Warn, NAME, "ep_ctrl", "listening at {want} failed: {e}");
+        Error::from(e)
+    })
 }

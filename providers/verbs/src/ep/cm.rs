@@ -41,6 +41,33 @@ impl VerbsEp {
         Ok(cid)
     }
 
+    /// iWARP, active side, address resolved: if a TCP socket holds the port
+    /// the connection manager gave the identifier (it chooses from its own
+    /// port space, blind to TCP's), the device's connect would fail with
+    /// `EADDRINUSE` (see [`CmId::listening`]); start the connection over on a
+    /// new identifier, so a new port, up to [`crate::ibv::LISTEN_TRIES`]
+    /// times. Returns whether it did.
+    fn repick_port(&self, g: &mut Inner, cid: u64) -> bool {
+        let Some(c) = g.conns.get(cid) else { return false };
+        let (Some(local), Some(peer)) = (c.id.local_addr(), c.peer) else { return false };
+        if c.port_tries + 1 >= crate::ibv::LISTEN_TRIES || tcp_port_free(local) {
+            return false;
+        }
+        let Ok(id) = CmId::new(&self.cm) else { return false };
+        if let Err(e) = id.resolve_addr(Some(SocketAddr::new(local.ip(), 0)), peer, RESOLVE_MS) {
+            fi_log!(Level::Info, NAME, "ep_ctrl", "rdma_resolve_addr({peer}) failed: {e}");
+            return false;
+        }
+        fi_log!(Level::Info, NAME, "ep_ctrl", "connecting to {peer}: TCP holds port {local}, trying another port");
+        let c = g.conns.get_mut(cid).expect("present");
+        g.by_id.remove(&(c.id.raw() as usize));
+        let old = std::mem::replace(&mut c.id, id);
+        g.by_id.insert(c.id.raw() as usize, cid);
+        c.port_tries += 1;
+        drop(old);
+        true
+    }
+
     /// The connection a user operation to `addr` goes over.
     pub(super) fn conn_for(&self, g: &mut Inner, addr: FiAddr) -> Result<u64> {
         if !self.rdm() {
@@ -81,6 +108,9 @@ impl VerbsEp {
         );
         match ev.kind {
             RDMA_CM_EVENT_ADDR_RESOLVED => {
+                if self.domain.port.iwarp && self.repick_port(g, cid) {
+                    return;
+                }
                 let r = g.conns.get(cid).map(|c| c.id.resolve_route(RESOLVE_MS));
                 if let Some(Err(e)) = r {
                     self.connect_failed(g, cid, Error::from(e), 0, Vec::new());
@@ -310,4 +340,15 @@ impl VerbsEp {
             }
         }
     }
+}
+
+/// Whether a TCP socket could bind `addr` as the iWARP device's socket does
+/// (with `SO_REUSEADDR`): the probe binds and closes, and leaves nothing behind.
+fn tcp_port_free(addr: SocketAddr) -> bool {
+    use socket2::{Domain, Socket, Type};
+    let Ok(s) = Socket::new(Domain::for_address(addr), Type::STREAM, None) else { return true };
+    if s.set_reuse_address(true).is_err() {
+        return true;
+    }
+    !matches!(s.bind(&addr.into()), Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE))
 }

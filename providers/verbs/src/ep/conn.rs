@@ -158,6 +158,9 @@ pub(super) struct Conn {
     /// The active side's first message arrived (iWARP, passive side), perhaps
     /// before the connection manager said the connection is up.
     pub(super) peer_spoke: bool,
+    /// iWARP, active side: how many times the connection started over on a
+    /// new identifier because TCP held the port the first one was given.
+    pub(super) port_tries: u32,
 }
 
 impl VerbsEp {
@@ -180,6 +183,7 @@ impl VerbsEp {
             held: VecDeque::new(),
             active: state == ConnState::Resolving,
             peer_spoke: false,
+            port_tries: 0,
         };
         let cid = g.conns.insert(c);
         g.by_id.insert(key, cid);

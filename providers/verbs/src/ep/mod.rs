@@ -253,12 +253,7 @@ impl VerbsEp {
                 .as_ref()
                 .and_then(|a| a.sockaddr())
                 .unwrap_or_else(|| SocketAddr::new(domain.port.iface.addr, 0));
-            let id = CmId::new(&cm)?;
-            id.bind(want).map_err(|e| {
-                fi_log!(Level::Warn, NAME, "ep_ctrl", "rdma_bind_addr({want}) failed: {e}");
-                Error::from(e)
-            })?;
-            id.listen(1024)?;
+            let id = crate::pep::listening(&cm, want)?;
             let name = id.local_addr().ok_or(Error::AddrNotAvail)?;
             (Some(id), Some(name))
         } else {

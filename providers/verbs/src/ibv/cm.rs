@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// How many ephemeral ports [`CmId::listening`] tries before it gives up.
+pub(crate) const LISTEN_TRIES: u32 = 16;
+
 /// An rdmacm event channel, non-blocking.
 pub(crate) struct EventChannel(*mut sys::rdma_event_channel);
 
@@ -259,6 +262,40 @@ impl CmId {
     pub(crate) fn listen(&self, backlog: i32) -> io::Result<()> {
         // SAFETY: a live, bound identifier.
         check(unsafe { sys::rdma_listen(self.id, backlog) })
+    }
+
+    /// A new identifier on `ch`, bound to `want` and listening.
+    ///
+    /// On iWARP the connection manager's port is also a kernel TCP port, and
+    /// the connection manager chooses a free port of its own space without
+    /// looking at TCP's: an ephemeral choice (`want` with port 0) can fall on
+    /// a port a TCP socket holds (a socket in TIME_WAIT, an unrelated
+    /// listener), and then binding or listening fails with `EADDRINUSE`. That
+    /// failure of an ephemeral choice is retried with a fresh identifier (so a
+    /// fresh random port), up to [`LISTEN_TRIES`] times; `retried` hears the
+    /// port that failed and the error. A port the caller asked for is not
+    /// retried.
+    pub(crate) fn listening(
+        ch: &EventChannel,
+        want: SocketAddr,
+        backlog: i32,
+        mut retried: impl FnMut(Option<SocketAddr>, &io::Error),
+    ) -> io::Result<CmId> {
+        let mut tries = 0;
+        loop {
+            let id = CmId::new(ch)?;
+            let r = id.bind(want).and_then(|()| id.listen(backlog));
+            match r {
+                Ok(()) => return Ok(id),
+                Err(e)
+                    if want.port() == 0 && e.raw_os_error() == Some(libc::EADDRINUSE) && tries + 1 < LISTEN_TRIES =>
+                {
+                    tries += 1;
+                    retried(id.local_addr(), &e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// `rdma_resolve_addr` from `src` (if any) to `dst`.

@@ -21,7 +21,7 @@ use std::ptr;
 
 mod cm;
 
-pub(crate) use cm::{cm_event_str, CmEvent, CmId, EventChannel, QpCaps, QpPath};
+pub(crate) use cm::{cm_event_str, CmEvent, CmId, EventChannel, QpCaps, QpPath, LISTEN_TRIES};
 
 /// `IBV_LINK_LAYER_INFINIBAND` (not in rdma-sys's bindings).
 pub(crate) const LINK_LAYER_INFINIBAND: u8 = 1;
