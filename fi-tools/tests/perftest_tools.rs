@@ -379,6 +379,37 @@ fn a_perftest_script_reads_our_output() {
     assert!(!o.status.success(), "{:?}", text(&o));
 }
 
+/// A run of perftest's that fails (as perftest does on a loaded machine) is
+/// reported as perftest's and fails the script only with `--strict`; fabric's
+/// runs still count.
+#[test]
+fn a_failed_perftest_run_is_reported_as_perftests() {
+    let dir = Path::new(exe("send_lat")).parent().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("perftest-compare.sh");
+    // A stand-in for perftest's ib_send_lat that fails as it does when its
+    // clock calibration gives up: a table of "inf".
+    let fake = std::env::temp_dir().join(format!("fi-tools-fake-perftest-{}", std::process::id()));
+    std::fs::create_dir_all(&fake).unwrap();
+    let ib = fake.join("ib_send_lat");
+    std::fs::write(&ib, "#!/bin/sh\necho ' #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]'\necho ' 2       1000          inf            inf          inf'\n").unwrap();
+    std::fs::set_permissions(&ib, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for strict in [false, true] {
+        let mut c = Command::new("sh");
+        c.arg(&script).args(["--ours", dir.to_str().unwrap(), "--perftest", fake.to_str().unwrap()]);
+        c.args(["--provider", "tcp", "--timeout", "60"]);
+        if strict {
+            c.arg("--strict");
+        }
+        let o = c.arg(format!("send_lat -s 64 -n 100 -p {}", port())).output().expect("sh");
+        let (out, err) = text(&o);
+        assert_eq!(o.status.success(), !strict, "strict {strict}: {out}\n{err}");
+        assert!(out.contains("| ib_send_lat failed: perftest's run, not fabric's"), "{out}");
+        let ours = out.lines().find(|l| l.starts_with("COMPARE ") && l.contains("| fi_send_lat "));
+        assert!(ours.is_some_and(|l| l.ends_with(" usec")), "{out}");
+    }
+    let _ = std::fs::remove_dir_all(&fake);
+}
+
 /// The manual page of the eight tools renders without warnings, each name
 /// reaching it (the seven others are `.so` stubs), and names every option the
 /// tools take.
