@@ -413,6 +413,44 @@ awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./perftest/step.sh" } { print }' 
 grep -q '^\. \./perftest/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the perftest step" >&2; exit 1; }
 # ---- end of perftest's command lines
 
+# ---- fi_perf's eight tests (send, write, read, atomic; bw and lat) over
+# Soft-iWARP, MSG and RDM endpoints, each run to completion by server and
+# client. MSG over iWARP offers no atomics (siw has none; RDM emulates them):
+# fi_perf must refuse that test clearly, not hang. Runs before the final PASS.
+mkdir -p "$stage/fiperf"
+b=$(bin "$tools" fi_perf)
+[ -x "$b" ] || { echo "ci.sh: the build did not produce fi_perf" >&2; exit 1; }
+cp "$b" "$stage/fiperf/"
+cat > "$stage/fiperf/step.sh" <<'EOF'
+step "Soft-iWARP: fi_perf's tests over siw0 (send, write, read, atomic; bw and lat; msg and rdm)"
+export FI_VERBS_DEVICE_NAME=siw0
+addr=10.0.3.15
+for ep in msg rdm; do
+    for t in "send lat" "send bw" "write lat" "write bw" "read lat" "read bw" "atomic lat" "atomic bw"; do
+        # shellcheck disable=SC2086 # the test is two words
+        ./fiperf/fi_perf $t -p verbs -e $ep -I 100 --timeout 60 > perf-s.txt 2>&1 &
+        sp=$!
+        sleep 1
+        st=0; timeout 300 ./fiperf/fi_perf $t -p verbs -e $ep -I 100 --timeout 60 $addr > perf-c.txt 2>&1 || st=$?
+        sw=0; wait $sp || sw=$?
+        if [ $ep = msg ] && [ "${t%% *}" = atomic ]; then
+            [ $st -ne 0 ] && grep -qE "does not support fetching FI_SUM|No data available" perf-c.txt \
+                || { cat perf-c.txt perf-s.txt; die "fi_perf $t -e msg over siw0: no clear refusal"; }
+            echo "fi_perf $t -e msg over siw0: refused (MSG over iWARP has no atomics): $(grep -m1 -E 'FI_SUM|No data' perf-c.txt)"
+            continue
+        fi
+        [ $st -eq 0 ] && [ $sw -eq 0 ] || { cat perf-c.txt; echo "-- server:"; cat perf-s.txt; die "fi_perf $t -e $ep over siw0"; }
+        echo "fi_perf $t -e $ep over siw0: $(grep -E '^ *[0-9]' perf-c.txt | tail -1 | tr -s ' ')"
+    done
+done
+export FI_VERBS_DEVICE_NAME=rxe0
+addr=10.0.2.15
+EOF
+awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./fiperf/step.sh" } { print }' "$stage/test.sh" > "$stage/test.sh.new" &&
+    mv "$stage/test.sh.new" "$stage/test.sh"
+grep -q '^\. \./fiperf/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the fi_perf step" >&2; exit 1; }
+# ---- end of fi_perf over siw0
+
 "$here/run-guest.sh" --siw --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
     "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
-    "$stage/skips.sh" "$stage/capi" "$stage/perftest" "$stage/async_echo" "$stage/async_echo_check.sh"
+    "$stage/skips.sh" "$stage/capi" "$stage/perftest" "$stage/fiperf" "$stage/async_echo" "$stage/async_echo_check.sh"
