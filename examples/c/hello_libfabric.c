@@ -7,7 +7,7 @@
  * library:
  *
  *   cc -o hello_libfabric examples/c/hello_libfabric.c <target>/debug/libfabric.so.1
- *   LD_LIBRARY_PATH=<target>/debug ./hello_libfabric [provider]
+ *   LD_LIBRARY_PATH=<target>/debug ./hello_libfabric [provider [local address]]
  *
  * It prints the provider's name and the message received, and exits 0 when
  * the received bytes are the ones sent.
@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
   hints->mode = FI_CONTEXT;
   hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   if (argc > 1) hints->fabric_attr->prov_name = strdup(argv[1]);
-  CHECK(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &info));
+  /* The local address: loopback, or the one given (an RDMA device has none on lo). */
+  CHECK(fi_getinfo(FI_VERSION(1, 17), argc > 2 ? argv[2] : "127.0.0.1", NULL, FI_SOURCE, hints, &info));
   printf("provider %s\n", info->fabric_attr->prov_name);
 
   CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));

@@ -451,6 +451,64 @@ awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./fiperf/step.sh" } { print }' "$
 grep -q '^\. \./fiperf/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the fi_perf step" >&2; exit 1; }
 # ---- end of fi_perf over siw0
 
+# ---- Which tests each library passes over Soft-iWARP: the same programs
+# (Debian's fi_pingpong; examples/c/hello_libfabric.c and the in-process RDM
+# round trip of ../shared/tools/inproc, both compiled here against Debian's
+# libfabric-dev) run over libfabric 1.17's libfabric.so.1 and over ours
+# (LD_LIBRARY_PATH), on siw0. A SIW-MATRIX line per test; ours must pass every
+# one, libfabric's results are reported. Runs before the final PASS.
+mkdir -p "$stage/matrix"
+if [ -f /usr/include/rdma/fabric.h ]; then
+    cc -O2 -o "$stage/matrix/hello_libfabric" examples/c/hello_libfabric.c -lfabric ||
+        { echo "ci.sh: cannot compile hello_libfabric.c" >&2; exit 1; }
+    inproc_src="$root/../shared/tools/inproc/lf_inproc.c"
+    if [ -f "$inproc_src" ]; then
+        cc -O2 -o "$stage/matrix/lf_inproc" "$inproc_src" -lfabric ||
+            { echo "ci.sh: cannot compile $inproc_src" >&2; exit 1; }
+    else
+        echo "ci.sh: $inproc_src is absent (../shared beside the checkout): the matrix runs without it"
+    fi
+fi
+cat > "$stage/matrix/step.sh" <<'EOF'
+step "Soft-iWARP: which tests each library passes (the same programs over libfabric 1.17's libfabric.so.1 and over ours)"
+if [ -x "$LF_PINGPONG" ] && [ -x ./matrix/hello_libfabric ]; then
+    export FI_VERBS_DEVICE_NAME=siw0
+    addr=10.0.3.15
+    # cell TEST COMMAND...: run COMMAND over each library; a SIW-MATRIX line.
+    cell() {
+        name=$1; shift
+        line="SIW-MATRIX $(printf '%-34s' "$name")"
+        for lib in libfabric ours; do
+            if [ $lib = ours ]; then export LD_LIBRARY_PATH=/opt/capi; else unset LD_LIBRARY_PATH; fi
+            st=0; "$@" > matrix.txt 2>&1 || st=$?
+            if [ $st -eq 0 ]; then r=pass; else r=FAIL; fi
+            unset LD_LIBRARY_PATH
+            [ $lib = ours ] || [ $r = pass ] || echo "$name over libfabric 1.17: exit $st$([ $st = 124 ] && echo ' (timed out)'), last line: $(tail -n 1 matrix.txt)"
+            [ $lib = libfabric ] && line="$line | libfabric 1.17: $r" || line="$line | fabric: $r"
+            if [ $lib = ours ] && [ $r = FAIL ]; then
+                cat matrix.txt; echo "$line"; die "$name over our libfabric.so.1 on siw0"
+            fi
+        done
+        echo "$line"
+    }
+    cell "fi_pingpong -e msg -S all -c" pp $LF_PINGPONG msg -S all -I 20 -c
+    cell "fi_pingpong -e rdm -S all -c" pp $LF_PINGPONG rdm -S all -I 20 -c
+    cell "fi_pingpong -e rdm -S 1048576 -I 20 -c" pp $LF_PINGPONG rdm -S 1048576 -I 20 -c
+    cell "hello_libfabric (RDM to itself)" timeout 60 ./matrix/hello_libfabric verbs $addr
+    if [ -x ./matrix/lf_inproc ]; then
+        cell "lf_inproc (two RDM endpoints, tagged)" timeout 120 ./matrix/lf_inproc verbs 1000 64
+    fi
+    export FI_VERBS_DEVICE_NAME=rxe0
+    addr=10.0.2.15
+else
+    echo "libfabric's fi_pingpong or its headers are not installed: no matrix"
+fi
+EOF
+awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./matrix/step.sh" } { print }' "$stage/test.sh" > "$stage/test.sh.new" &&
+    mv "$stage/test.sh.new" "$stage/test.sh"
+grep -q '^\. \./matrix/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the matrix step" >&2; exit 1; }
+# ---- end of the matrix
+
 "$here/run-guest.sh" --siw --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
     "$stage/fi_info" "$stage/fi_pingpong" "$stage/conformance" "$stage/no_alloc" "$stage/auto_teardown" \
-    "$stage/skips.sh" "$stage/capi" "$stage/perftest" "$stage/fiperf" "$stage/async_echo" "$stage/async_echo_check.sh"
+    "$stage/skips.sh" "$stage/capi" "$stage/perftest" "$stage/fiperf" "$stage/matrix" "$stage/async_echo" "$stage/async_echo_check.sh"
