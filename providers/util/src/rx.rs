@@ -551,7 +551,7 @@ impl<R> RxEngine<R> {
     #[inline]
     pub fn match_arrival(&mut self, m: &MsgSpec, len: u64) -> Option<Target> {
         match self.matcher.take_posted(m, |r| r.multi != NO_MULTI)? {
-            PostedMatch::Taken(_, rec) => Some(Target::Single(rec)),
+            PostedMatch::Taken(rec) => Some(Target::Single(rec)),
             PostedMatch::Stays(pid) => Some(self.take_multi(pid, len)),
         }
     }
@@ -566,7 +566,7 @@ impl<R> RxEngine<R> {
     pub fn deliver_eager(&mut self, b: &Bindings, m: &MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> bool {
         match self.matcher.take_posted(m, |r| r.multi != NO_MULTI) {
             None => false,
-            Some(PostedMatch::Taken(_, rec)) => {
+            Some(PostedMatch::Taken(rec)) => {
                 if rec.list == NO_LIST && body.len() <= rec.cap && body.len() as u64 == len {
                     fill_one(&rec, body);
                     one_piece_done(b, &rec, m.tagged, m.tag, data, m.src, body.len());
