@@ -728,7 +728,7 @@ mod tests {
     fn read_one_with_is_read_one_in_place() {
         let q = cq(4);
         let mut seen = Vec::new();
-        let mut take = |q: &UtilCq| q.read_one_with(|e| seen.push(e.op_context)).map(|()| ());
+        let mut take = |q: &UtilCq| q.read_one_with(|e| seen.push(e.op_context));
         assert_eq!(take(&q), Err(Error::Again));
         q.push(ok(1));
         q.push_err(err(2, Error::Trunc));
