@@ -562,7 +562,7 @@ impl<R> RxEngine<R> {
     /// with a one-piece receive that holds it all filled and completed inline
     /// (no [`Target`] or [`Header`] built). `false` when no posted receive
     /// matches: the caller holds the message as unexpected.
-    #[inline]
+    #[inline(always)]
     pub fn deliver_eager(&mut self, b: &Bindings, m: &MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> bool {
         match self.matcher.take_posted(m, |r| r.multi != NO_MULTI) {
             None => false,
