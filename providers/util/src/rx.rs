@@ -288,6 +288,7 @@ impl<R> RxEngine<R> {
     /// Post a receive (`fi_recv`, `fi_trecv`, `fi_recvmsg` with `flags`). `src` is
     /// the source filter already resolved (`FiAddr::UNSPEC` for any). More than
     /// [`IOV_LIMIT`] pieces is `FI_EINVAL`.
+    #[inline(always)]
     pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
