@@ -11,6 +11,7 @@ use crate::{abi, exports::guard};
 use fabric_core::prov::CqOps;
 use fabric_core::wait::CqMember;
 use fabric_core::{Caps, CqAttr, CqEntry, CqFormat, Error, WaitObj};
+use fabric_util::cq::UtilCq;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
@@ -33,6 +34,10 @@ pub(crate) struct Cq {
     /// `ops` as a plain pointer, for the reads: calling through it skips
     /// locating the object inside the `Arc`'s allocation on every call.
     prov: *const dyn CqOps,
+    /// `ops` as the providers' shared queue type when it is one (null
+    /// otherwise): a read of one entry then calls it directly and has the
+    /// entry written into the caller's from where it lies in the queue.
+    util: *const UtilCq,
     /// Whether the queue has a wait object (`fi_cq_sread` allowed).
     wait: bool,
     /// The endpoints bound to it.
@@ -86,6 +91,14 @@ impl Cq {
         // SAFETY: `prov` points at the object `self.ops` owns, which lives as
         // long as `self`.
         unsafe { &*self.prov }
+    }
+
+    /// The provider's queue as [`UtilCq`], if it is one.
+    #[inline(always)]
+    fn util(&self) -> Option<&UtilCq> {
+        // SAFETY: null, or pointing at the object `self.ops` owns (as `prov`),
+        // which lives as long as `self`.
+        unsafe { self.util.as_ref() }
     }
 }
 
@@ -145,6 +158,7 @@ pub(crate) unsafe extern "C" fn fi_cq_open(
         let obj = Cq {
             c: abi::fid_cq { fid: fid::fid(abi::FI_CLASS_CQ, context, &FID_OPS), ops: table as *const _ as *mut _ },
             prov: Arc::as_ptr(&ops),
+            util: ops.as_any().downcast_ref::<UtilCq>().map_or(std::ptr::null(), |u| u as *const UtilCq),
             ops,
             wait: wait_obj != WaitObj::None,
             refs: fid::Refs::default(),
@@ -256,6 +270,22 @@ unsafe fn write_entry<const F: abi::fi_cq_format>(e: &CqEntry, out: *mut u8) {
 /// address.
 #[inline(always)]
 unsafe fn read_one<const F: abi::fi_cq_format>(q: &Cq, buf: *mut c_void, src: *mut abi::fi_addr_t) -> isize {
+    if let Some(u) = q.util() {
+        // The entry goes from the queue's ring into the caller's, under the
+        // queue's lock (the closure only writes the caller's memory).
+        // SAFETY: as this function's contract.
+        let r = u.read_one_with(|e| unsafe {
+            write_entry::<F>(e, buf as *mut u8);
+            if !src.is_null() {
+                src.write_unaligned(e.src.0);
+            }
+        });
+        return match r {
+            Ok(()) => 1,
+            Err(Error::Again) => EAGAIN,
+            Err(err) => fid::serr(err),
+        };
+    }
     match q.prov().read_one() {
         Ok(e) => {
             // SAFETY: as this function's contract.

@@ -207,6 +207,23 @@ impl Queue {
         self.pop_one_slow()
     }
 
+    /// [`Queue::pop_one`] handing the entry to `f` where it lies in the ring,
+    /// rather than copying it out: `Err(Avail)` when an error is at the head,
+    /// `Err(Again)` when the queue is empty (and `f` is not called).
+    #[inline(always)]
+    fn with_one<T>(&mut self, f: impl FnOnce(&CqEntry) -> T) -> Result<T> {
+        if self.errs.is_empty() {
+            if self.len == 0 {
+                return Err(Error::Again);
+            }
+            let r = f(&self.slots[self.popped as usize & self.mask]);
+            self.popped += 1;
+            self.len -= 1;
+            return Ok(r);
+        }
+        self.pop_one_slow().map(|e| f(&e))
+    }
+
     /// [`Queue::pop_one`] with errors queued.
     #[cold]
     #[inline(never)]
@@ -422,6 +439,38 @@ impl UtilCq {
         }
         // Inline: this function's frame is set up already.
         self.pop_one_locked()
+    }
+
+    /// [`CqOps::read_one`] of a queue known to be this type (no dynamic call),
+    /// with the same progress rule, handing the entry to `f` in place under the
+    /// queue's lock rather than returning a copy: a C ABI read writes the
+    /// caller's entry straight from the ring. `f` runs under the lock, so it
+    /// must not touch this queue (nor take a lock that is held around a push
+    /// into it); it is not called on `Err`.
+    #[inline(always)]
+    pub fn read_one_with<T>(&self, f: impl FnOnce(&CqEntry) -> T) -> Result<T> {
+        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
+        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+            self.progress_for_read();
+            if self.entries.load(Ordering::Acquire) == 0 {
+                return Err(Error::Again);
+            }
+        } else {
+            self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        }
+        let mut q = self.lock();
+        let r = q.with_one(f);
+        self.publish(&q);
+        r
+    }
+
+    /// The progress of a read (out of line: the pop that follows it is the
+    /// caller's, inline).
+    #[inline(never)]
+    fn progress_for_read(&self) {
+        self.reads_without_progress.store(0, Ordering::Relaxed);
+        // No lock held here: progress pushes into this queue.
+        self.waiter.progress();
     }
 
     /// Pop one entry under the lock.
@@ -670,6 +719,41 @@ mod tests {
         }
         for _ in 0..32 {
             assert!(q.read_one().is_ok());
+        }
+        let calls = p.calls.load(Ordering::SeqCst);
+        assert!(calls > 32 / (MAX_READS_WITHOUT_PROGRESS + 1), "progress ran only {calls} times");
+    }
+
+    #[test]
+    fn read_one_with_is_read_one_in_place() {
+        let q = cq(4);
+        let mut seen = Vec::new();
+        let mut take = |q: &UtilCq| q.read_one_with(|e| seen.push(e.op_context));
+        assert_eq!(take(&q), Err(Error::Again));
+        q.push(ok(1));
+        q.push_err(err(2, Error::Trunc));
+        q.push(ok(3));
+        assert_eq!(take(&q), Ok(()));
+        assert_eq!(take(&q), Err(Error::Avail), "an error at the head is not skipped");
+        assert_eq!(q.readerr().map(|e| e.entry.op_context), Ok(2));
+        assert_eq!(take(&q), Ok(()));
+        assert_eq!(take(&q), Err(Error::Again));
+        // Each entry reached the closure once, in push order; errors never did.
+        assert_eq!(seen, [1, 3]);
+
+        // An empty queue drives its bound objects' progress, and the entry that
+        // progress pushed is the one read; a backlog still drives it regularly.
+        let q = cq(64);
+        let p = Arc::new(Pusher { cq: Arc::downgrade(&q), per_call: 1, calls: AtomicUsize::new(0) });
+        let d: Arc<dyn Progress> = p.clone();
+        q.bind(Arc::downgrade(&d)).unwrap();
+        assert_eq!(q.read_one_with(|e| e.op_context), Ok(0));
+        assert_eq!(p.calls.load(Ordering::SeqCst), 1);
+        for i in 0..32 {
+            q.push(ok(1000 + i));
+        }
+        for _ in 0..32 {
+            assert!(q.read_one_with(|e| e.op_context).is_ok());
         }
         let calls = p.calls.load(Ordering::SeqCst);
         assert!(calls > 32 / (MAX_READS_WITHOUT_PROGRESS + 1), "progress ran only {calls} times");

@@ -83,17 +83,23 @@ impl RecvSpec {
     /// Whether this receive matches message `m` (the rule of the module docs).
     #[inline]
     pub fn matches(&self, m: &MsgSpec) -> bool {
-        self.tagged == m.tagged
-            && (!self.tagged || (m.tag ^ self.tag) & !self.ignore == 0)
-            && (self.src == FiAddr::UNSPEC || self.src == m.src)
+        self.tagged == m.tagged && self.matches_queued(m)
+    }
+
+    /// [`RecvSpec::matches`] for a receive found in the queue of `m`'s kind
+    /// (tagged or untagged, the same as its own): the tag and the source only.
+    #[inline(always)]
+    fn matches_queued(&self, m: &MsgSpec) -> bool {
+        (!self.tagged || (m.tag ^ self.tag) & !self.ignore == 0) && (self.src == FiAddr::UNSPEC || self.src == m.src)
     }
 }
 
 /// What [`Matcher::take_posted`] found.
 #[derive(Debug)]
 pub enum PostedMatch<R> {
-    /// The receive, taken off the queue.
-    Taken(RecvSpec, R),
+    /// The receive's record, taken off the queue (its spec, which the caller
+    /// matched against, is dropped there: no caller needs it back).
+    Taken(R),
     /// A receive that stays posted.
     Stays(PostedId),
 }
@@ -416,7 +422,7 @@ impl<R, U> Matcher<R, U> {
 
     /// The first posted receive, in posting order, that matches an arriving message.
     pub fn match_posted(&self, m: &MsgSpec) -> Option<PostedId> {
-        self.posted.find(queue_of(m.tagged), |(r, _)| r.matches(m)).map(PostedId)
+        self.posted.find(queue_of(m.tagged), |(r, _)| r.matches_queued(m)).map(PostedId)
     }
 
     /// The first posted receive that matches an arriving message (as
@@ -425,11 +431,11 @@ impl<R, U> Matcher<R, U> {
     /// with room left): then its id.
     #[inline]
     pub fn take_posted(&mut self, m: &MsgSpec, stays: impl FnOnce(&R) -> bool) -> Option<PostedMatch<R>> {
-        let (index, (_, rec)) = self.posted.iter(queue_of(m.tagged)).find(|(_, (r, _))| r.matches(m))?;
+        let (index, (_, rec)) = self.posted.iter(queue_of(m.tagged)).find(|(_, (r, _))| r.matches_queued(m))?;
         if stays(rec) {
             return Some(PostedMatch::Stays(PostedId(self.posted.key(index))));
         }
-        self.posted.remove_at(index).map(|(spec, rec)| PostedMatch::Taken(spec, rec))
+        self.posted.remove_at(index).map(|(_, rec)| PostedMatch::Taken(rec))
     }
 
     /// A posted receive's spec and record.
@@ -459,7 +465,7 @@ impl<R, U> Matcher<R, U> {
     /// receive and is not claimed.
     #[inline]
     pub fn match_unexpected(&self, r: &RecvSpec) -> Option<UnexpId> {
-        self.unexpected.find(queue_of(r.tagged), |u| r.matches(&u.spec)).map(UnexpId)
+        self.unexpected.find(queue_of(r.tagged), |u| r.matches_queued(&u.spec)).map(UnexpId)
     }
 
     /// An unexpected message's spec and record (claimed or not).
@@ -601,10 +607,10 @@ mod tests {
         m.push_posted(trecv(ANY, 5, 0, 2), 2);
         assert!(matches!(m.take_posted(&tmsg(0, 5), |&r| r == 1), Some(PostedMatch::Stays(id)) if id == a));
         assert_eq!(m.posted_len(), 2);
-        assert!(matches!(m.take_posted(&tmsg(0, 5), |_| false), Some(PostedMatch::Taken(s, 1)) if s.user_context == 1));
+        assert!(matches!(m.take_posted(&tmsg(0, 5), |_| false), Some(PostedMatch::Taken(1))));
         assert!(m.posted(a).is_none(), "its id is stale");
         assert!(m.take_posted(&tmsg(0, 6), |_| false).is_none());
-        assert!(matches!(m.take_posted(&tmsg(0, 5), |_| false), Some(PostedMatch::Taken(_, 2))));
+        assert!(matches!(m.take_posted(&tmsg(0, 5), |_| false), Some(PostedMatch::Taken(2))));
         assert_eq!(m.posted_len(), 0);
     }
 

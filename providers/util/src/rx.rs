@@ -288,6 +288,7 @@ impl<R> RxEngine<R> {
     /// Post a receive (`fi_recv`, `fi_trecv`, `fi_recvmsg` with `flags`). `src` is
     /// the source filter already resolved (`FiAddr::UNSPEC` for any). More than
     /// [`IOV_LIMIT`] pieces is `FI_EINVAL`.
+    #[inline(always)]
     pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
@@ -551,7 +552,7 @@ impl<R> RxEngine<R> {
     #[inline]
     pub fn match_arrival(&mut self, m: &MsgSpec, len: u64) -> Option<Target> {
         match self.matcher.take_posted(m, |r| r.multi != NO_MULTI)? {
-            PostedMatch::Taken(_, rec) => Some(Target::Single(rec)),
+            PostedMatch::Taken(rec) => Some(Target::Single(rec)),
             PostedMatch::Stays(pid) => Some(self.take_multi(pid, len)),
         }
     }
@@ -562,11 +563,11 @@ impl<R> RxEngine<R> {
     /// with a one-piece receive that holds it all filled and completed inline
     /// (no [`Target`] or [`Header`] built). `false` when no posted receive
     /// matches: the caller holds the message as unexpected.
-    #[inline]
+    #[inline(always)]
     pub fn deliver_eager(&mut self, b: &Bindings, m: &MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> bool {
         match self.matcher.take_posted(m, |r| r.multi != NO_MULTI) {
             None => false,
-            Some(PostedMatch::Taken(_, rec)) => {
+            Some(PostedMatch::Taken(rec)) => {
                 if rec.list == NO_LIST && body.len() <= rec.cap && body.len() as u64 == len {
                     fill_one(&rec, body);
                     one_piece_done(b, &rec, m.tagged, m.tag, data, m.src, body.len());

@@ -275,6 +275,7 @@ impl Header {
     }
 
     /// Encode into 40 bytes.
+    #[inline]
     pub fn encode(&self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
         self.encode_into(&mut b);
@@ -282,6 +283,7 @@ impl Header {
     }
 
     /// Encode into the first 40 bytes of `b` (which has at least as many).
+    #[inline]
     pub fn encode_into(&self, b: &mut [u8]) {
         let b = &mut b[..HDR_LEN];
         b[0] = MAGIC;

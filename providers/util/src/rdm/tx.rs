@@ -283,6 +283,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
 
     /// Post a receive (`src`: the source filter, resolved), and answer what it
     /// matched.
+    #[inline(always)]
     pub fn post_recv(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         self.rx.post(b, op, flags, src)?;
         self.run_rx_actions();
