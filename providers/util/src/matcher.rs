@@ -94,6 +94,50 @@ impl RecvSpec {
     }
 }
 
+/// A posted receive as stored: its [`RecvSpec`] folded into one compact record
+/// with the provider's (the queue it is in says whether it is tagged, so the flag
+/// is not kept; an untagged receive keeps a `mask` of 0, which every tag passes,
+/// so matching needs no test of the kind).
+struct Posted<R> {
+    /// The source to accept, or `FiAddr::UNSPEC` for any source.
+    src: FiAddr,
+    /// The tag to match (0 for untagged receives).
+    tag: u64,
+    /// The tag bits that must agree: `!ignore` for tagged receives, 0 for untagged.
+    mask: u64,
+    /// The application's context, used by cancel.
+    user_context: u64,
+    /// The provider's record.
+    rec: R,
+}
+
+impl<R> Posted<R> {
+    /// The compact record of a receive `r` with the provider's `rec`.
+    #[inline(always)]
+    fn new(r: &RecvSpec, rec: R) -> Self {
+        let (tag, mask) = if r.tagged { (r.tag, !r.ignore) } else { (0, 0) };
+        Posted { src: r.src, tag, mask, user_context: r.user_context, rec }
+    }
+
+    /// Whether this receive, found in the queue of `m`'s kind, matches `m`.
+    #[inline(always)]
+    fn matches_queued(&self, m: &MsgSpec) -> bool {
+        (m.tag ^ self.tag) & self.mask == 0 && (self.src == FiAddr::UNSPEC || self.src == m.src)
+    }
+
+    /// The receive's spec again (it is in queue `q`), and its record.
+    fn into_parts(self, q: usize) -> (RecvSpec, R) {
+        (self.spec(q), self.rec)
+    }
+
+    /// The receive's spec (it is in queue `q`).
+    fn spec(&self, q: usize) -> RecvSpec {
+        let tagged = q == TAGGED_Q;
+        let (tag, ignore) = if tagged { (self.tag, !self.mask) } else { (0, 0) };
+        RecvSpec { tagged, src: self.src, tag, ignore, user_context: self.user_context }
+    }
+}
+
 /// What [`Matcher::take_posted`] found.
 #[derive(Debug)]
 pub enum PostedMatch<R> {
@@ -310,8 +354,8 @@ impl<T, const Q: usize> Slab<T, Q> {
     }
 
     /// Remove every entry for which `f` holds, returning them in insertion order
-    /// (across queues).
-    fn remove_where(&mut self, mut f: impl FnMut(&T) -> bool) -> Vec<T> {
+    /// (across queues), each with the queue it was in.
+    fn remove_where(&mut self, mut f: impl FnMut(&T) -> bool) -> Vec<(usize, T)> {
         let mut hits: Vec<(u64, usize)> = Vec::new();
         for q in 0..Q {
             for (i, v) in self.iter(q) {
@@ -324,8 +368,9 @@ impl<T, const Q: usize> Slab<T, Q> {
         hits.sort_unstable_by_key(|&(seq, _)| seq);
         let mut out = Vec::with_capacity(hits.len());
         for (_, i) in hits {
+            let q = self.slots[i].queue;
             if let Some(v) = self.remove(self.key(i)) {
-                out.push(v);
+                out.push((q, v));
             }
         }
         out
@@ -387,7 +432,7 @@ struct Unexp<U> {
 pub struct Matcher<R, U> {
     /// Posted receives: untagged ones in queue `MSG_Q`, tagged ones in `TAGGED_Q`,
     /// each in posting order; an entry is in the queue of its `RecvSpec::tagged`.
-    posted: Slab<(RecvSpec, R), 2>,
+    posted: Slab<Posted<R>, 2>,
     /// Unexpected messages: unclaimed untagged ones in `MSG_Q`, unclaimed tagged
     /// ones in `TAGGED_Q` (each in arrival order), claimed ones of either kind in
     /// `CLAIMED_Q` (in claim order).
@@ -422,7 +467,7 @@ impl<R, U> Matcher<R, U> {
 
     /// The first posted receive, in posting order, that matches an arriving message.
     pub fn match_posted(&self, m: &MsgSpec) -> Option<PostedId> {
-        self.posted.find(queue_of(m.tagged), |(r, _)| r.matches_queued(m)).map(PostedId)
+        self.posted.find(queue_of(m.tagged), |p| p.matches_queued(m)).map(PostedId)
     }
 
     /// The first posted receive that matches an arriving message (as
@@ -431,27 +476,30 @@ impl<R, U> Matcher<R, U> {
     /// with room left): then its id.
     #[inline]
     pub fn take_posted(&mut self, m: &MsgSpec, stays: impl FnOnce(&R) -> bool) -> Option<PostedMatch<R>> {
-        let (index, (_, rec)) = self.posted.iter(queue_of(m.tagged)).find(|(_, (r, _))| r.matches_queued(m))?;
-        if stays(rec) {
+        let (index, p) = self.posted.iter(queue_of(m.tagged)).find(|(_, p)| p.matches_queued(m))?;
+        if stays(&p.rec) {
             return Some(PostedMatch::Stays(PostedId(self.posted.key(index))));
         }
-        self.posted.remove_at(index).map(|(_, rec)| PostedMatch::Taken(rec))
+        self.posted.remove_at(index).map(|p| PostedMatch::Taken(p.rec))
     }
 
-    /// A posted receive's spec and record.
-    pub fn posted(&self, id: PostedId) -> Option<(&RecvSpec, &R)> {
-        self.posted.get(id.0).map(|(s, r)| (s, r))
+    /// A posted receive's spec (rebuilt from the stored record: an untagged
+    /// receive's `tag` and `ignore` read 0) and record.
+    pub fn posted(&self, id: PostedId) -> Option<(RecvSpec, &R)> {
+        let q = self.posted.slot(id.0)?.queue;
+        self.posted.get(id.0).map(|p| (p.spec(q), &p.rec))
     }
 
     /// A posted receive's record, to update it in place (a multi-receive buffer
     /// that was partly consumed).
     pub fn posted_mut(&mut self, id: PostedId) -> Option<&mut R> {
-        self.posted.get_mut(id.0).map(|(_, r)| r)
+        self.posted.get_mut(id.0).map(|p| &mut p.rec)
     }
 
     /// Remove a posted receive (it matched, or is being completed).
     pub fn remove_posted(&mut self, id: PostedId) -> Option<(RecvSpec, R)> {
-        self.posted.remove(id.0)
+        let q = self.posted.slot(id.0)?.queue;
+        self.posted.remove(id.0).map(|p| p.into_parts(q))
     }
 
     /// Queue a message that matched no posted receive, at the end of arrival order.
@@ -488,7 +536,7 @@ impl<R, U> Matcher<R, U> {
     /// order.
     #[inline]
     pub fn push_posted(&mut self, r: RecvSpec, rec: R) -> PostedId {
-        PostedId(self.posted.insert(queue_of(r.tagged), (r, rec)))
+        PostedId(self.posted.insert(queue_of(r.tagged), Posted::new(&r, rec)))
     }
 
     // ----- peek and claim -----
@@ -527,25 +575,26 @@ impl<R, U> Matcher<R, U> {
     /// Remove the first posted receive, in posting order (tagged and untagged
     /// alike), whose `user_context` is `user_context` (`fi_cancel`).
     pub fn cancel_posted(&mut self, user_context: u64) -> Option<(RecvSpec, R)> {
-        let a = self.posted.find(MSG_Q, |(r, _)| r.user_context == user_context);
-        let b = self.posted.find(TAGGED_Q, |(r, _)| r.user_context == user_context);
+        let a = self.posted.find(MSG_Q, |p| p.user_context == user_context);
+        let b = self.posted.find(TAGGED_Q, |p| p.user_context == user_context);
         let seq = |k: Key| self.posted.slots[k.index].seq;
         let key = match (a, b) {
             (Some(a), Some(b)) => Some(if seq(a) < seq(b) { a } else { b }),
             (a, b) => a.or(b),
         }?;
-        self.posted.remove(key)
+        let q = self.posted.slot(key)?.queue;
+        self.posted.remove(key).map(|p| p.into_parts(q))
     }
 
     /// Remove every posted receive, in posting order (closing the endpoint: each
     /// becomes an `FI_ECANCELED` completion).
     pub fn drain_posted(&mut self) -> Vec<(RecvSpec, R)> {
-        self.posted.remove_where(|_| true)
+        self.posted.remove_where(|_| true).into_iter().map(|(q, p)| p.into_parts(q)).collect()
     }
 
     /// Remove every unexpected message, claimed or not, in arrival order.
     pub fn drain_unexpected(&mut self) -> Vec<(MsgSpec, U)> {
-        self.unexpected.remove_where(|_| true).into_iter().map(|u| (u.spec, u.rec)).collect()
+        self.unexpected.remove_where(|_| true).into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
     }
 
     /// Number of posted receives.
@@ -561,7 +610,7 @@ impl<R, U> Matcher<R, U> {
     /// Remove every unexpected message (claimed or not) whose source is `src`, in
     /// arrival order: the peer went away, or was removed from the address vector.
     pub fn remove_unexpected_from(&mut self, src: FiAddr) -> Vec<(MsgSpec, U)> {
-        self.unexpected.remove_where(|u| u.spec.src == src).into_iter().map(|u| (u.spec, u.rec)).collect()
+        self.unexpected.remove_where(|u| u.spec.src == src).into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
     }
 }
 
@@ -864,7 +913,10 @@ mod tests {
                         }
                         None => {
                             let id = m.push_posted(r, step);
-                            model.posted.push((id, r, step));
+                            // An untagged receive's tag and ignore mean nothing
+                            // and read back as 0.
+                            let kept = if r.tagged { r } else { RecvSpec { tag: 0, ignore: 0, ..r } };
+                            model.posted.push((id, kept, step));
                         }
                     }
                 }
@@ -925,7 +977,7 @@ mod tests {
                         }
                     } else if let Some((id, r, rec)) = rng.pick(&model.posted) {
                         model.posted.retain(|e| e.0 != id);
-                        assert_eq!(m.posted(id).map(|(a, b)| (*a, *b)), Some((r, rec)));
+                        assert_eq!(m.posted(id).map(|(a, b)| (a, *b)), Some((r, rec)));
                         assert_eq!(m.remove_posted(id), Some((r, rec)));
                         dead_p.push(id);
                     }
@@ -953,7 +1005,7 @@ mod tests {
                 // Look every live entry up.
                 _ => {
                     for (id, r, rec) in &model.posted {
-                        assert_eq!(m.posted(*id), Some((r, rec)));
+                        assert_eq!(m.posted(*id), Some((*r, rec)));
                     }
                     for (id, s, _, rec) in &model.unexp {
                         assert_eq!(m.unexpected(*id), Some((s, rec)));
