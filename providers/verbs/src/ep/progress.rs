@@ -63,8 +63,11 @@ impl VerbsEp {
                 return;
             }
             self.handle_recv(g, cid, slot, false, wc);
-            if g.conns.get(cid).is_some() {
-                let _ = self.post_recv_slot(g, cid, slot);
+            if g.conns.get(cid).is_some() && self.post_recv_slot(g, cid, slot).is_ok() {
+                if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
+                    fc.reposted();
+                    self.return_credits(g, cid);
+                }
             }
             return;
         }
@@ -115,16 +118,20 @@ impl VerbsEp {
                 Self::part_done(g, op, err);
             }
             WrKind::RndvRead { fetch } => self.fetch_step(g, fetch, err),
-            WrKind::Marker { slot } => {
+            WrKind::Ctl { slot } => {
                 if let Some(s) = slot {
                     g.tx_free.push(s);
                 }
             }
         }
-        if let Some(c) = g.conns.get_mut(rec.conn) {
-            c.sq_used = c.sq_used.saturating_sub(1);
-        }
+        let Some(c) = g.conns.get_mut(rec.conn) else { return };
+        c.sq_used = c.sq_used.saturating_sub(1);
+        let fc = c.fc.is_some();
         self.drain_backlog(g, rec.conn);
+        if fc {
+            // A credit message may have waited for room in the send queue.
+            self.return_credits(g, rec.conn);
+        }
     }
 
     /// The source of messages arriving on connection `cid`.
@@ -179,9 +186,19 @@ impl VerbsEp {
     /// A frame arrived whole on connection `cid`: to the engine, after those it
     /// holds of the connection.
     pub(super) fn handle_frame(&self, g: &mut Inner, cid: u64, bytes: &[u8]) -> std::result::Result<(), Violation> {
-        if bytes == FIRST_MARKER && self.domain.port.iwarp {
-            self.peer_spoke(g, cid);
-            return Ok(());
+        if bytes.len() < HDR_LEN && self.domain.port.iwarp {
+            if bytes == FIRST_MARKER {
+                self.peer_spoke(g, cid);
+                return Ok(());
+            }
+            if let Some(n) = super::credits::decode(bytes) {
+                if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
+                    fc.granted(n);
+                    self.drain_backlog(g, cid);
+                    self.return_credits(g, cid);
+                }
+                return Ok(());
+            }
         }
         let behind = g.conns.get(cid).is_some_and(|c| !c.held.is_empty());
         if behind || !self.deliver(g, cid, bytes)? {
