@@ -37,6 +37,12 @@ impl VerbsEp {
         let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
         let Some(rec) = g.wrs.get(wid) else { return };
         let cid = rec.conn;
+        if cid != 0 && g.conns.get(cid).is_some_and(|c| c.qpn != wc.qp_num) {
+            // A completion of a QP dropped since (a destroyed QP's completions
+            // stay in the CQ on some devices), whose request id a request of
+            // another connection took again: not that request's.
+            return;
+        }
         if let WrKind::SharedRecv { slot } = rec.kind {
             g.wrs.remove(wid);
             if wc.status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
@@ -90,6 +96,12 @@ impl VerbsEp {
             // The QP is in the error state: the connection is unusable.
             let e = wc_error(wc.status);
             self.conn_failed(g, cid, if e == Error::Access { Error::Canceled } else { e }, wc.status as i32);
+        } else if !ok && self.domain.port.iwarp && g.conns.get(cid).is_some() {
+            // A flush of a connection we have not dropped: on iWARP, the peer
+            // ended it (a TERMINATE: it refused an access, or ran out of
+            // buffers) with no error completion before; the connection
+            // manager's event may come later. Nothing more goes on its QP.
+            self.conn_failed(g, cid, Error::ConnReset, wc.status as i32);
         }
     }
 
