@@ -43,6 +43,32 @@ pub(super) enum WrKind {
 /// never taken for one.
 pub(super) const FIRST_MARKER: [u8; 4] = *b"FBIW";
 
+/// iWARP's remote CQ data of a write (it has no write with immediate data):
+/// a SEND of these 4 bytes and the data (u64, little endian), posted after the
+/// write on its connection, so that it arrives once the write is placed. Shorter
+/// than any frame's header, so never taken for one.
+pub(super) const WRITE_DATA_TAG: [u8; 4] = *b"FBWD";
+/// Bytes of a write's data message.
+pub(super) const WRITE_DATA_LEN: usize = 12;
+// Shorter than any frame's header: never taken for a frame.
+const _: () = assert!(WRITE_DATA_LEN < HDR_LEN);
+
+/// The write's data message carrying `data`.
+pub(super) fn write_data_msg(data: u64) -> [u8; WRITE_DATA_LEN] {
+    let mut m = [0u8; WRITE_DATA_LEN];
+    m[..4].copy_from_slice(&WRITE_DATA_TAG);
+    m[4..].copy_from_slice(&data.to_le_bytes());
+    m
+}
+
+/// The data a received SEND's bytes carry, if it is a write's data message.
+pub(super) fn decode_write_data(bytes: &[u8]) -> Option<u64> {
+    if bytes.len() != WRITE_DATA_LEN || bytes[..4] != WRITE_DATA_TAG {
+        return None;
+    }
+    Some(u64::from_le_bytes(bytes[4..].try_into().ok()?))
+}
+
 /// A work request not yet posted (its connection is not up, or its send queue
 /// is full), or being posted.
 pub(super) struct Post {

@@ -147,6 +147,17 @@ mod tests {
     }
 
     #[test]
+    fn write_data_messages_round_trip_and_differ_from_credit_messages() {
+        use super::super::conn::{decode_write_data, write_data_msg, WRITE_DATA_LEN};
+        for d in [0, 1, 0xDA7A_0000_0000_0001, u64::MAX] {
+            assert_eq!(decode_write_data(&write_data_msg(d)), Some(d));
+            assert_eq!(decode(&write_data_msg(d)), None, "not a credit message");
+        }
+        assert_eq!(decode_write_data(&encode(5)), None, "a credit message is no write data");
+        assert_eq!(decode_write_data(&write_data_msg(7)[..WRITE_DATA_LEN - 1]), None, "too short");
+    }
+
+    #[test]
     fn frames_stop_at_the_reserve_and_control_messages_use_it() {
         let mut c = Credits::new(N);
         for _ in 0..N - RESERVE {

@@ -203,6 +203,12 @@ impl VerbsEp {
                 self.peer_spoke(g, cid);
                 return Ok(());
             }
+            if let Some(data) = super::conn::decode_write_data(bytes) {
+                // A write with remote CQ data, placed before this arrived.
+                let src = Self::src_of(g, cid);
+                g.eng.rx.rma_data(&g.b, src, data);
+                return Ok(());
+            }
             if let Some(n) = super::credits::decode(bytes) {
                 if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
                     fc.granted(n);
