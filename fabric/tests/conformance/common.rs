@@ -293,6 +293,15 @@ pub fn access_error_breaks_connection(info: &Info) -> bool {
         && matches!(info.ep_attr.protocol, fabric::Protocol::RdmaCmIbRc | fabric::Protocol::Iwarp)
 }
 
+/// Whether the entry's domain is an iWARP device (its MSG entry's protocol is
+/// `FI_PROTO_IWARP`; an RDM entry over it says `FI_PROTO_RXM`).
+pub fn is_iwarp(info: &Info) -> bool {
+    let msg = Hints::new().provider(&info.fabric_attr.prov_name).ep_type(EpType::Msg);
+    getinfo(&msg).is_ok_and(|v| {
+        v.iter().any(|i| i.domain_attr.name == info.domain_attr.name && i.ep_attr.protocol == fabric::Protocol::Iwarp)
+    })
+}
+
 /// The first entry of `prov` for an endpoint type and caps: on the loopback
 /// interface when the provider takes a node (sockets providers), else the first it
 /// offers. `None` (and a `skipped:` line) when it offers none.

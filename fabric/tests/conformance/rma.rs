@@ -457,10 +457,18 @@ fn access_errors(prov: &'static str, t: EpType) {
         ("of a region without REMOTE_READ", wo.at(0), 8, Ops::Read),
         ("of a region without REMOTE_WRITE", ro.at(0), 8, Ops::Write),
     ];
+    // Linux's Soft-iWARP answers a READ of a region without REMOTE_READ (it
+    // checks the region's key and bounds, not that permission, when it sends
+    // the READ response: siw_qp_tx.c): that one case cannot be refused there.
+    let read_perm_unchecked = p.info.domain_attr.name.starts_with("siw");
     let mut ctx = 0;
     for (what, at, len, ops) in cases {
         for write in [true, false] {
             if (write && ops == Ops::Read) || (!write && ops == Ops::Write) {
+                continue;
+            }
+            if ops == Ops::Read && read_perm_unchecked {
+                println!("not tried on {}: a read {what} (siw does not check REMOTE_READ)", p.info.domain_attr.name);
                 continue;
             }
             ctx += 1;
@@ -525,7 +533,14 @@ fn access_errors_large(prov: &'static str, t: EpType) {
             write_done(&p, ctx + 4, "restore the region");
         }
     }
-    assert!(written.is_empty(), "refused accesses wrote the target: {}", written.join("; "));
+    if is_iwarp(&p.info) {
+        // iWARP (DDP, RFC 5041) checks each segment of a write as it arrives
+        // and places it: what comes before the first refused segment is
+        // written. The refusal itself is reported (above).
+        println!("iWARP places a refused write's segments up to the refused one: {}", written.join("; "));
+    } else {
+        assert!(written.is_empty(), "refused accesses wrote the target: {}", written.join("; "));
+    }
     assert_quiet(&p.b.cq, &p.drivers(), "refused accesses give the target no completion");
     assert_bytes(&r.close(), &model, "the region after refused accesses");
 }

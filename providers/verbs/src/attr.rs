@@ -547,9 +547,9 @@ pub(crate) fn port_of(info: &Info) -> Result<Port> {
     })
 }
 
-/// The capabilities of a MSG endpoint (native RC; remote CQ data only where the
-/// device has immediate data, which iWARP lacks).
-fn msg_caps(atomics: bool, iwarp: bool) -> Caps {
+/// The capabilities of a MSG endpoint (native RC; remote CQ data by write with
+/// immediate data, or on iWARP, which has none, by a SEND after the write).
+fn msg_caps(atomics: bool) -> Caps {
     let caps = Caps::MSG
         | Caps::RMA
         | Caps::READ
@@ -561,7 +561,6 @@ fn msg_caps(atomics: bool, iwarp: bool) -> Caps {
         | Caps::REMOTE_CQ_DATA
         | Caps::LOCAL_COMM
         | Caps::REMOTE_COMM;
-    let caps = if iwarp { caps - Caps::REMOTE_CQ_DATA } else { caps };
     if atomics {
         caps | Caps::ATOMIC
     } else {
@@ -570,10 +569,9 @@ fn msg_caps(atomics: bool, iwarp: bool) -> Caps {
 }
 
 /// The capabilities of an RDM endpoint (atomics emulated where the device has
-/// none; no `FI_RMA_EVENT`: native RDMA does not tell the target; no remote CQ
-/// data on iWARP, which has no write with immediate data).
-fn rdm_caps(iwarp: bool) -> Caps {
-    let caps = Caps::MSG
+/// none; no `FI_RMA_EVENT`: native RDMA does not tell the target).
+fn rdm_caps() -> Caps {
+    Caps::MSG
         | Caps::TAGGED
         | Caps::RMA
         | Caps::ATOMIC
@@ -588,19 +586,14 @@ fn rdm_caps(iwarp: bool) -> Caps {
         | Caps::DIRECTED_RECV
         | Caps::SOURCE
         | Caps::LOCAL_COMM
-        | Caps::REMOTE_COMM;
-    if iwarp {
-        caps - Caps::REMOTE_CQ_DATA
-    } else {
-        caps
-    }
+        | Caps::REMOTE_COMM
 }
 
 /// The entry offered on one port for one endpoint type (`FI_EP_MSG` or
 /// `FI_EP_RDM`).
 pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
     let rdm = ep_type == EpType::Rdm;
-    let caps = if rdm { rdm_caps(p.iwarp) } else { msg_caps(p.atomics, p.iwarp) };
+    let caps = if rdm { rdm_caps() } else { msg_caps(p.atomics) };
     let order = MsgOrder::SAS;
     let queue = p.max_qp_wr.min(QUEUE_SIZE) as usize;
     let iov_limit = if rdm { IOV_LIMIT } else { (p.max_sge as usize).min(IOV_LIMIT) };
@@ -660,7 +653,9 @@ pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
             av_type: AvType::Unspec,
             mr_mode: MrMode::PROV_KEY | MrMode::VIRT_ADDR,
             mr_key_size: 4,
-            cq_data_size: if p.iwarp { 0 } else { 4 },
+            // RoCE/IB: the 32 bits of immediate data; iWARP: the 64 bits of
+            // the SEND that follows a write (`ep/rma.rs`).
+            cq_data_size: if p.iwarp { 8 } else { 4 },
             cq_cnt: p.max_cq as usize,
             ep_cnt: p.max_qp as usize,
             tx_ctx_cnt: ctx_cnt,
@@ -944,19 +939,19 @@ mod tests {
     }
 
     #[test]
-    fn iwarp_offers_no_remote_cq_data() {
+    fn iwarp_offers_remote_cq_data_of_64_bits() {
         let p = Port { dev: "siw0".into(), iwarp: true, ..port("siw0", 1, "10.0.2.15") };
         let m = base_info(&p, EpType::Msg);
         assert_eq!(m.ep_attr.protocol, Protocol::Iwarp);
-        assert!(!m.caps.contains(Caps::REMOTE_CQ_DATA));
+        assert!(m.caps.contains(Caps::REMOTE_CQ_DATA));
         assert!(m.caps.contains(Caps::MSG | Caps::RMA | Caps::READ | Caps::WRITE));
-        assert_eq!(m.domain_attr.cq_data_size, 0);
+        assert_eq!(m.domain_attr.cq_data_size, 8);
         let r = base_info(&p, EpType::Rdm);
         assert_eq!(r.ep_attr.protocol, Protocol::Rxm);
-        assert!(!r.caps.contains(Caps::REMOTE_CQ_DATA));
+        assert!(r.caps.contains(Caps::REMOTE_CQ_DATA));
         // Atomics stay: RDM emulates them where the device has none.
         assert!(r.caps.contains(Caps::ATOMIC | Caps::TAGGED));
-        assert_eq!(r.domain_attr.cq_data_size, 0);
+        assert_eq!(r.domain_attr.cq_data_size, 8);
         let roce = base_info(&Port { iwarp: false, ..p }, EpType::Msg);
         assert!(roce.caps.contains(Caps::REMOTE_CQ_DATA));
         assert_eq!((roce.ep_attr.protocol, roce.domain_attr.cq_data_size), (Protocol::RdmaCmIbRc, 4));
@@ -1064,7 +1059,7 @@ mod tests {
         assert_eq!((m.tx_attr.size, m.tx_attr.iov_limit, m.rx_attr.iov_limit), (256, 2, 2));
         let r = base_info(&p, EpType::Rdm);
         assert_eq!(r.ep_attr.protocol, Protocol::Rxm);
-        assert!(r.caps.contains(rdm_caps(false)));
+        assert!(r.caps.contains(rdm_caps()));
         assert!(!r.caps.contains(Caps::RMA_EVENT));
         assert_eq!((r.tx_attr.inject_size, r.ep_attr.max_msg_size), (RDM_INJECT, RDM_MAX_MSG));
         assert_eq!(r.ep_attr.mem_tag_format, fabric_core::info::TAG_GENERIC);

@@ -2,10 +2,17 @@
 //! engine's frames (inline, or from a bounce buffer), RDMA reads, writes and
 //! atomics, queued while the connection is not up or its send queue is full.
 
+use super::credits::{self, Credits};
 use super::*;
 use crate::ibv::QpCaps;
 use fabric_util::rdm::{Ctx, PeerRx};
 use fabric_util::rx::IOV_LIMIT;
+
+/// Whether work request `p` is a SEND (it fills one of the peer's receive
+/// buffers).
+fn is_send(p: &Post) -> bool {
+    p.opcode == sys::ibv_wr_opcode::IBV_WR_SEND
+}
 
 /// What a posted work request is, found again by its `wr_id` (a slab id).
 // A SEND holds its frame inline: no allocation per message.
@@ -23,9 +30,10 @@ pub(super) enum WrKind {
     Rma { op: u64 },
     /// A read of an incoming rendezvous message (`fetch`: its [`FetchIn`]).
     RndvRead { fetch: u64 },
-    /// The active side's first message on iWARP ([`FIRST_MARKER`]), from bounce
-    /// slot `slot` when not inline.
-    Marker { slot: Option<usize> },
+    /// A control SEND of iWARP (the active side's first message,
+    /// [`FIRST_MARKER`], or a credit message), from bounce slot `slot` when not
+    /// inline.
+    Ctl { slot: Option<usize> },
 }
 
 /// The active side's first message on an iWARP connection: iWARP (MPA) lets
@@ -34,6 +42,32 @@ pub(super) enum WrKind {
 /// holds its own sends until they arrive. Shorter than any frame's header, so
 /// never taken for one.
 pub(super) const FIRST_MARKER: [u8; 4] = *b"FBIW";
+
+/// iWARP's remote CQ data of a write (it has no write with immediate data):
+/// a SEND of these 4 bytes and the data (u64, little endian), posted after the
+/// write on its connection, so that it arrives once the write is placed. Shorter
+/// than any frame's header, so never taken for one.
+pub(super) const WRITE_DATA_TAG: [u8; 4] = *b"FBWD";
+/// Bytes of a write's data message.
+pub(super) const WRITE_DATA_LEN: usize = 12;
+// Shorter than any frame's header: never taken for a frame.
+const _: () = assert!(WRITE_DATA_LEN < HDR_LEN);
+
+/// The write's data message carrying `data`.
+pub(super) fn write_data_msg(data: u64) -> [u8; WRITE_DATA_LEN] {
+    let mut m = [0u8; WRITE_DATA_LEN];
+    m[..4].copy_from_slice(&WRITE_DATA_TAG);
+    m[4..].copy_from_slice(&data.to_le_bytes());
+    m
+}
+
+/// The data a received SEND's bytes carry, if it is a write's data message.
+pub(super) fn decode_write_data(bytes: &[u8]) -> Option<u64> {
+    if bytes.len() != WRITE_DATA_LEN || bytes[..4] != WRITE_DATA_TAG {
+        return None;
+    }
+    Some(u64::from_le_bytes(bytes[4..].try_into().ok()?))
+}
 
 /// A work request not yet posted (its connection is not up, or its send queue
 /// is full), or being posted.
@@ -161,6 +195,9 @@ pub(super) struct Conn {
     /// iWARP, active side: how many times the connection started over on a
     /// new identifier because TCP held the port the first one was given.
     pub(super) port_tries: u32,
+    /// iWARP: the connection's receive credits (no receiver-not-ready retry:
+    /// a SEND only goes where the peer has a buffer posted).
+    pub(super) fc: Option<Credits>,
 }
 
 impl VerbsEp {
@@ -184,6 +221,7 @@ impl VerbsEp {
             active: state == ConnState::Resolving,
             peer_spoke: false,
             port_tries: 0,
+            fc: None,
         };
         let cid = g.conns.insert(c);
         g.by_id.insert(key, cid);
@@ -226,6 +264,10 @@ impl VerbsEp {
         c.qpn = c.id.qp_num();
         let own = pool.is_some();
         c.rx = pool;
+        if own && self.domain.port.iwarp {
+            // Both sides post NRX buffers per connection.
+            c.fc = Some(Credits::new(NRX as u32));
+        }
         let qpn = c.qpn;
         g.by_qpn.insert(qpn, cid);
         if own {
@@ -318,7 +360,7 @@ impl VerbsEp {
     /// Queue or post work request `post` of kind `kind` on connection `cid`
     /// (at once when the connection can take it: nothing queued, room).
     pub(super) fn submit(&self, g: &mut Inner, cid: u64, kind: WrKind, mut post: Post) {
-        if Self::can_post_now(g, cid) {
+        if Self::can_post_now(g, cid, is_send(&post)) {
             self.post_now(g, cid, kind, &mut post);
             return;
         }
@@ -330,17 +372,30 @@ impl VerbsEp {
     }
 
     /// Whether connection `cid` takes a work request now: up, nothing waiting
-    /// before it, room in its send queue.
-    pub(super) fn can_post_now(g: &Inner, cid: u64) -> bool {
-        g.conns.get(cid).is_some_and(|c| c.state == ConnState::Up && c.backlog.is_empty() && c.sq_used < c.caps.send_wr)
+    /// before it, room in its send queue, and for a frame's SEND (`send`) a
+    /// receive credit (iWARP).
+    pub(super) fn can_post_now(g: &Inner, cid: u64, send: bool) -> bool {
+        g.conns.get(cid).is_some_and(|c| {
+            c.state == ConnState::Up
+                && c.backlog.is_empty()
+                && c.sq_used < c.caps.send_wr
+                && (!send || c.fc.as_ref().map_or(true, Credits::frame_ok))
+        })
     }
 
     /// Post `p` of kind `kind` on connection `cid` now; the caller checked
-    /// [`VerbsEp::can_post_now`]. `p`'s memory need only live through the call.
+    /// [`VerbsEp::can_post_now`] (or, for a control SEND, took its credit).
+    /// `p`'s memory need only live through the call.
     pub(super) fn post_now(&self, g: &mut Inner, cid: u64, kind: WrKind, p: &mut Post) {
+        let frame_send = is_send(p) && !matches!(kind, WrKind::Ctl { .. });
         let wid = g.wrs.insert(WrRec { conn: cid, kind, post: None });
         if let Some(c) = g.conns.get_mut(cid) {
             c.sq_used += 1;
+            if frame_send {
+                if let Some(fc) = c.fc.as_mut() {
+                    fc.frame_sent();
+                }
+            }
         }
         self.post_wr(g, cid, wid, p);
     }
@@ -396,14 +451,25 @@ impl VerbsEp {
         }
     }
 
-    /// Post what waits on connection `cid`, while it is up and has room.
+    /// Post what waits on connection `cid`, while it is up and has room (and,
+    /// for a SEND, a receive credit: iWARP).
     pub(super) fn drain_backlog(&self, g: &mut Inner, cid: u64) {
         loop {
             let Some(c) = g.conns.get_mut(cid) else { return };
             if c.state != ConnState::Up || c.sq_used >= c.caps.send_wr {
                 return;
             }
-            let Some(wid) = c.backlog.pop_front() else { return };
+            let Some(&wid) = c.backlog.front() else { return };
+            if let Some(fc) = c.fc.as_mut() {
+                // (Backlogged SENDs are frames: control SENDs go at once.)
+                if g.wrs.get(wid).and_then(|r| r.post.as_ref()).is_some_and(is_send) {
+                    if !fc.frame_ok() {
+                        return;
+                    }
+                    fc.frame_sent();
+                }
+            }
+            c.backlog.pop_front();
             c.sq_used += 1;
             let Some(rec) = g.wrs.get_mut(wid) else {
                 if let Some(c) = g.conns.get_mut(cid) {
@@ -431,29 +497,53 @@ impl VerbsEp {
         g.tx_free.pop()
     }
 
-    /// Send [`FIRST_MARKER`] on connection `cid` (up, iWARP, active side): inline
-    /// when the QP takes 4 bytes inline, else from a bounce slot.
+    /// Send [`FIRST_MARKER`] on connection `cid` (up, iWARP, active side).
     pub(super) fn send_marker(&self, g: &mut Inner, cid: u64) {
-        let inline = g.conns.get(cid).is_some_and(|c| c.caps.inline as usize >= FIRST_MARKER.len());
+        if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
+            fc.control_sent();
+        }
+        if !self.send_ctl(g, cid, &FIRST_MARKER) {
+            fi_log!(Level::Warn, NAME, "ep_ctrl", "no bounce buffer for the first message of an iWARP connection");
+        }
+    }
+
+    /// Return the credits connection `cid` owes its peer (iWARP), if a credit
+    /// message is due ([`Credits::update_due`]) and can go now (up, room in
+    /// the send queue, a bounce buffer if not inline).
+    pub(super) fn return_credits(&self, g: &mut Inner, cid: u64) {
+        let Some(c) = g.conns.get(cid) else { return };
+        if c.state != ConnState::Up || c.sq_used >= c.caps.send_wr {
+            return;
+        }
+        let Some(n) = c.fc.as_ref().and_then(Credits::update_due) else { return };
+        if self.send_ctl(g, cid, &credits::encode(n)) {
+            if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
+                fc.update_sent(n);
+            }
+        }
+    }
+
+    /// Post control SEND `bytes` (shorter than a frame's header) on connection
+    /// `cid` now, ahead of its backlog: inline when the QP takes it inline,
+    /// else from a bounce slot; false when no slot is free. Its credit is the
+    /// caller's to count.
+    fn send_ctl(&self, g: &mut Inner, cid: u64, bytes: &[u8]) -> bool {
+        debug_assert!(bytes.len() < HDR_LEN);
+        let inline = g.conns.get(cid).is_some_and(|c| c.caps.inline as usize >= bytes.len());
         let (sge, slot) = if inline {
-            (sys::ibv_sge { addr: FIRST_MARKER.as_ptr() as u64, length: FIRST_MARKER.len() as u32, lkey: 0 }, None)
+            (sys::ibv_sge { addr: bytes.as_ptr() as u64, length: bytes.len() as u32, lkey: 0 }, None)
         } else {
-            let Some(s) = Self::take_slot(g, false) else {
-                fi_log!(Level::Warn, NAME, "ep_ctrl", "no bounce buffer for the first message of an iWARP connection");
-                return;
-            };
-            // SAFETY: the slot holds BUF bytes, more than the marker's 4.
-            unsafe { std::ptr::copy_nonoverlapping(FIRST_MARKER.as_ptr(), self.tx.slot(s), FIRST_MARKER.len()) };
-            let sge = sys::ibv_sge {
-                addr: self.tx.slot(s) as u64,
-                length: FIRST_MARKER.len() as u32,
-                lkey: self.tx.mr.lkey(),
-            };
+            let Some(s) = Self::take_slot(g, false) else { return false };
+            // SAFETY: the slot holds BUF bytes, more than a control message's.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.tx.slot(s), bytes.len()) };
+            let sge =
+                sys::ibv_sge { addr: self.tx.slot(s) as u64, length: bytes.len() as u32, lkey: self.tx.mr.lkey() };
             (sge, Some(s))
         };
+        // `bytes` lives through the post, which copies them when inline.
         let mut post = Post::send(sge, inline, Vec::new());
-        // First on the connection: its backlog is drained after this.
-        self.post_now(g, cid, WrKind::Marker { slot }, &mut post);
+        self.post_now(g, cid, WrKind::Ctl { slot }, &mut post);
+        true
     }
 
     /// Send engine frame `f` on connection `cid`: inline when it fits, else
@@ -476,7 +566,7 @@ impl VerbsEp {
         };
         // An inline frame posted at once is assembled on the stack (the post
         // copies it); one that must wait in the backlog, in `owned`.
-        let now = Self::can_post_now(g, cid);
+        let now = Self::can_post_now(g, cid, true);
         let mut stack = [0u8; STACK_INLINE];
         let mut owned = Vec::new();
         let dst: *mut u8 = match slot {

@@ -17,7 +17,10 @@
 //! multi-receive, peek/claim), so both endpoint types have the full receive
 //! semantics, and a message larger than its receive is truncated (`FI_ETRUNC`)
 //! instead of breaking the QP. Every QP retries RNR for ever: a sender waits, in
-//! the hardware, for the receiver to re-post its buffers.
+//! the hardware, for the receiver to re-post its buffers. iWARP has no such
+//! retry (a SEND finding no buffer ends the connection): there each connection
+//! counts receive credits (`credits.rs`), and a SEND without one waits in its
+//! connection's backlog until the peer returns some.
 //!
 //! Receive buffers ([`BUF`] bytes each): an RDM endpoint posts [`NSRQ`] of them
 //! to one shared receive queue that all its connections receive through (memory
@@ -47,10 +50,12 @@
 //! | `progress.rs` | CQ polling, work completions, frames arriving |
 //! | `cm.rs` | the connection manager: connect, accept, established |
 //! | `conn.rs` | a connection, its QP and its work requests |
+//! | `credits.rs` | iWARP flow control: a connection's receive credits |
 
 mod atomic;
 mod cm;
 mod conn;
+mod credits;
 mod msg;
 mod progress;
 mod rma;

@@ -37,6 +37,12 @@ impl VerbsEp {
         let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
         let Some(rec) = g.wrs.get(wid) else { return };
         let cid = rec.conn;
+        if cid != 0 && g.conns.get(cid).is_some_and(|c| c.qpn != wc.qp_num) {
+            // A completion of a QP dropped since (a destroyed QP's completions
+            // stay in the CQ on some devices), whose request id a request of
+            // another connection took again: not that request's.
+            return;
+        }
         if let WrKind::SharedRecv { slot } = rec.kind {
             g.wrs.remove(wid);
             if wc.status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
@@ -63,8 +69,11 @@ impl VerbsEp {
                 return;
             }
             self.handle_recv(g, cid, slot, false, wc);
-            if g.conns.get(cid).is_some() {
-                let _ = self.post_recv_slot(g, cid, slot);
+            if g.conns.get(cid).is_some() && self.post_recv_slot(g, cid, slot).is_ok() {
+                if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
+                    fc.reposted();
+                    self.return_credits(g, cid);
+                }
             }
             return;
         }
@@ -87,6 +96,12 @@ impl VerbsEp {
             // The QP is in the error state: the connection is unusable.
             let e = wc_error(wc.status);
             self.conn_failed(g, cid, if e == Error::Access { Error::Canceled } else { e }, wc.status as i32);
+        } else if !ok && self.domain.port.iwarp && g.conns.get(cid).is_some() {
+            // A flush of a connection we have not dropped: on iWARP, the peer
+            // ended it (a TERMINATE: it refused an access, or ran out of
+            // buffers) with no error completion before; the connection
+            // manager's event may come later. Nothing more goes on its QP.
+            self.conn_failed(g, cid, Error::ConnReset, wc.status as i32);
         }
     }
 
@@ -115,16 +130,20 @@ impl VerbsEp {
                 Self::part_done(g, op, err);
             }
             WrKind::RndvRead { fetch } => self.fetch_step(g, fetch, err),
-            WrKind::Marker { slot } => {
+            WrKind::Ctl { slot } => {
                 if let Some(s) = slot {
                     g.tx_free.push(s);
                 }
             }
         }
-        if let Some(c) = g.conns.get_mut(rec.conn) {
-            c.sq_used = c.sq_used.saturating_sub(1);
-        }
+        let Some(c) = g.conns.get_mut(rec.conn) else { return };
+        c.sq_used = c.sq_used.saturating_sub(1);
+        let fc = c.fc.is_some();
         self.drain_backlog(g, rec.conn);
+        if fc {
+            // A credit message may have waited for room in the send queue.
+            self.return_credits(g, rec.conn);
+        }
     }
 
     /// The source of messages arriving on connection `cid`.
@@ -179,9 +198,25 @@ impl VerbsEp {
     /// A frame arrived whole on connection `cid`: to the engine, after those it
     /// holds of the connection.
     pub(super) fn handle_frame(&self, g: &mut Inner, cid: u64, bytes: &[u8]) -> std::result::Result<(), Violation> {
-        if bytes == FIRST_MARKER && self.domain.port.iwarp {
-            self.peer_spoke(g, cid);
-            return Ok(());
+        if bytes.len() < HDR_LEN && self.domain.port.iwarp {
+            if bytes == FIRST_MARKER {
+                self.peer_spoke(g, cid);
+                return Ok(());
+            }
+            if let Some(data) = super::conn::decode_write_data(bytes) {
+                // A write with remote CQ data, placed before this arrived.
+                let src = Self::src_of(g, cid);
+                g.eng.rx.rma_data(&g.b, src, data);
+                return Ok(());
+            }
+            if let Some(n) = super::credits::decode(bytes) {
+                if let Some(fc) = g.conns.get_mut(cid).and_then(|c| c.fc.as_mut()) {
+                    fc.granted(n);
+                    self.drain_backlog(g, cid);
+                    self.return_credits(g, cid);
+                }
+                return Ok(());
+            }
         }
         let behind = g.conns.get(cid).is_some_and(|c| !c.held.is_empty());
         if behind || !self.deliver(g, cid, bytes)? {

@@ -31,6 +31,12 @@ pub(super) struct TxOp {
     pub(super) result_slot: Option<usize>,
     /// Registrations made for this operation's buffers.
     pub(super) tmp: Vec<ibv::Mr>,
+    /// An RDM write or read on iWARP, where a target refusing an access ends
+    /// the connection (a TERMINATE) and the sender is told no more than that:
+    /// an error before it completes is reported as `FI_EACCES`. A write is
+    /// followed by a zero-byte READ (its last part), so that it ends once the
+    /// target placed it.
+    refusable: bool,
 }
 
 // SAFETY: the pieces point into buffers the application handed over under the
@@ -52,6 +58,7 @@ impl TxOp {
             result: [NULL_IOV],
             result_slot: None,
             tmp: Vec::new(),
+            refusable: false,
         }
     }
 }
@@ -62,6 +69,16 @@ impl VerbsEp {
     pub(super) fn finish_op(g: &mut Inner, opid: u64, err: Option<(Error, i32)>) {
         let Some(mut op) = g.ops.remove(opid) else { return };
         op.err = op.err.or(err);
+        if op.refusable && !g.closed {
+            // iWARP reports no refused access to its sender: the target ends
+            // the connection (a TERMINATE), which fails or flushes the READ
+            // (a write's fence), or drops the connection first. The error
+            // RoCE gives (a remote access error) is reported; the device's
+            // status stays the provider error.
+            if let Some((_, prov_errno)) = op.err {
+                op.err = Some((Error::Access, prov_errno));
+            }
+        }
         drop(op.tmp);
         if let Some(s) = op.result_slot {
             g.tx_free.push(s);
@@ -147,9 +164,30 @@ impl VerbsEp {
             }
             None => self.sges_for(op.iov, &mut txop.tmp)?,
         };
+        // iWARP has no write with immediate data: the data follows the write
+        // in a SEND (`data_msg`), a part of the operation.
+        let iwarp = self.domain.port.iwarp;
+        let data_msg = (!read && iwarp && flags.contains(OpFlags::REMOTE_CQ_DATA)).then(|| {
+            let m = super::conn::write_data_msg(op.data);
+            (Post::send(sys::ibv_sge { addr: 0, length: m.len() as u32, lkey: 0 }, true, m.to_vec()), m.len())
+        });
+        if let Some((_, n)) = &data_msg {
+            // (The endpoint's inline size, which its QPs ask for: this
+            // connection's QP may not exist yet.)
+            let inline_max = self.inline_max;
+            if *n > inline_max {
+                fi_log!(
+                    Level::Warn,
+                    NAME,
+                    "ep_data",
+                    "remote CQ data on iWARP needs {n} bytes inline, the QP takes {inline_max}"
+                );
+                return Err(Error::OpNotSupp);
+            }
+        }
         let (opcode, imm) = if read {
             (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, None)
-        } else if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+        } else if flags.contains(OpFlags::REMOTE_CQ_DATA) && !iwarp {
             (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, Some(op.data as u32))
         } else {
             (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, None)
@@ -159,17 +197,26 @@ impl VerbsEp {
         let qp_sge = g.conns.get(cid).map_or(1, |c| c.caps.sge.max(1)) as usize;
         let per_wr = if read { qp_sge.min(self.domain.port.max_sge_rd.max(1) as usize) } else { qp_sge };
         let (raddr, rkey) = (op.rma[0].addr, op.rma[0].key as u32);
+        // RDM on iWARP: a write completes at its sender when TCP takes it, and
+        // a target that refuses it ends the connection. A READ completes only
+        // after the writes before it are placed: a zero-byte READ follows the
+        // write, which ends with it (the error RoCE reports, reported too).
+        txop.refusable = self.rdm() && iwarp;
+        let fence = !read && txop.refusable;
+        let extra = fence as u32 + data_msg.is_some() as u32;
         if inline || sges.n <= per_wr {
             let post = Post { opcode, sges, inline, raddr, rkey, imm, compare_add: 0, swap: 0, _owned: owned };
+            txop.parts += extra;
             let opid = g.ops.insert(txop);
             self.submit(g, cid, WrKind::Rma { op: opid }, post);
+            self.after_write(g, cid, opid, data_msg.map(|d| d.0), fence.then_some((raddr, rkey)));
             return Ok(());
         }
         // Several requests, each taking the next `per_wr` pieces at the next
         // remote offset; on one connection they complete in order, and the
         // immediate data (if any) goes with the last, after all the data.
         let parts = sges.n.div_ceil(per_wr);
-        txop.parts = parts as u32;
+        txop.parts = parts as u32 + extra;
         let last = parts - 1;
         let opid = g.ops.insert(txop);
         let mut off = 0u64;
@@ -192,6 +239,41 @@ impl VerbsEp {
             off += chunk.iter().map(|s| s.length as u64).sum::<u64>();
             self.submit(g, cid, WrKind::Rma { op: opid }, post);
         }
+        self.after_write(g, cid, opid, data_msg.map(|d| d.0), fence.then_some((raddr, rkey)));
         Ok(())
+    }
+
+    /// What follows a write of operation `opid` on connection `cid`, as parts of
+    /// it: its data message (iWARP's remote CQ data), then its fence READ at
+    /// `fence` (RDM on iWARP).
+    fn after_write(&self, g: &mut Inner, cid: u64, opid: u64, data: Option<Post>, fence: Option<(u64, u32)>) {
+        if let Some(mut d) = data {
+            // The SGE points at the message's bytes, owned by the request
+            // (moving the Vec does not move its heap buffer).
+            d.sges.v[0].addr = d._owned.as_ptr() as u64;
+            self.submit(g, cid, WrKind::Rma { op: opid }, d);
+        }
+        if let Some((raddr, rkey)) = fence {
+            self.submit(g, cid, WrKind::Rma { op: opid }, self.fence_read(raddr, rkey));
+        }
+    }
+
+    /// A zero-byte RDMA READ at `raddr` with key `rkey` (a write's target): it
+    /// completes once the writes posted before it on its connection are
+    /// placed. The responder checks no key for zero bytes, so a target that
+    /// grants writes only answers it too; the READ's one local piece (iWARP
+    /// takes one) is zero bytes of the bounce pool.
+    fn fence_read(&self, raddr: u64, rkey: u32) -> Post {
+        Post {
+            opcode: sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
+            sges: Sges::one(sys::ibv_sge { addr: self.tx.slot(0) as u64, length: 0, lkey: self.tx.mr.lkey() }),
+            inline: false,
+            raddr,
+            rkey,
+            imm: None,
+            compare_add: 0,
+            swap: 0,
+            _owned: Vec::new(),
+        }
     }
 }
