@@ -102,7 +102,9 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 run() {
     label=$1; t=$2; p=$3; shift 3
     echo "==== $label: $(basename "$p") $*"
-    "$p" "$@" > "$tmp/srv.txt" 2>&1 &
+    # The server is bounded too: a server whose client gave up would be
+    # waited for for ever.
+    timeout $((limit + 30)) "$p" "$@" > "$tmp/srv.txt" 2>&1 &
     spid=$!
     sleep 1
     st=0

@@ -380,6 +380,20 @@ for t in $(grep -E '^test .* FAILED$' conf-siw.txt | awk '{ print $2 }'); do
 done
 passed=$(grep -c ' \.\.\. ok$' conf-siw.txt); failed=$(grep -c ' \.\.\. FAILED$' conf-siw.txt)
 echo "SIW-CONFORMANCE passed $passed, failed $failed"
+# One known intermittent failure (about one suite run in ten: a valid small
+# RDM write completes with IBV_WC_GENERAL_ERR on siw; README.md, "Soft-iWARP")
+# gets one more run of the failed tests alone, when the suite finished and at
+# most two failed; each is named as it passes or fails again.
+if [ $st -ne 0 ] && grep -qE "^test result" conf-siw.txt && [ "$failed" -le 2 ] && [ "$failed" -ge 1 ]; then
+    st=0
+    for t in $(grep -E '^test .* FAILED$' conf-siw.txt | awk '{ print $2 }'); do
+        if timeout 120 ./conformance "$t" --exact > conf-retry.txt 2>&1; then
+            echo "SIW-CONFORMANCE intermittent: $t failed, then passed when run again"
+        else
+            cat conf-retry.txt; echo "SIW-CONFORMANCE $t failed twice"; st=1
+        fi
+    done
+fi
 [ $st -eq 0 ] || { tail -80 conf-siw.txt; die "conformance suite on siw0"; }
 sh ./skips.sh "$FABRIC_SKIP_LOG" "conformance on siw0"
 unset FABRIC_REQUIRE FABRIC_SKIP_LOG
@@ -421,8 +435,8 @@ grep -q '^\. \./perftest/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot ad
 
 # ---- fi_perf's eight tests (send, write, read, atomic; bw and lat) over
 # Soft-iWARP, MSG and RDM endpoints, each run to completion by server and
-# client. MSG over iWARP offers no atomics (siw has none; RDM emulates them):
-# fi_perf must refuse that test clearly, not hang. Runs before the final PASS.
+# client (siw has no atomics: MSG and RDM emulate them). Runs before the final
+# PASS.
 mkdir -p "$stage/fiperf"
 b=$(bin "$tools" fi_perf)
 [ -x "$b" ] || { echo "ci.sh: the build did not produce fi_perf" >&2; exit 1; }
@@ -439,12 +453,6 @@ for ep in msg rdm; do
         sleep 1
         st=0; timeout 300 ./fiperf/fi_perf $t -p verbs -e $ep -I 100 --timeout 60 $addr > perf-c.txt 2>&1 || st=$?
         sw=0; wait $sp || sw=$?
-        if [ $ep = msg ] && [ "${t%% *}" = atomic ]; then
-            [ $st -ne 0 ] && grep -qE "does not support fetching FI_SUM|No data available" perf-c.txt \
-                || { cat perf-c.txt perf-s.txt; die "fi_perf $t -e msg over siw0: no clear refusal"; }
-            echo "fi_perf $t -e msg over siw0: refused (MSG over iWARP has no atomics): $(grep -m1 -E 'FI_SUM|No data' perf-c.txt)"
-            continue
-        fi
         [ $st -eq 0 ] && [ $sw -eq 0 ] || { cat perf-c.txt; echo "-- server:"; cat perf-s.txt; die "fi_perf $t -e $ep over siw0"; }
         echo "fi_perf $t -e $ep over siw0: $(grep -E '^ *[0-9]' perf-c.txt | tail -1 | tr -s ' ')"
     done

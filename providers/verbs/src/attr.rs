@@ -548,9 +548,12 @@ pub(crate) fn port_of(info: &Info) -> Result<Port> {
 }
 
 /// The capabilities of a MSG endpoint (native RC; remote CQ data by write with
-/// immediate data, or on iWARP, which has none, by a SEND after the write).
-fn msg_caps(atomics: bool) -> Caps {
-    let caps = Caps::MSG
+/// immediate data, or on iWARP, which has none, by a SEND after the write;
+/// atomics native where the device has them and the operation is one it does,
+/// else emulated by the engine's atomic requests, as on RDM: a device without
+/// atomics, such as siw, offers them all the same).
+fn msg_caps() -> Caps {
+    Caps::MSG
         | Caps::RMA
         | Caps::READ
         | Caps::WRITE
@@ -560,12 +563,8 @@ fn msg_caps(atomics: bool) -> Caps {
         | Caps::REMOTE_WRITE
         | Caps::REMOTE_CQ_DATA
         | Caps::LOCAL_COMM
-        | Caps::REMOTE_COMM;
-    if atomics {
-        caps | Caps::ATOMIC
-    } else {
-        caps
-    }
+        | Caps::REMOTE_COMM
+        | Caps::ATOMIC
 }
 
 /// The capabilities of an RDM endpoint (atomics emulated where the device has
@@ -593,7 +592,7 @@ fn rdm_caps() -> Caps {
 /// `FI_EP_RDM`).
 pub(crate) fn base_info(p: &Port, ep_type: EpType) -> Info {
     let rdm = ep_type == EpType::Rdm;
-    let caps = if rdm { rdm_caps() } else { msg_caps(p.atomics) };
+    let caps = if rdm { rdm_caps() } else { msg_caps() };
     let order = MsgOrder::SAS;
     let queue = p.max_qp_wr.min(QUEUE_SIZE) as usize;
     let iov_limit = if rdm { IOV_LIMIT } else { (p.max_sge as usize).min(IOV_LIMIT) };
@@ -1043,7 +1042,9 @@ mod tests {
         assert_eq!(m.ep_attr.protocol, Protocol::RdmaCmIbRc);
         assert_eq!(m.addr_format, AddrFormat::SockaddrIn);
         assert_eq!(m.src_addr, Some(Address::Sockaddr("10.0.0.5:0".parse().unwrap())));
-        assert!(!m.caps.intersects(Caps::ATOMIC | Caps::TAGGED | Caps::RMA_EVENT));
+        // A device without atomics (this port's): MSG emulates them.
+        assert!(!p.atomics && m.caps.contains(Caps::ATOMIC));
+        assert!(!m.caps.intersects(Caps::TAGGED | Caps::RMA_EVENT));
         assert_eq!((m.tx_attr.inject_size, m.tx_attr.size, m.rx_attr.size), (220, 1024, 1024));
         assert_eq!((m.tx_attr.iov_limit, m.ep_attr.max_msg_size), (IOV_LIMIT, 1 << 31));
         assert_eq!(m.ep_attr.mem_tag_format, 0);
