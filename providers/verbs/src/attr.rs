@@ -710,17 +710,9 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
     // In the selection's order (best interface first). A loopback destination
     // (no source asked for) is reached through any device: librdmacm loops it
     // back on the device it binds to.
-    // A loopback source (libfabric's programs pass node "127.0.0.1" with
-    // FI_SOURCE) is served as librdmacm serves a bind to loopback, by a
-    // device: each domain's own address stands for it (no RDMA port has a
-    // loopback address), so the endpoints bind where the domain's device is.
     let loopback_dest = sel.src.is_none() && sel.dest.is_some_and(|d| d.ip().is_loopback());
-    let loopback_src = sel.src.is_some_and(|s| s.ip().is_loopback());
     let on_selected = |p: &&Port| sel.ifaces.iter().any(|i| p.iface.name == i.name && p.iface.addr == i.addr);
-    let chosen: Vec<&Port> = if (loopback_dest || loopback_src) && !ports.iter().any(|p| on_selected(&p)) {
-        if loopback_src {
-            fi_log!(Level::Info, NAME, "core", "a loopback source: each domain's own address stands for it");
-        }
+    let chosen: Vec<&Port> = if loopback_dest && !ports.iter().any(|p| on_selected(&p)) {
         ports.iter().collect()
     } else {
         sel.ifaces
@@ -734,8 +726,7 @@ pub(crate) fn getinfo(h: &Hints) -> Result<Vec<Info>> {
             for &t in types {
                 let mut info = base_info(p, t);
                 if let Some(s) = sel.src {
-                    let stand_in = s.ip().is_unspecified() || (loopback_src && !p.iface.addr.is_loopback());
-                    let ip = if stand_in { p.iface.addr } else { s.ip() };
+                    let ip = if s.ip().is_unspecified() { p.iface.addr } else { s.ip() };
                     info.src_addr = Some(Address::Sockaddr(SocketAddr::new(ip, s.port())));
                 }
                 if let Some(d) = sel.dest {
