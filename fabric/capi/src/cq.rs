@@ -262,6 +262,22 @@ unsafe fn write_entry<const F: abi::fi_cq_format>(e: &CqEntry, out: *mut u8) {
     }
 }
 
+/// Write entry `e` into `buf` in format `F`, and its source into `src` unless
+/// `src` is NULL.
+///
+/// # Safety
+/// As [`read_one`]'s contract.
+#[inline(always)]
+unsafe fn write_out<const F: abi::fi_cq_format>(e: &CqEntry, buf: *mut c_void, src: *mut abi::fi_addr_t) {
+    // SAFETY: as this function's contract.
+    unsafe {
+        write_entry::<F>(e, buf as *mut u8);
+        if !src.is_null() {
+            src.write_unaligned(e.src.0);
+        }
+    }
+}
+
 /// Read one completion into `buf` (its source into `src`), without blocking:
 /// the path of `fi_cq_read(cq, &e, 1)`.
 ///
@@ -274,12 +290,7 @@ unsafe fn read_one<const F: abi::fi_cq_format>(q: &Cq, buf: *mut c_void, src: *m
         // The entry goes from the queue's ring into the caller's, under the
         // queue's lock (the closure only writes the caller's memory).
         // SAFETY: as this function's contract.
-        let r = u.read_one_with(|e| unsafe {
-            write_entry::<F>(e, buf as *mut u8);
-            if !src.is_null() {
-                src.write_unaligned(e.src.0);
-            }
-        });
+        let r = u.read_one_with(|e| unsafe { write_out::<F>(e, buf, src) });
         return match r {
             Ok(()) => 1,
             Err(Error::Again) => EAGAIN,
@@ -289,12 +300,7 @@ unsafe fn read_one<const F: abi::fi_cq_format>(q: &Cq, buf: *mut c_void, src: *m
     match q.prov().read_one() {
         Ok(e) => {
             // SAFETY: as this function's contract.
-            unsafe {
-                write_entry::<F>(&e, buf as *mut u8);
-                if !src.is_null() {
-                    src.write_unaligned(e.src.0);
-                }
-            }
+            unsafe { write_out::<F>(&e, buf, src) };
             1
         }
         Err(Error::Again) => EAGAIN,

@@ -192,7 +192,9 @@ impl Queue {
 
     /// Take the oldest success, as [`Queue::copy_out`] into room for one:
     /// `Err(Avail)` when an error is at the head, `Err(Again)` when the queue
-    /// is empty.
+    /// is empty. Not `with_one(|e| *e)`: the entry returned through the
+    /// closure's `Result` compiled to more copying (62 instructions more per
+    /// 64 B shm round trip through the Rust API, `benches/instr.sh`).
     #[inline]
     fn pop_one(&mut self) -> Result<CqEntry> {
         if self.errs.is_empty() {
@@ -207,9 +209,10 @@ impl Queue {
         self.pop_one_slow()
     }
 
-    /// [`Queue::pop_one`] handing the entry to `f` where it lies in the ring,
-    /// rather than copying it out: `Err(Avail)` when an error is at the head,
-    /// `Err(Again)` when the queue is empty (and `f` is not called).
+    /// Take the oldest success, as [`Queue::copy_out`] into room for one, handing
+    /// the entry to `f` where it lies in the ring rather than copying it out:
+    /// `Err(Avail)` when an error is at the head, `Err(Again)` when the queue is
+    /// empty (and `f` is not called).
     #[inline(always)]
     fn with_one<T>(&mut self, f: impl FnOnce(&CqEntry) -> T) -> Result<T> {
         if self.errs.is_empty() {
@@ -224,7 +227,7 @@ impl Queue {
         self.pop_one_slow().map(|e| f(&e))
     }
 
-    /// [`Queue::pop_one`] with errors queued.
+    /// [`Queue::with_one`] with errors queued.
     #[cold]
     #[inline(never)]
     fn pop_one_slow(&mut self) -> Result<CqEntry> {
@@ -411,9 +414,7 @@ impl UtilCq {
     /// registers for the call.
     #[inline(never)]
     fn progress_and_take(&self, out: &mut [CqEntry]) -> Result<usize> {
-        self.reads_without_progress.store(0, Ordering::Relaxed);
-        // No lock held here: progress pushes into this queue.
-        self.waiter.progress();
+        self.drive_progress();
         self.take(out)
     }
 
@@ -431,9 +432,7 @@ impl UtilCq {
     /// [`UtilCq::progress_and_take`] of one entry ([`CqOps::read_one`]).
     #[inline(never)]
     fn progress_and_take_one(&self) -> Result<CqEntry> {
-        self.reads_without_progress.store(0, Ordering::Relaxed);
-        // No lock held here: progress pushes into this queue.
-        self.waiter.progress();
+        self.drive_progress();
         if self.entries.load(Ordering::Acquire) == 0 {
             return Err(Error::Again);
         }
@@ -449,35 +448,59 @@ impl UtilCq {
     /// into it); it is not called on `Err`.
     #[inline(always)]
     pub fn read_one_with<T>(&self, f: impl FnOnce(&CqEntry) -> T) -> Result<T> {
-        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
-        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+        if self.progress_due() {
             self.progress_for_read();
             if self.entries.load(Ordering::Acquire) == 0 {
                 return Err(Error::Again);
             }
-        } else {
-            self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
         }
-        let mut q = self.lock();
-        let r = q.with_one(f);
-        self.publish(&q);
-        r
+        self.with_one_locked(f)
     }
 
     /// The progress of a read (out of line: the pop that follows it is the
     /// caller's, inline).
     #[inline(never)]
     fn progress_for_read(&self) {
+        self.drive_progress();
+    }
+
+    /// The rule of every read: whether it drives progress first. It does when
+    /// the queue is empty, or after [`MAX_READS_WITHOUT_PROGRESS`] reads in a row
+    /// that did not; otherwise the read is counted as one that did not.
+    #[inline(always)]
+    fn progress_due(&self) -> bool {
+        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
+        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+            return true;
+        }
+        // Racing readers may lose a count: progress then comes a read later.
+        self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
+        false
+    }
+
+    /// Drive the bound objects' progress for a read, restarting the count of
+    /// reads without it.
+    #[inline(always)]
+    fn drive_progress(&self) {
         self.reads_without_progress.store(0, Ordering::Relaxed);
         // No lock held here: progress pushes into this queue.
         self.waiter.progress();
     }
 
-    /// Pop one entry under the lock.
+    /// Pop one entry under the lock ([`Queue::pop_one`]).
     #[inline(always)]
     fn pop_one_locked(&self) -> Result<CqEntry> {
         let mut q = self.lock();
         let r = q.pop_one();
+        self.publish(&q);
+        r
+    }
+
+    /// Take one entry under the lock ([`Queue::with_one`]).
+    #[inline(always)]
+    fn with_one_locked<T>(&self, f: impl FnOnce(&CqEntry) -> T) -> Result<T> {
+        let mut q = self.lock();
+        let r = q.with_one(f);
         self.publish(&q);
         r
     }
@@ -530,12 +553,9 @@ impl CqOps for UtilCq {
     /// row: progress still runs at least that often while the application keeps
     /// reading, and always once the queue is empty.
     fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
-        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
-        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+        if self.progress_due() {
             return self.progress_and_take(out);
         }
-        // Racing readers may lose a count: progress then comes a read later.
-        self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
         self.take_queued(out)
     }
 
@@ -544,11 +564,9 @@ impl CqOps for UtilCq {
     /// [`UtilCq::take_queued`]): it needs few registers, so the progress path,
     /// a call out of line, pays little for it.
     fn read_one(&self) -> Result<CqEntry> {
-        let skipped = self.reads_without_progress.load(Ordering::Relaxed);
-        if self.entries.load(Ordering::Acquire) == 0 || skipped >= MAX_READS_WITHOUT_PROGRESS {
+        if self.progress_due() {
             return self.progress_and_take_one();
         }
-        self.reads_without_progress.store(skipped + 1, Ordering::Relaxed);
         self.pop_one_locked()
     }
 

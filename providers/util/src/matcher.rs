@@ -498,8 +498,14 @@ impl<R, U> Matcher<R, U> {
 
     /// Remove a posted receive (it matched, or is being completed).
     pub fn remove_posted(&mut self, id: PostedId) -> Option<(RecvSpec, R)> {
-        let q = self.posted.slot(id.0)?.queue;
-        self.posted.remove(id.0).map(|p| p.into_parts(q))
+        self.remove_posted_at(id.0)
+    }
+
+    /// Remove the posted receive at `key`, its spec rebuilt from the queue it
+    /// was in.
+    fn remove_posted_at(&mut self, key: Key) -> Option<(RecvSpec, R)> {
+        let q = self.posted.slot(key)?.queue;
+        self.posted.remove(key).map(|p| p.into_parts(q))
     }
 
     /// Queue a message that matched no posted receive, at the end of arrival order.
@@ -582,8 +588,7 @@ impl<R, U> Matcher<R, U> {
             (Some(a), Some(b)) => Some(if seq(a) < seq(b) { a } else { b }),
             (a, b) => a.or(b),
         }?;
-        let q = self.posted.slot(key)?.queue;
-        self.posted.remove(key).map(|p| p.into_parts(q))
+        self.remove_posted_at(key)
     }
 
     /// Remove every posted receive, in posting order (closing the endpoint: each
