@@ -55,18 +55,26 @@ const _: () = assert!(WRITE_DATA_LEN < HDR_LEN);
 
 /// The write's data message carrying `data`.
 pub(super) fn write_data_msg(data: u64) -> [u8; WRITE_DATA_LEN] {
-    let mut m = [0u8; WRITE_DATA_LEN];
-    m[..4].copy_from_slice(&WRITE_DATA_TAG);
-    m[4..].copy_from_slice(&data.to_le_bytes());
-    m
+    ctl_msg(WRITE_DATA_TAG, &data.to_le_bytes())
 }
 
 /// The data a received SEND's bytes carry, if it is a write's data message.
 pub(super) fn decode_write_data(bytes: &[u8]) -> Option<u64> {
-    if bytes.len() != WRITE_DATA_LEN || bytes[..4] != WRITE_DATA_TAG {
-        return None;
-    }
-    Some(u64::from_le_bytes(bytes[4..].try_into().ok()?))
+    Some(u64::from_le_bytes(ctl_value::<WRITE_DATA_LEN>(WRITE_DATA_TAG, bytes)?.try_into().ok()?))
+}
+
+/// An iWARP control message of `N` bytes (a write's data, a credit message):
+/// `tag`, then `value` (the rest).
+pub(super) fn ctl_msg<const N: usize>(tag: [u8; 4], value: &[u8]) -> [u8; N] {
+    let mut m = [0u8; N];
+    m[..4].copy_from_slice(&tag);
+    m[4..].copy_from_slice(value);
+    m
+}
+
+/// The value of control message `bytes` if it is one of `tag`, `N` bytes long.
+pub(super) fn ctl_value<const N: usize>(tag: [u8; 4], bytes: &[u8]) -> Option<&[u8]> {
+    (bytes.len() == N && bytes[..4] == tag).then(|| &bytes[4..])
 }
 
 /// A work request not yet posted (its connection is not up, or its send queue

@@ -40,18 +40,12 @@ const _: () = assert!(MSG_LEN < fabric_util::wire::HDR_LEN);
 
 /// A credit message returning `n` credits.
 pub(super) fn encode(n: u32) -> [u8; MSG_LEN] {
-    let mut m = [0u8; MSG_LEN];
-    m[..4].copy_from_slice(&TAG);
-    m[4..].copy_from_slice(&n.to_le_bytes());
-    m
+    super::conn::ctl_msg(TAG, &n.to_le_bytes())
 }
 
 /// The credits a received SEND's bytes return, if it is a credit message.
 pub(super) fn decode(bytes: &[u8]) -> Option<u32> {
-    if bytes.len() != MSG_LEN || bytes[..4] != TAG {
-        return None;
-    }
-    Some(u32::from_le_bytes(bytes[4..].try_into().ok()?))
+    Some(u32::from_le_bytes(super::conn::ctl_value::<MSG_LEN>(TAG, bytes)?.try_into().ok()?))
 }
 
 /// One connection's credits (iWARP).

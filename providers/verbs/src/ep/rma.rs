@@ -168,22 +168,23 @@ impl VerbsEp {
         // in a SEND (`data_msg`), a part of the operation.
         let iwarp = self.domain.port.iwarp;
         let data_msg = (!read && iwarp && flags.contains(OpFlags::REMOTE_CQ_DATA)).then(|| {
-            let m = super::conn::write_data_msg(op.data);
-            (Post::send(sys::ibv_sge { addr: 0, length: m.len() as u32, lkey: 0 }, true, m.to_vec()), m.len())
+            // The SGE points at the bytes the request owns (moving the Vec
+            // does not move its heap buffer).
+            let m = super::conn::write_data_msg(op.data).to_vec();
+            Post::send(sys::ibv_sge { addr: m.as_ptr() as u64, length: m.len() as u32, lkey: 0 }, true, m)
         });
-        if let Some((_, n)) = &data_msg {
-            // (The endpoint's inline size, which its QPs ask for: this
-            // connection's QP may not exist yet.)
-            let inline_max = self.inline_max;
-            if *n > inline_max {
-                fi_log!(
-                    Level::Warn,
-                    NAME,
-                    "ep_data",
-                    "remote CQ data on iWARP needs {n} bytes inline, the QP takes {inline_max}"
-                );
-                return Err(Error::OpNotSupp);
-            }
+        // (The endpoint's inline size, which its QPs ask for: this
+        // connection's QP may not exist yet.)
+        if data_msg.is_some() && super::conn::WRITE_DATA_LEN > self.inline_max {
+            fi_log!(
+                Level::Warn,
+                NAME,
+                "ep_data",
+                "remote CQ data on iWARP needs {} bytes inline, the QP takes {}",
+                super::conn::WRITE_DATA_LEN,
+                self.inline_max
+            );
+            return Err(Error::OpNotSupp);
         }
         let (opcode, imm) = if read {
             (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, None)
@@ -209,7 +210,7 @@ impl VerbsEp {
             txop.parts += extra;
             let opid = g.ops.insert(txop);
             self.submit(g, cid, WrKind::Rma { op: opid }, post);
-            self.after_write(g, cid, opid, data_msg.map(|d| d.0), fence.then_some((raddr, rkey)));
+            self.after_write(g, cid, opid, data_msg, fence.then_some((raddr, rkey)));
             return Ok(());
         }
         // Several requests, each taking the next `per_wr` pieces at the next
@@ -239,7 +240,7 @@ impl VerbsEp {
             off += chunk.iter().map(|s| s.length as u64).sum::<u64>();
             self.submit(g, cid, WrKind::Rma { op: opid }, post);
         }
-        self.after_write(g, cid, opid, data_msg.map(|d| d.0), fence.then_some((raddr, rkey)));
+        self.after_write(g, cid, opid, data_msg, fence.then_some((raddr, rkey)));
         Ok(())
     }
 
@@ -247,10 +248,7 @@ impl VerbsEp {
     /// it: its data message (iWARP's remote CQ data), then its fence READ at
     /// `fence` (RDM on iWARP).
     fn after_write(&self, g: &mut Inner, cid: u64, opid: u64, data: Option<Post>, fence: Option<(u64, u32)>) {
-        if let Some(mut d) = data {
-            // The SGE points at the message's bytes, owned by the request
-            // (moving the Vec does not move its heap buffer).
-            d.sges.v[0].addr = d._owned.as_ptr() as u64;
+        if let Some(d) = data {
             self.submit(g, cid, WrKind::Rma { op: opid }, d);
         }
         if let Some((raddr, rkey)) = fence {
