@@ -402,6 +402,14 @@ addr=10.0.2.15
 echo "VERBS-CI PASS"
 EOF
 
+# add_step DIR: the guest runs $stage/DIR/step.sh just before its final PASS
+# line (the steps below, each in a directory of its own, in this order).
+add_step() {
+    awk -v step=". ./$1/step.sh" '$0 == "echo \"VERBS-CI PASS\"" { print step } { print }' \
+        "$stage/test.sh" > "$stage/test.sh.new" && mv "$stage/test.sh.new" "$stage/test.sh"
+    grep -qxF ". ./$1/step.sh" "$stage/test.sh" || { echo "ci.sh: cannot add the $1 step" >&2; exit 1; }
+}
+
 # ---- perftest's command lines: Debian's perftest (ib_*, put in the guest by
 # run-guest.sh when installed) and fabric's fi_send_lat & co. run the same
 # command lines over Soft-RoCE through fi-tools/perftest-compare.sh, which
@@ -428,9 +436,7 @@ st=$?
 cat perftest.txt
 [ $st -eq 0 ] || die "perftest comparison"
 EOF
-awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./perftest/step.sh" } { print }' "$stage/test.sh" > "$stage/test.sh.new" &&
-    mv "$stage/test.sh.new" "$stage/test.sh"
-grep -q '^\. \./perftest/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the perftest step" >&2; exit 1; }
+add_step perftest
 # ---- end of perftest's command lines
 
 # ---- fi_perf's eight tests (send, write, read, atomic; bw and lat) over
@@ -460,9 +466,7 @@ done
 export FI_VERBS_DEVICE_NAME=rxe0
 addr=10.0.2.15
 EOF
-awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./fiperf/step.sh" } { print }' "$stage/test.sh" > "$stage/test.sh.new" &&
-    mv "$stage/test.sh.new" "$stage/test.sh"
-grep -q '^\. \./fiperf/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the fi_perf step" >&2; exit 1; }
+add_step fiperf
 # ---- end of fi_perf over siw0
 
 # ---- Which tests each library passes over Soft-iWARP: the same programs
@@ -523,9 +527,7 @@ else
     echo "libfabric's fi_pingpong or its headers are not installed: no matrix"
 fi
 EOF
-awk '$0 == "echo \"VERBS-CI PASS\"" { print ". ./matrix/step.sh" } { print }' "$stage/test.sh" > "$stage/test.sh.new" &&
-    mv "$stage/test.sh.new" "$stage/test.sh"
-grep -q '^\. \./matrix/step\.sh$' "$stage/test.sh" || { echo "ci.sh: cannot add the matrix step" >&2; exit 1; }
+add_step matrix
 # ---- end of the matrix
 
 "$here/run-guest.sh" --siw --timeout "$timeout" "${keep[@]}" --script "$stage/test.sh" \
