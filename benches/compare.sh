@@ -15,6 +15,10 @@
 # ../shared/anchors/libfabric-2.6.0 (or ANCHOR26 names that directory), libfabric
 # 2.6.0's own fi_pingpong over its own library, alternately, and prints both ratios.
 #   VS=1.17 benches/compare.sh ...          # only 1.17 (VS=2.6: only 2.6.0)
+# Where ../shared/tools/limits/rawpp.c is there (or LIMITS names its directory), each
+# case also runs the machine's floor alternately with the rest: the raw busy-polling
+# socket ping-pong (SPIN=1 rawpp tcp|udp SIZE) for tcp and udp, two processes flipping
+# one cache line (rawpp shm) for shm; the `raw` columns give it and ours/raw.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -49,6 +53,24 @@ else
   ours=$(fi-tools/built.sh build --release -q -p fi-tools | awk '$1 == "fi_pingpong" { print $2 }' | tail -1)
   [ -x "$ours" ] || { echo "compare.sh: the build produced no fi_pingpong" >&2; exit 1; }
 fi
+
+# The floor: ../shared/tools/limits/rawpp.c, compiled once into a temporary directory.
+limits=${LIMITS:-$(cd .. && pwd)/shared/tools/limits}
+rawpp=
+if [ -f "$limits/rawpp.c" ] && command -v cc >/dev/null; then
+  rawdir=$(mktemp -d)
+  trap 'rm -rf "$rawdir"' EXIT
+  cc -O2 -o "$rawdir/rawpp" "$limits/rawpp.c" && rawpp=$rawdir/rawpp
+fi
+
+# One run of the floor for a case: usec per half round trip.
+raw() { # prov size
+  local it; it=$(iters "$2")
+  case $1 in
+    tcp | udp) SPIN=1 timeout 120 "$rawpp" "$1" "$2" "$it" 2>/dev/null | awk '{ print $4 }' ;;
+    shm) timeout 120 "$rawpp" shm 0 $((it * 10)) 2>/dev/null | awk '{ print $3 }' ;;
+  esac
+}
 
 iters() { if [ "$1" -ge 4194304 ]; then echo 500; elif [ "$1" -ge 65536 ]; then echo 2000; else echo 20000; fi; }
 
@@ -92,12 +114,13 @@ for kind in med best; do
   head+=$(printf ' %9s' "ours $kind")
   [ -n "$with17" ] && head+=$(printf ' %9s %6s' "1.17 $kind" ratio)
   [ -n "$anchor" ] && head+=$(printf ' %9s %6s' "2.6 $kind" ratio)
+  [ -n "$rawpp" ] && head+=$(printf ' %9s %6s' "raw $kind" ratio)
   head+=' |'
 done
 echo "${head% |}"
 for c in "${cases[@]}"; do
   set -- $c
-  o=(); t=(); n=()
+  o=(); t=(); n=(); r=()
   for _ in $(seq "$RUNS"); do
     if [ -n "$ourlib" ]; then
       o+=("$(one "$ours" "$(lfprov "$1" "$2")" "$2" "$3" "$ourlib")")
@@ -106,6 +129,7 @@ for c in "${cases[@]}"; do
     fi
     [ -n "$with17" ] && t+=("$(one "$theirs" "$(lfprov "$1" "$2")" "$2" "$3")")
     [ -n "$anchor" ] && n+=("$(one "$anchor/bin/fi_pingpong" "$(lfprov "$1" "$2")" "$2" "$3" "$anchor/lib")")
+    [ -n "$rawpp" ] && r+=("$(raw "$1" "$3")")
   done
   row=$(printf '%-5s %-5s %8s |' "$1" "$2" "$3")
   for pick in median best; do
@@ -119,8 +143,12 @@ for c in "${cases[@]}"; do
       nm=$(printf '%s\n' "${n[@]}" | $pick)
       row+=$(printf ' %9s %6s' "$nm" "$(ratio "$om" "$nm")")
     fi
+    if [ -n "$rawpp" ]; then
+      rm_=$(printf '%s\n' "${r[@]}" | $pick)
+      row+=$(printf ' %9s %6s' "$rm_" "$(ratio "$om" "$rm_")")
+    fi
     row+=' |'
   done
   echo "${row% |}"
-  if [ -n "${VERBOSE:-}" ]; then echo "    ours: ${o[*]}  1.17: ${t[*]:-}  2.6: ${n[*]:-}"; fi
+  if [ -n "${VERBOSE:-}" ]; then echo "    ours: ${o[*]}  1.17: ${t[*]:-}  2.6: ${n[*]:-}  raw: ${r[*]:-}"; fi
 done
