@@ -467,6 +467,8 @@ fn manual_page() {
             "--report_gbits",
             "--provider",
             "--gid-index",
+            "--bidirectional",
+            "--report-both",
         ] {
             assert!(out.contains(opt), "{page} lacks {opt}:\n{out}");
         }
