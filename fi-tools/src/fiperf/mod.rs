@@ -56,6 +56,16 @@
 //!            prints in perftest's output)
 //! C: BYE     S: BYE
 //! ```
+//!
+//! perftest's `-b` (bidirectional, the perftest-style bw tools only): HELLO says
+//! `bidir=1` (the server refuses a client that differs); both sides post the
+//! operation. Send: each side posts its receives before naming them (the client's
+//! `SYNC .. credits=N`, the server's `GO credits=N`) and credits go on the control
+//! connection as `CREDIT <n> <receives re-posted> <clock>` (both receive queues
+//! carry data). One-sided: after the server's READY the client sends its own
+//! `READY addr=.. key=..`. Each side ends a size with `DONE peak=.. avg=.. mpps=..`
+//! (its direction's figures) and drives progress until the peer's; both print
+//! the sum.
 
 pub mod opts;
 pub mod report;
