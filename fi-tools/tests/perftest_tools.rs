@@ -81,6 +81,12 @@ fn run_pair(test: &str, prov: &str, args: &[&str]) -> (Output, Output) {
 /// perftest's banner, line by line: the rule, the title, the fields in
 /// perftest's order with its spacing and tabs, the rule.
 fn check_banner(lines: &[&str], title: &str, prov: &str, client: bool, send: bool, bw: bool) -> usize {
+    check_banner_of(lines, title, prov, client, send, bw, false)
+}
+
+/// [`check_banner`], of a bidirectional run (`-b`) when `bidir`: both sides show
+/// the TX depth, and the RX depth in send tests.
+fn check_banner_of(lines: &[&str], title: &str, prov: &str, client: bool, send: bool, bw: bool, bidir: bool) -> usize {
     assert_eq!(lines[0], RESULT_LINE);
     assert_eq!(lines[1], format!("                    {title}"));
     assert!(lines[2].starts_with(" Dual-port       : OFF\t\tDevice         : "), "{:?}", lines[2]);
@@ -98,8 +104,8 @@ fn check_banner(lines: &[&str], title: &str, prov: &str, client: bool, send: boo
             i += 1;
         }
     };
-    field("TX depth", client);
-    field("RX depth", send && !client);
+    field("TX depth", client || bidir);
+    field("RX depth", send && (!client || bidir));
     field("CQ Moderation", bw);
     field("Mtu", true);
     field("Link type", true);
@@ -325,7 +331,10 @@ fn notes_and_refusals() {
     assert!(text(&s).1.contains("-x (--gid-index) ignored"));
     // Refused: exit status 1, the reason and the usage on stderr, nothing run.
     for (test, args, why) in [
-        ("send_bw", &["-b"][..], "-b (--bidirectional) is not supported"),
+        ("send_lat", &["-b"][..], " Bidirectional is only available in BW test"),
+        ("write_lat", &["--bidirectional", "-s", "64"][..], " Bidirectional is only available in BW test"),
+        ("read_lat", &["-b"][..], " Bidirectional is only available in BW test"),
+        ("atomic_lat", &["-b"][..], " Bidirectional is only available in BW test"),
         ("send_lat", &["-D", "x"][..], "Error parsing \"x\": not a number"),
         ("send_lat", &["-n", "2"][..], "Error parsing \"2\": must be between 5 and"),
         ("read_bw", &["-C"][..], "-C (--report-cycles) is not supported"),
@@ -458,6 +467,8 @@ fn manual_page() {
             "--report_gbits",
             "--provider",
             "--gid-index",
+            "--bidirectional",
+            "--report-both",
         ] {
             assert!(out.contains(opt), "{page} lacks {opt}:\n{out}");
         }
@@ -522,6 +533,14 @@ fn same_shape_as_recorded_perftest() {
         ("ib_write_bw-R.server.txt", "write_bw", &["-R", "-n", "200"], false),
         ("ib_read_lat-R.server.txt", "read_lat", &["-R", "-n", "200"], false),
         ("ib_send_lat-R-D3.server.txt", "send_lat", &["-R", "-D", "1", "-n", "200"], false),
+        // -b: both sides print the summed row; --report-both each side's too.
+        ("ib_send_bw-b-R.client.txt", "send_bw", &["-b", "-R", "-n", "1000"], true),
+        ("ib_write_bw-b-R.server.txt", "write_bw", &["-b", "-R", "-n", "200"], false),
+        ("ib_atomic_bw-b-R.server.txt", "atomic_bw", &["-b", "-R", "-n", "200"], false),
+        ("ib_send_bw-b-R-report-both.server.txt", "send_bw", &["-b", "-R", "-n", "500", "--report-both"], false),
+        ("ib_write_bw-b-R-report-both.client.txt", "write_bw", &["-b", "-R", "-n", "200", "--report-both"], true),
+        ("ib_write_bw-b-R-D2.client.txt", "write_bw", &["-b", "-R", "-D", "1", "-n", "100"], true),
+        ("ib_send_bw-b-R-D2.server.txt", "send_bw", &["-b", "-R", "-D", "1", "-n", "100"], false),
     ];
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("perftest-shape-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
@@ -540,5 +559,136 @@ fn same_shape_as_recorded_perftest() {
         assert_eq!(units.len(), 2, "{out}{err}");
         assert_eq!(units[0], units[1], "{file}: {out}");
         assert_eq!(o.status.success(), !file.starts_with("ib_read_lat"), "{file}: {out}{err}");
+    }
+}
+
+/// A result row's numbers: size, iterations, peak, average, message rate.
+fn row_numbers(line: &str) -> Vec<f64> {
+    let row: Vec<f64> = line.split_whitespace().map(|w| w.parse().unwrap_or_else(|_| panic!("{line:?}"))).collect();
+    assert_eq!(row.len(), 5, "{line:?}");
+    row
+}
+
+/// `-b` as perftest's: both sides post the operation and print the row of both
+/// directions summed; with `--report-both`, each side's row too, the client's
+/// local row the server's remote one and the other way round.
+fn check_bidirectional(test: &str, prov: &str) {
+    let send = test.starts_with("send");
+    let size = if test.starts_with("atomic") { 8 } else { 4096 };
+    let size_arg = size.to_string();
+    let n = 200u64;
+    let (s, c) = run_pair(test, prov, &["-b", "--report-both", "-n", "200", "-s", &size_arg, "-t", "32"]);
+    let title = title(test).replace(" BW Test", " Bidirectional BW Test");
+    let mut sides = Vec::new();
+    for (o, client) in [(&c, true), (&s, false)] {
+        let (out, _) = text(o);
+        let lines: Vec<&str> = out.lines().collect();
+        let lines = if client { &lines[..] } else { &lines[4..] };
+        let at = check_banner_of(lines, &title, prov, client, send, true, true);
+        let rest = &lines[at..];
+        // perftest's --report-both, line for line.
+        assert_eq!(rest.len(), 15, "{out}");
+        for (k, want) in [(0, HEADER_BW), (2, RESULT_LINE), (3, ""), (4, " Local results: "), (5, RESULT_LINE)] {
+            assert_eq!(rest[k], want, "line {k}: {out}");
+        }
+        for (k, want) in [(6, HEADER_BW), (8, RESULT_LINE), (9, ""), (10, " Remote results: "), (11, RESULT_LINE)] {
+            assert_eq!(rest[k], want, "line {k}: {out}");
+        }
+        assert_eq!((rest[12], rest[14]), (HEADER_BW, RESULT_LINE), "{out}");
+        let (sum, local, remote) = (row_numbers(rest[1]), row_numbers(rest[7]), row_numbers(rest[13]));
+        for r in [&sum, &local, &remote] {
+            assert_eq!((r[0], r[1]), (size as f64, n as f64), "{out}");
+        }
+        // Each direction carried its messages: a rate of its own.
+        assert!(local[3] > 0.0 && local[4] > 0.0 && remote[3] > 0.0 && remote[4] > 0.0, "{out}");
+        // The summed row is the sum of the two (to the printed rounding) ...
+        for k in 2..4 {
+            assert!((sum[k] - local[k] - remote[k]).abs() <= 0.011, "column {k}: {out}");
+        }
+        assert!((sum[4] - local[4] - remote[4]).abs() <= 0.0000011, "{out}");
+        // ... and its average the message rate's bytes (MB of 2^20 bytes).
+        let want = sum[4] * 1e6 * size as f64 / 1048576.0;
+        assert!((sum[3] - want).abs() <= 0.01 + want * 0.001, "{out}");
+        sides.push((rest[1].to_string(), rest[7].to_string(), rest[13].to_string()));
+    }
+    // Both sides print the same sum; what one measured is the other's remote.
+    assert_eq!(sides[0].0, sides[1].0);
+    assert_eq!((&sides[0].1, &sides[0].2), (&sides[1].2, &sides[1].1));
+}
+
+#[test]
+fn bidirectional_over_tcp() {
+    for t in ["send_bw", "write_bw", "read_bw", "atomic_bw"] {
+        check_bidirectional(t, "tcp");
+    }
+}
+
+#[test]
+fn bidirectional_over_udp() {
+    for t in ["send_bw", "write_bw"] {
+        check_bidirectional(t, "udp");
+    }
+}
+
+#[test]
+fn bidirectional_over_shm() {
+    for t in ["send_bw", "write_bw", "read_bw", "atomic_bw"] {
+        check_bidirectional(t, "shm");
+    }
+}
+
+#[test]
+fn bidirectional_sizes_duration_and_mismatch() {
+    // -a -b: one summed row per size on both sides, the same.
+    let (s, c) = run_pair("send_bw", "tcp", &["-b", "-a", "-n", "5", "-t", "4", "-r", "8"]);
+    let sizes: Vec<usize> = (1..=23).map(|i| 1 << i).collect();
+    let mut tables = Vec::new();
+    for (o, client) in [(&c, true), (&s, false)] {
+        let (out, _) = text(o);
+        let lines: Vec<&str> = out.lines().collect();
+        let lines = if client { &lines[..] } else { &lines[4..] };
+        let at = check_banner_of(lines, "Send Bidirectional BW Test", "tcp", client, true, true, true);
+        check_table(&lines[at..], HEADER_BW, &sizes, 5);
+        tables.push(lines[at..].join("\n"));
+    }
+    assert_eq!(tables[0], tables[1]);
+    // -D -b: write tests print the sum on both sides with the same iterations;
+    // send tests each side's row, counting what it sent and received (perftest's
+    // run_iter_bi), twice the client's count here.
+    let (s, c) = run_pair("write_bw", "tcp", &["-b", "-D", "1", "-n", "20", "-s", "4096"]);
+    let row = |o: &Output| -> Vec<String> {
+        let (out, _) = text(o);
+        let line = out.lines().find(|l| l.starts_with(" 4096 ")).unwrap_or_else(|| panic!("{out}")).to_string();
+        line.split_whitespace().map(String::from).collect()
+    };
+    let (rc, rs) = (row(&c), row(&s));
+    assert_eq!(rc, rs);
+    assert_eq!(rc[2], "0.00", "no peak in duration mode: {rc:?}");
+    let (s, c) = run_pair("send_bw", "tcp", &["-b", "-D", "1", "-n", "20", "-s", "4096"]);
+    let (rc, rs) = (row(&c), row(&s));
+    assert_eq!(rc, rs);
+    let iters: u64 = rc[1].parse().unwrap();
+    assert!(iters >= 10 && iters % 2 == 0, "{rc:?}");
+    // One side with -b, the other without: both fail and say so.
+    for (sb, cb) in [(true, false), (false, true)] {
+        let p = port();
+        let mut sargs = vec!["--provider", "tcp", "-p", &p, "-n", "20"];
+        if sb {
+            sargs.push("-b");
+        }
+        let server = spawn("write_bw", &sargs);
+        let mut cargs = vec!["--provider", "tcp", "-p", &p, "-n", "20", "--connect-timeout", "10"];
+        if cb {
+            cargs.push("-b");
+        }
+        cargs.push("127.0.0.1");
+        let c = wait_output(spawn("write_bw", &cargs), Duration::from_secs(60));
+        let s = wait_output(server, Duration::from_secs(30));
+        let want = if sb { "the server runs with -b" } else { "the client runs with -b" };
+        for (o, who) in [(&c, "client"), (&s, "server")] {
+            let (out, err) = text(o);
+            assert_eq!(o.status.code(), Some(1), "{who}: {out}{err}");
+            assert!(err.contains(want) && err.contains("give both the same options"), "{who}: {err}");
+        }
     }
 }

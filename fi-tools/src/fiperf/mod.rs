@@ -56,6 +56,16 @@
 //!            prints in perftest's output)
 //! C: BYE     S: BYE
 //! ```
+//!
+//! perftest's `-b` (bidirectional, the perftest-style bw tools only): HELLO says
+//! `bidir=1` (the server refuses a client that differs); both sides post the
+//! operation. Send: each side posts its receives before naming them (the client's
+//! `SYNC .. credits=N`, the server's `GO credits=N`) and credits go on the control
+//! connection as `CREDIT <n> <receives re-posted> <clock>` (both receive queues
+//! carry data). One-sided: after the server's READY the client sends its own
+//! `READY addr=.. key=..`. Each side ends a size with `DONE peak=.. avg=.. mpps=..`
+//! (its direction's figures) and drives progress until the peer's; both print
+//! the sum.
 
 pub mod opts;
 pub mod report;
@@ -102,6 +112,10 @@ const MAX_PLAN_SIZES: usize = 64;
 /// How many empty polls a passive side makes between looks at the control
 /// connection.
 const SPINS_PER_CTRL_CHECK: u32 = 1024;
+/// How many loop turns a bidirectional stream makes between looks for credits on
+/// the control connection, and how many when it waits for them.
+const CREDIT_CHECK: u32 = 256;
+const CREDIT_CHECK_STARVED: u32 = 16;
 
 /// Run `fi_perf` with these arguments (without the program name); the exit status.
 pub fn main_with_args(args: Vec<String>) -> i32 {
@@ -238,6 +252,9 @@ struct Printer {
     /// perftest's output (the `fi_send_lat` family): its style, banner and the
     /// lines naming the two ends.
     perftest: Option<(PerftestStyle, String)>,
+    /// A send test with `-b` in duration mode, whose row perftest prints per side
+    /// (counting what the side sent and received).
+    send_duration: bool,
 }
 
 impl Printer {
@@ -246,7 +263,9 @@ impl Printer {
     fn new(o: &PerfOpts, side: &'static str, objs: &Objects, remote: Option<String>, plan: &Plan) -> Printer {
         let t = o.test;
         let provider = objs.info.fabric_attr.prov_name.as_str();
+        let bidir = bidirectional(o);
         let measure = match t.measure {
+            Measure::Bw if bidir => "Bidirectional BW",
             Measure::Bw => "BW",
             Measure::Lat => "Latency",
         };
@@ -271,8 +290,9 @@ impl Printer {
                 device: info.domain_attr.name.clone(),
                 transport: provider.to_string(),
                 connection: ep_name(o.ep_type).to_uppercase(),
-                tx_depth: (side == "client").then_some(plan.depth),
-                rx_depth: (t.verb == Verb::Send && side == "server").then_some(o.rx_depth),
+                // With -b both sides send (and, in send tests, receive).
+                tx_depth: (side == "client" || bidir).then_some(plan.depth),
+                rx_depth: (t.verb == Verb::Send && (side == "server" || bidir)).then_some(o.rx_depth),
                 cq_mod: (t.measure == Measure::Bw).then_some(style.cq_mod),
                 mtu: style.mtu.map_or(info.ep_attr.max_msg_size, |m| m as usize),
                 link: info.fabric_attr.name.clone(),
@@ -299,6 +319,7 @@ impl Printer {
             side,
             provider: provider.to_string(),
             endpoint: ep_name(o.ep_type),
+            send_duration: bidir && t.verb == Verb::Send && o.perftest.as_ref().is_some_and(|p| p.duration.is_some()),
             perftest,
         }
     }
@@ -344,33 +365,62 @@ impl Printer {
         }
     }
 
+    /// The bandwidth table's header.
+    fn bw_header(&self) -> &'static str {
+        if self.perftest.as_ref().is_some_and(|(st, _)| st.report_gbits) {
+            report::HEADER_BW_G
+        } else {
+            report::HEADER_BW
+        }
+    }
+
     fn bw(&mut self, size: usize, iterations: u64, s: &BwStats) {
         let mut out = std::io::stdout().lock();
-        let style = self.perftest.as_ref().map(|(st, _)| st.clone());
-        let gbits = style.as_ref().is_some_and(|st| st.report_gbits);
-        self.start(&mut out, if gbits { report::HEADER_BW_G } else { report::HEADER_BW });
-        let line = if self.json {
-            report::bw_json(&self.run_info(), size, iterations, s)
-        } else if let Some(st) = style {
-            // perftest's units: MB of 2^20 bytes, or Gb of 10^9 bits; -N: no peak.
-            let unit = if st.report_gbits { report::MB / report::GBIT } else { 1.0 };
-            // perftest reports no peak in duration mode either.
-            let peak = if st.no_peak || st.duration.is_some() { 0.0 } else { s.peak_mb * unit };
-            let avg = s.avg_mb * unit;
-            match st.output {
-                OutputLevel::Bandwidth => format!("{avg:.6}"),
-                OutputLevel::MessageRate => format!("{:.6}", s.mpps),
-                OutputLevel::Latency | OutputLevel::Full if st.report_gbits && avg < 0.1 => {
-                    report::bw_row_ext(size, iterations, peak, avg, s.mpps)
-                }
-                OutputLevel::Latency | OutputLevel::Full => {
-                    report::bw_row(size, iterations, &BwStats { peak_mb: peak, avg_mb: avg, mpps: s.mpps })
-                }
-            }
-        } else {
-            report::bw_row(size, iterations, s)
-        };
+        self.start(&mut out, self.bw_header());
+        let line = self.bw_line(size, iterations, s, s.avg_mb);
         let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    /// A bandwidth row; `own_avg_mb` is this side's average, which chooses
+    /// perftest's format of small Gbit/s figures (the summed row of `-b` too).
+    fn bw_line(&self, size: usize, iterations: u64, s: &BwStats, own_avg_mb: f64) -> String {
+        if self.json {
+            return report::bw_json(&self.run_info(), size, iterations, s);
+        }
+        let Some((st, _)) = &self.perftest else { return report::bw_row(size, iterations, s) };
+        // perftest's units: MB of 2^20 bytes, or Gb of 10^9 bits; -N: no peak.
+        let unit = if st.report_gbits { report::MB / report::GBIT } else { 1.0 };
+        // perftest reports no peak in duration mode either.
+        let peak = if st.no_peak || st.duration.is_some() { 0.0 } else { s.peak_mb * unit };
+        let avg = s.avg_mb * unit;
+        match st.output {
+            OutputLevel::Bandwidth => format!("{avg:.6}"),
+            OutputLevel::MessageRate => format!("{:.6}", s.mpps),
+            OutputLevel::Latency | OutputLevel::Full if st.report_gbits && own_avg_mb * unit < 0.1 => {
+                report::bw_row_ext(size, iterations, peak, avg, s.mpps)
+            }
+            OutputLevel::Latency | OutputLevel::Full => {
+                report::bw_row(size, iterations, &BwStats { peak_mb: peak, avg_mb: avg, mpps: s.mpps })
+            }
+        }
+    }
+
+    /// The results of `-b`, this side's and the peer's: perftest's row of their
+    /// sum (send tests in duration mode: one side's row, which counts the
+    /// messages it sent and received), then with `--report-both` each side's.
+    fn bw_bidir(&mut self, size: usize, iterations: u64, mine: &BwStats, peer: &BwStats) {
+        let mut out = std::io::stdout().lock();
+        self.start(&mut out, self.bw_header());
+        let sum = report::bidir_sum(mine, peer);
+        let rows = if self.send_duration { iterations * 2 } else { iterations };
+        let _ = writeln!(out, "{}", self.bw_line(size, rows, &sum, mine.avg_mb));
+        if self.perftest.as_ref().is_some_and(|(st, _)| st.report_both) {
+            for (title, s) in [("Local", mine), ("Remote", peer)] {
+                let _ = writeln!(out, "{}\n\n {title} results: \n{}", report::RESULT_LINE, report::RESULT_LINE);
+                let _ = writeln!(out, "{}\n{}", self.bw_header(), self.bw_line(size, iterations, s, s.avg_mb));
+            }
+        }
         let _ = out.flush();
     }
 
@@ -440,6 +490,13 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
             ep_name(o.ep_type)
         )));
     }
+    let bidir = bidirectional(o);
+    if (field(&hello, "bidir") == Some("1")) != bidir {
+        let (with, without) = if bidir { ("server", "client") } else { ("client", "server") };
+        return Err(Failure::new(format!(
+            "the {with} runs with -b (bidirectional), the {without} without: give both the same options"
+        )));
+    }
 
     let info = getinfo(o, &common::server_hints(ctrl, base_hints(o))?)?;
     let max_msg = info.ep_attr.max_msg_size;
@@ -485,9 +542,14 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         debug!(o, "SERVER: registered {} bytes at {:#x}, key {:#x}", mr.len(), at.addr, at.key);
         _target = Some(mr);
         ctrl_send(ctrl, &format!("READY addr={:#x} key={:#x}", at.addr, at.key))?;
+        if bidir {
+            // Both sides are targets: the client's region, for this side's operations.
+            dp.remote = parse_ready(&ctrl_expect(ctrl, "READY")?, "client")?;
+            debug!(o, "SERVER: the client's region is at {:#x}, key {:#x}", dp.remote.addr, dp.remote.key);
+        }
     }
     let mut printer = Printer::new(o, "server", &objs, peer_uri, &plan);
-    if o.test.verb != Verb::Send {
+    if o.test.verb != Verb::Send && !bidir {
         printer.passive();
     }
     let mut scratch = Vec::new();
@@ -496,6 +558,27 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
         let iters = sync_iterations(&sync, idx, size, &plan, o.test.measure)?;
         let report = !plan.is_probe(idx);
         dp.begin_size(idx as u64, size);
+        if bidir {
+            // Both sides post the operation (-b): as the client does, in step
+            // with it; each side's results go to the other with DONE.
+            let (elapsed, best) = if o.test.verb == Verb::Send {
+                let posted = dp.prepare_recvs(ctrl, size, o.rx_depth)?;
+                let credits = credits_in(&sync, "SYNC")?;
+                dp.prepare_sends(size, plan.depth);
+                ctrl_send(ctrl, &format!("GO credits={posted}"))?;
+                dp.bw_bidir(ctrl, plan.warmup, iters, credits, posted, plan.depth)?
+            } else {
+                dp.prepare_sends(size, plan.depth);
+                ctrl_send(ctrl, "GO credits=1")?;
+                dp.rma_bw(ctrl, plan.warmup, iters, plan.depth)?
+            };
+            let mine = BwStats::new(size, iters, elapsed, best);
+            let peer = dp.exchange_results(ctrl, &mine)?;
+            if report {
+                printer.bw_bidir(size, iters, &mine, &peer);
+            }
+            continue;
+        }
         if o.test.verb != Verb::Send {
             // The client's operations need no help but progress here; bandwidth
             // results come with its DONE (perftest's servers print them).
@@ -590,7 +673,16 @@ fn client(o: &PerfOpts) -> Res<()> {
 }
 
 fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
-    ctrl_send(ctrl, &format!("HELLO {PROTO} test={} ep={}", test_id(o.test), ep_name(o.ep_type)))?;
+    let bidir = bidirectional(o);
+    ctrl_send(
+        ctrl,
+        &format!(
+            "HELLO {PROTO} test={} ep={}{}",
+            test_id(o.test),
+            ep_name(o.ep_type),
+            if bidir { " bidir=1" } else { "" }
+        ),
+    )?;
     let ok = ctrl_expect(ctrl, "OK")?;
     let (hints, srv_max, srv_addr) = common::client_hints(o, ctrl, &ok, base_hints(o))?;
     let info = getinfo(o, &hints)?;
@@ -609,21 +701,28 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
     match (o.test.verb, o.test.measure) {
         (Verb::Send, Measure::Lat) => dp.post_data_recv(Buf::new(max_size.max(1)))?,
-        (Verb::Send, Measure::Bw) => {
+        // With -b, credits come on the control connection: a receive posted for
+        // them would take the server's data.
+        (Verb::Send, Measure::Bw) if !bidir => {
             for _ in 0..CREDIT_RECVS {
                 dp.post_credit_recv(Buf::new(CREDIT_LEN))?;
             }
         }
+        (Verb::Send, _) => {}
         _ => check_atomics(&objs, o.test.verb)?,
     }
     let ready = ctrl_expect(ctrl, "READY")?;
+    // The client's region, the target of the server's operations with -b.
+    let mut _target = None;
     if o.test.verb != Verb::Send {
-        let num = |k: &str| field(&ready, k).and_then(parse_u64);
-        let (Some(addr), Some(key)) = (num("addr"), num("key")) else {
-            return Err(Failure::new(format!("malformed READY from the server: {ready:?}")));
-        };
-        dp.remote = Remote { addr, key };
-        debug!(o, "CLIENT: the server's region is at {addr:#x}, key {key:#x}");
+        dp.remote = parse_ready(&ready, "server")?;
+        debug!(o, "CLIENT: the server's region is at {:#x}, key {:#x}", dp.remote.addr, dp.remote.key);
+        if bidir {
+            let (mr, at) = register_target(&objs, max_size)?;
+            debug!(o, "CLIENT: registered {} bytes at {:#x}, key {:#x}", mr.len(), at.addr, at.key);
+            _target = Some(mr);
+            ctrl_send(ctrl, &format!("READY addr={:#x} key={:#x}", at.addr, at.key))?;
+        }
     }
     // A connected endpoint knows its peer; a connectionless one talks to the
     // address the server gave.
@@ -634,25 +733,25 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     for (idx, &size) in plan.sizes.iter().enumerate() {
         dp.begin_size(idx as u64, size);
         let report = !plan.is_probe(idx);
+        let send = o.test.verb == Verb::Send;
+        // -b with messages: this side's receives, posted before the server may send.
+        let posted = if bidir && send { Some(dp.prepare_recvs(ctrl, size, o.rx_depth)?) } else { None };
+        let credits_word = posted.map(|n| format!(" credits={n}")).unwrap_or_default();
         let iters = match duration {
             Some(d) if report => {
                 let max = if o.test.measure == Measure::Lat { opts::MAX_ITERS_LAT } else { opts::MAX_ITERS };
                 let n = iterations_for(d, plan.iterations, probe_time, max);
                 debug!(o, "CLIENT: size {size}: {n} iterations fill {d:?} at the probe's pace");
-                ctrl_send(ctrl, &format!("SYNC {idx} {size} iters={n}"))?;
+                ctrl_send(ctrl, &format!("SYNC {idx} {size} iters={n}{credits_word}"))?;
                 n
             }
             _ => {
-                ctrl_send(ctrl, &format!("SYNC {idx} {size}"))?;
+                ctrl_send(ctrl, &format!("SYNC {idx} {size}{credits_word}"))?;
                 plan.iterations
             }
         };
         let go = ctrl_expect(ctrl, "GO")?;
-        let credits: u64 = field(&go, "credits")
-            .and_then(|c| c.parse().ok())
-            .filter(|&c| c >= 1)
-            .ok_or_else(|| Failure::new(format!("malformed GO from the server: {go:?}")))?;
-        let send = o.test.verb == Verb::Send;
+        let credits = credits_in(&go, "GO")?;
         match o.test.measure {
             Measure::Lat => {
                 let mut samples = Vec::with_capacity(iters as usize);
@@ -681,13 +780,20 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                     let what = if send { "sends" } else { "operations" };
                     debug!(o, "CLIENT: size {size}: {n} {what} in flight at most (-t {})", plan.depth);
                 }
-                let (elapsed, best) = if send {
-                    dp.bw_client(ctrl, plan.warmup, iters, credits, plan.depth)?
-                } else {
-                    dp.rma_bw(ctrl, plan.warmup, iters, plan.depth)?
+                let (elapsed, best) = match posted {
+                    Some(posted) => dp.bw_bidir(ctrl, plan.warmup, iters, credits, posted, plan.depth)?,
+                    None if send => dp.bw_client(ctrl, plan.warmup, iters, credits, plan.depth)?,
+                    None => dp.rma_bw(ctrl, plan.warmup, iters, plan.depth)?,
                 };
                 probe_time = elapsed;
                 let stats = BwStats::new(size, iters, elapsed, best);
+                if bidir {
+                    let peer = dp.exchange_results(ctrl, &stats)?;
+                    if report {
+                        printer.bw_bidir(size, iters, &stats, &peer);
+                    }
+                    continue;
+                }
                 // The target of one-sided operations prints the client's results.
                 let extra = if send { String::new() } else { stats.encode() };
                 finish_size_with(ctrl, true, &extra)?;
@@ -710,6 +816,44 @@ pub fn parse_u64(s: &str) -> Option<u64> {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => s.parse().ok(),
     }
+}
+
+/// Whether both sides post the test's operation (perftest's `-b`).
+fn bidirectional(o: &PerfOpts) -> bool {
+    o.perftest.as_ref().is_some_and(|p| p.bidirectional)
+}
+
+/// The region named in a `READY addr=.. key=..` message from `who`.
+fn parse_ready(msg: &str, who: &str) -> Res<Remote> {
+    let num = |k: &str| field(msg, k).and_then(parse_u64);
+    match (num("addr"), num("key")) {
+        (Some(addr), Some(key)) => Ok(Remote { addr, key }),
+        _ => Err(Failure::new(format!("malformed READY from the {who}: {msg:?}"))),
+    }
+}
+
+/// The receives a `GO` (or, with `-b`, a `SYNC`) says the peer has posted: at least one.
+fn credits_in(msg: &str, what: &str) -> Res<u64> {
+    field(msg, "credits")
+        .and_then(|c| c.parse().ok())
+        .filter(|&c| c >= 1)
+        .ok_or_else(|| Failure::new(format!("malformed {what} from the peer: {msg:?}")))
+}
+
+/// A credit on the control connection (`-b`: the receive queues carry both
+/// directions' data, so credits cannot share them): `CREDIT <size's number>
+/// <receives re-posted> <clock, ns>`.
+#[doc(hidden)]
+pub fn encode_ctrl_credit(idx: u64, reposted: u64, ns: u64) -> String {
+    format!("CREDIT {idx} {reposted} {ns}")
+}
+
+/// Decode [`encode_ctrl_credit`]'s message: `None` unless it is one.
+#[doc(hidden)]
+pub fn decode_ctrl_credit(msg: &str) -> Option<(u64, u64, u64)> {
+    let mut w = msg.strip_prefix("CREDIT ")?.split(' ').map(|x| x.parse::<u64>().ok());
+    let got = (w.next()??, w.next()??, w.next()??);
+    w.next().is_none().then_some(got)
 }
 
 /// A credit message: the size's number, the receives re-posted and the server's
@@ -819,6 +963,9 @@ struct DataPath<'a> {
     /// Result buffers of fetching atomics not in flight (the operands are in
     /// `tx_free`).
     atomic_results: Vec<Buf>,
+    /// What followed the peer's `DONE` when it came during a bidirectional
+    /// stream (the peer finished first).
+    peer_done: Option<String>,
 }
 
 impl<'a> DataPath<'a> {
@@ -850,6 +997,7 @@ impl<'a> DataPath<'a> {
             credit_tx_free: Vec::new(),
             credit_tx_total: 0,
             atomic_results: Vec::new(),
+            peer_done: None,
         }
     }
 
@@ -1257,6 +1405,117 @@ impl<'a> DataPath<'a> {
         Ok((elapsed.unwrap_or_default(), best))
     }
 
+    /// Both directions at once (`-b`): this side streams to its peer as
+    /// [`DataPath::bw_client`] does, within the receives the peer posted (`credits`
+    /// at the start, plus those it says it re-posted since), while it receives the
+    /// peer's stream as [`DataPath::bw_server`] does, re-posting each receive and
+    /// saying so every quarter of its `posted` receives, at the end of the warm-up
+    /// and at the end. Credits go on the control connection (a fabric receive
+    /// posted for them would take the peer's data). This side's direction is
+    /// timed on the peer's clock, from the credit that says the warm-up arrived to
+    /// the one that says all did: the duration and the best window's rate.
+    fn bw_bidir(
+        &mut self,
+        ctrl: &mut Ctrl,
+        warmup: u64,
+        iters: u64,
+        credits: u64,
+        posted: usize,
+        depth: usize,
+    ) -> Res<(Duration, f64)> {
+        let total = warmup + iters;
+        let batch = (posted as u64 / 4).max(1);
+        let mut w = Watch::new(self.timeout);
+        let mut sent = 0u64;
+        let (mut reposted, mut reported) = (0u64, 0u64);
+        // The peer's clock when the warm-up had arrived, and the windows since.
+        let mut timed: Option<(u64, Windows)> = None;
+        let mut elapsed = None;
+        let mut spins = 0u32;
+        while elapsed.is_none() || self.tx_done < total || reported < total {
+            let limit = if timed.is_some() { total } else { warmup };
+            let window = credits.saturating_add(self.credited);
+            while sent < limit && sent < window {
+                let Some(buf) = self.tx_free.pop() else { break };
+                match self.ep.send(buf, self.peer, TX_CTX) {
+                    Ok(()) => sent += 1,
+                    Err(pe) if pe.error == Error::Again => {
+                        let buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
+                        self.tx_free.push(buf);
+                        break;
+                    }
+                    Err(pe) => return Err(Failure::fabric("fi_send", pe.error)),
+                }
+            }
+            let starved = sent < limit && sent >= window;
+            self.poll(ctrl, &mut w, "the peer's messages, send completions and credits")?;
+            // One receive at a time, so that no credit the peer's timing needs
+            // (the warm-up's last, the last) is skipped.
+            while let Some(b) = self.rx_done.pop() {
+                self.post_data_recv(b)?;
+                reposted += 1;
+                if reposted - reported >= batch || reposted == warmup || reposted == total {
+                    ctrl_send(ctrl, &encode_ctrl_credit(self.idx, reposted, nanos(self.epoch.elapsed())))?;
+                    reported = reposted;
+                }
+            }
+            // The control connection costs system calls: look often only when
+            // this side waits for credits.
+            spins += 1;
+            if spins < if starved { CREDIT_CHECK_STARVED } else { CREDIT_CHECK } {
+                continue;
+            }
+            spins = 0;
+            while let Some(msg) = ctrl.try_recv().map_err(|e| Failure::new(format!("control connection: {e}")))? {
+                let msg = String::from_utf8_lossy(&msg);
+                if let Some(why) = msg.strip_prefix("ERR ") {
+                    return Err(Failure::new(format!("the peer failed: {why}")));
+                }
+                // The peer finished first: its credits all came before.
+                if let (Some(rest), None) = (msg.strip_prefix("DONE"), &self.peer_done) {
+                    self.peer_done = Some(rest.to_string());
+                    continue;
+                }
+                let (idx, n, ns) = decode_ctrl_credit(&msg)
+                    .ok_or_else(|| Failure::new(format!("control connection: expected CREDIT, got {msg:?}")))?;
+                if idx != self.idx || n <= self.credited {
+                    continue;
+                }
+                if n > total {
+                    return Err(Failure::new(format!("the peer credits {n} receives of {total} messages")));
+                }
+                w.progress();
+                self.credited = n;
+                self.credited_ns = ns;
+                match &mut timed {
+                    None if n >= warmup => {
+                        timed = Some((ns, Windows::at(Windows::size_for(iters, depth), ns)));
+                    }
+                    None => {}
+                    Some((start, windows)) => {
+                        windows.advance_to(n - warmup, ns);
+                        if n == total {
+                            elapsed = Some(Duration::from_nanos(ns.saturating_sub(*start)));
+                        }
+                    }
+                }
+            }
+        }
+        let best = timed.map_or(0.0, |(_, windows)| windows.best());
+        Ok((elapsed.unwrap_or_default(), best))
+    }
+
+    /// The end of a size with `-b`: send this side's results in `DONE`, then drive
+    /// progress (the peer may still need it) until the peer's `DONE`: its results.
+    fn exchange_results(&mut self, ctrl: &mut Ctrl, mine: &BwStats) -> Res<BwStats> {
+        ctrl_send(ctrl, &format!("DONE{}", mine.encode()))?;
+        let rest = match self.peer_done.take() {
+            Some(rest) => rest,
+            None => self.serve(ctrl)?,
+        };
+        BwStats::decode(&rest).ok_or_else(|| Failure::new(format!("malformed DONE from the peer: DONE{rest}")))
+    }
+
     // ---- one-sided operations
 
     /// Post the test's one-sided operation on `buf` (written out, read into, or
@@ -1459,6 +1718,25 @@ mod tests {
         assert!(Plan::decode("PLAN iters=1 warmup=1 depth=1 sizes=1099511627776 name=-").is_none());
         let many = vec!["1"; 65].join(",");
         assert!(Plan::decode(&format!("PLAN iters=1 warmup=1 depth=1 sizes={many} name=-")).is_none());
+    }
+
+    #[test]
+    fn control_credits_round_trip() {
+        let m = encode_ctrl_credit(3, 512, 1_234_567_890);
+        assert_eq!(m, "CREDIT 3 512 1234567890");
+        assert_eq!(decode_ctrl_credit(&m), Some((3, 512, 1_234_567_890)));
+        assert_eq!(decode_ctrl_credit("CREDIT 1 2"), None);
+        assert_eq!(decode_ctrl_credit("CREDIT 1 2 3 4"), None);
+        assert_eq!(decode_ctrl_credit("CREDIT 1 x 3"), None);
+        assert_eq!(decode_ctrl_credit("DONE peak=1 avg=1 mpps=1"), None);
+        assert_eq!(credits_in("GO credits=128", "GO").ok(), Some(128));
+        assert!(credits_in("SYNC 0 64 credits=0", "SYNC").is_err());
+        assert!(credits_in("SYNC 0 64", "SYNC").is_err());
+        assert_eq!(
+            parse_ready("READY addr=0x10 key=0xf19e4f", "client").ok(),
+            Some(Remote { addr: 16, key: 0xF1_9E4F })
+        );
+        assert!(parse_ready("READY addr=0x10", "client").unwrap_err().msg.contains("from the client"));
     }
 
     #[test]

@@ -192,6 +192,12 @@ pub struct PerftestStyle {
     /// pace fits in this time; latency reports its average and transactions per
     /// second, bandwidth no peak.
     pub duration: Option<Duration>,
+    /// `-b`: bidirectional bandwidth: both sides post the test's operation to
+    /// each other at once and each size's row is the sum of both directions.
+    pub bidirectional: bool,
+    /// `--report-both` (with `-b`, one size): after the summed row, this side's
+    /// and the peer's rows, as perftest's "Local results" and "Remote results".
+    pub report_both: bool,
 }
 
 impl Default for PerftestStyle {
@@ -204,6 +210,8 @@ impl Default for PerftestStyle {
             cq_mod: 1,
             mtu: None,
             duration: None,
+            bidirectional: false,
+            report_both: false,
         }
     }
 }

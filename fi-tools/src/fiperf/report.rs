@@ -228,6 +228,12 @@ pub struct RunInfo<'a> {
     pub endpoint: &'a str,
 }
 
+/// The row of `-b`: both directions' figures added, as perftest's
+/// `print_full_bw_report` adds the peer's report to its own (peaks too).
+pub fn bidir_sum(mine: &BwStats, peer: &BwStats) -> BwStats {
+    BwStats { peak_mb: mine.peak_mb + peer.peak_mb, avg_mb: mine.avg_mb + peer.avg_mb, mpps: mine.mpps + peer.mpps }
+}
+
 /// A bandwidth row, as perftest's `REPORT_FMT`.
 pub fn bw_row(size: usize, iterations: u64, s: &BwStats) -> String {
     format!(
@@ -591,6 +597,12 @@ mod tests {
             " 2          1000           0.050000            0.040000            1.500000"
         );
         assert_eq!(HEADER_BW_G.replace("Gb/sec", "MB/sec"), HEADER_BW);
+        // -b: perftest adds the peer's figures to its own, the peak too.
+        let a = BwStats { peak_mb: 51.98, avg_mb: 47.10, mpps: 0.000754 };
+        let b = BwStats { peak_mb: 48.54, avg_mb: 48.53, mpps: 0.000777 };
+        let s = bidir_sum(&a, &b);
+        assert_eq!(bw_row(65536, 1000, &s), " 65536      1000             100.52             95.63  \t\t   0.001531");
+        assert_eq!(bidir_sum(&b, &a), s);
     }
 
     #[test]

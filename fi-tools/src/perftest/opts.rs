@@ -137,7 +137,7 @@ const TABLE: &[PtOpt] = &[
     PtOpt(None, Some("out_json_file"), true, Refused("use fi_perf --json")),
     PtOpt(None, Some("run_infinitely"), false, Refused(NOT_HERE)),
     PtOpt(None, Some("reversed"), false, Refused("the client always initiates")),
-    PtOpt(None, Some("report-both"), false, Refused("there is no bidirectional mode (-b)")),
+    PtOpt(None, Some("report-both"), false, Used),
     PtOpt(None, Some("report-per-port"), false, Refused("each side has one endpoint")),
     PtOpt(None, Some("latency_gap"), true, Refused(NOT_HERE)),
     PtOpt(None, Some("mmap"), true, Refused(NOT_HERE)),
@@ -233,6 +233,7 @@ where
     let lat = test.measure == Measure::Lat;
     let mut all = false;
     let mut size = None;
+    let mut report_both = false;
     for item in items {
         let (name, val) = match item {
             Item::Operand(a) => {
@@ -259,11 +260,9 @@ where
             }
             "all" => all = true,
             "bidirectional" if lat => return Err(" Bidirectional is only available in BW test".into()),
-            "bidirectional" => {
-                return Err(format!(
-                    "{prog}: -b (--bidirectional) is not supported: the client initiates and the server is its target"
-                ))
-            }
+            "bidirectional" => style.bidirectional = true,
+            // perftest prints both sides' rows only with -b, and not with -a.
+            "report-both" => report_both = true,
             "connection" => match val.to_ascii_uppercase().as_str() {
                 "RC" => {}
                 "UC" | "UD" | "XRC" | "DC" | "SRD" => {
@@ -358,6 +357,7 @@ where
         }
     }
     o.sizes = if all { Some(SizeSel::PowersOfTwo) } else { size.map(SizeSel::One) };
+    style.report_both = report_both && style.bidirectional && !all;
     o.perftest = Some(style);
     Ok(Parsed { cmd: PtCmd::Run(Box::new(o)), notes })
 }
@@ -389,6 +389,9 @@ output. Options:
     }
     if test.verb == Verb::Atomic {
         u.push_str("  -A, --atomic_type=<type>  FETCH_AND_ADD (fetching FI_SUM on a FI_UINT64; the default)\n");
+    }
+    if !lat {
+        u.push_str("  -b, --bidirectional  Both sides post the operation; each row is the sum of both directions\n");
     }
     u.push_str("  -c, --connection=<RC>  Connection type: RC (reliable endpoints; the default)\n");
     u.push_str("  -d, --ib-dev=<dev>  Use domain <dev> (default the provider's first)\n");
@@ -430,6 +433,7 @@ output. Options:
     } else {
         u.push_str("      --output=<units> Print only the average: bandwidth, message_rate\n");
         u.push_str("      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)\n");
+        u.push_str("      --report-both  With -b (one size): also each side's results, local and remote\n");
     }
     u.push_str(
         "
@@ -440,8 +444,8 @@ fabric's own:
       --debug  Debugging output on standard error
 
 perftest's InfiniBand options (-i -I -e -X -S -T -u -L -l -o -w -y --pkey_index ...)
-are accepted and ignored with a note; its options with no counterpart here (-b -C
--H -U -g -M -O -W --run_infinitely ...) are refused with the reason.
+are accepted and ignored with a note; its options with no counterpart here (-C -H
+-U -g -M -O -W --run_infinitely ...) are refused with the reason.
 ",
     );
     u
@@ -527,6 +531,28 @@ mod tests {
     }
 
     #[test]
+    fn bidirectional_as_perftest() {
+        for t in [SEND_BW, WRITE_BW, Test { verb: Verb::Read, measure: Measure::Bw }] {
+            let (o, notes) = run(t, &["-b", "-n", "10"]);
+            assert!(notes.is_empty(), "{notes:?}");
+            assert!(style(&o).bidirectional && !style(&o).report_both);
+            assert!(usage(t).contains("-b, --bidirectional"), "{}", usage(t));
+        }
+        let (o, _) = run(Test { verb: Verb::Atomic, measure: Measure::Bw }, &["--bidirectional"]);
+        assert!(style(&o).bidirectional);
+        assert!(!style(&run(SEND_BW, &[]).0).bidirectional);
+        // --report-both: with -b, on one size (perftest prints it nowhere else).
+        assert!(style(&run(SEND_BW, &["-b", "--report-both"]).0).report_both);
+        assert!(style(&run(WRITE_BW, &["--report-both", "-b", "-D", "2"]).0).report_both);
+        assert!(!style(&run(SEND_BW, &["--report-both"]).0).report_both);
+        let (o, _) = run(SEND_BW, &["-b", "--report-both", "-a"]);
+        assert!(style(&o).bidirectional && !style(&o).report_both);
+        assert_eq!(o.size_sel(), SizeSel::PowersOfTwo);
+        assert!(!usage(SEND_LAT).contains("--bidirectional"));
+        assert!(!usage(SEND_BW).contains("(-b"), "-b is no longer listed as refused");
+    }
+
+    #[test]
     fn options_without_meaning_are_ignored_with_a_note() {
         let (o, notes) =
             run(SEND_BW, &["-x", "3", "-i", "1", "-I", "64", "-e", "--pkey_index=0", "--use_hugepages", "-S", "0"]);
@@ -548,7 +574,8 @@ mod tests {
             (SEND_LAT, &["-p", "70000"], "not a port number"),
             (SEND_LAT, &["-t", "4"], "applies to bw tests"),
             (SEND_LAT, &["-b"], "Bidirectional is only available in BW test"),
-            (SEND_BW, &["-b"], "-b (--bidirectional) is not supported"),
+            (SEND_LAT, &["--bidirectional", "-s", "8"], "Bidirectional is only available in BW test"),
+            (ATOMIC_LAT, &["-b"], "Bidirectional is only available in BW test"),
             (SEND_LAT, &["-N"], "NoPeak only valid for BW tests"),
             (SEND_BW, &["-t", "0"], "between 1 and 16384"),
             (SEND_BW, &["-q", "2"], "each side has one endpoint"),

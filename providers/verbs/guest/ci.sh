@@ -431,6 +431,8 @@ sh ./perftest/perftest-compare.sh $only --ours /opt/perftest --provider verbs --
     'atomic_lat -R -d rxe0 -n 1000' 'atomic_bw -R -d rxe0 -n 1000' 'send_lat -R -d rxe0 -a -n 100' \
     'send_bw -R -d rxe0 -n 1000 --report_gbits' 'send_lat -R -d rxe0 -n 1000 --output=latency' \
     'send_lat -R -d rxe0 -D 2' 'write_bw -R -d rxe0 -D 2' \
+    'send_bw -b -R -d rxe0 -n 1000' 'write_bw -b -R -d rxe0 -n 1000' 'read_bw -b -R -d rxe0 -n 1000' \
+    'atomic_bw -b -R -d rxe0 -n 1000' 'send_bw -b -R -d rxe0 -n 1000 --report-both' \
     > perftest.txt 2>&1
 st=$?
 cat perftest.txt
