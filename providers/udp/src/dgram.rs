@@ -197,9 +197,20 @@ fn mc_slot(handle: FiAddr) -> (usize, u32) {
     ((handle.0 & u64::from(u32::MAX)) as usize, (handle.0 >> 32) as u32)
 }
 
+/// Where an endpoint is in its life: one field, so that the data path checks it
+/// with one compare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Opened, not enabled yet.
+    Idle,
+    /// Enabled: its socket is bound and data moves.
+    Up,
+    /// Closed: nothing moves any more.
+    Closed,
+}
+
 struct Inner {
-    enabled: bool,
-    closed: bool,
+    state: State,
     b: Bindings,
     /// The socket; `None` once closed.
     sock: Option<Socket>,
@@ -327,8 +338,7 @@ impl DgramEp {
         };
         let rxq = RxRing::with_room(rx_size)?;
         let inner = Inner {
-            enabled: false,
-            closed: false,
+            state: State::Idle,
             b: Bindings::default(),
             sock: Some(sock),
             name,
@@ -435,7 +445,7 @@ impl DgramEp {
 
     /// What every send checks: the endpoint is up and the operation one it has.
     fn check_send(g: &Inner, flags: OpFlags) -> Result<()> {
-        if g.closed || !g.enabled {
+        if g.state != State::Up {
             return Err(Error::OpBadState);
         }
         if flags.intersects(OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA) {
@@ -446,7 +456,7 @@ impl DgramEp {
     }
 
     fn progress_locked(&self, g: &mut Inner) {
-        if g.closed || !g.enabled {
+        if g.state != State::Up {
             return;
         }
         let Inner { sock, rxq, b, src_cache, dropped, .. } = g;
@@ -499,7 +509,7 @@ impl DgramEp {
     /// Leave the group of `handle`, if it is still joined.
     fn leave(&self, handle: FiAddr) -> Result<()> {
         let mut g = self.lock();
-        if g.closed {
+        if g.state == State::Closed {
             return Ok(());
         }
         let (idx, gen) = mc_slot(handle);
@@ -530,10 +540,10 @@ impl DgramEp {
     }
 
     fn close_locked(&self, g: &mut Inner) {
-        if g.closed {
+        if g.state == State::Closed {
             return;
         }
-        g.closed = true;
+        g.state = State::Closed;
         let Inner { rxq, b, mcs, sock, dropped, .. } = g;
         rxq.retain(|rx| {
             b.rx_err(CqEntry::new(rx.context, RECV_FLAGS), 0, Error::Canceled);
@@ -580,7 +590,7 @@ impl EndpointOps for DgramEp {
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
         let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
-        if g.closed {
+        if g.state == State::Closed {
             return Err(Error::OpBadState);
         }
         g.b.set_cq(&ucq, flags)?;
@@ -615,10 +625,10 @@ impl EndpointOps for DgramEp {
 
     fn enable(&self) -> Result<()> {
         let mut g = self.lock();
-        if g.closed {
+        if g.state == State::Closed {
             return Err(Error::OpBadState);
         }
-        if g.enabled {
+        if g.state == State::Up {
             return Ok(());
         }
         g.b.check_enable(true)?;
@@ -627,7 +637,7 @@ impl EndpointOps for DgramEp {
         let bound = self.domain.bind_socket(sock, want)?;
         fi_log!(Level::Debug, NAME, "ep_ctrl", "endpoint {} bound to {bound}", self.fid);
         g.name = Some(bound);
-        g.enabled = true;
+        g.state = State::Up;
         Ok(())
     }
 
@@ -641,7 +651,7 @@ impl EndpointOps for DgramEp {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
-        if g.enabled || g.closed {
+        if g.state != State::Idle {
             return Err(Error::OpBadState);
         }
         g.name = Some(sa);
@@ -677,7 +687,7 @@ impl EndpointOps for DgramEp {
 
     unsafe fn post_recv(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
-        if g.closed || !g.enabled {
+        if g.state != State::Up {
             return Err(Error::OpBadState);
         }
         if flags.intersects(OpFlags::TAGGED | OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
@@ -753,7 +763,7 @@ impl EndpointOps for DgramEp {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
-        if g.closed || !g.enabled {
+        if g.state != State::Up {
             return Err(Error::OpBadState);
         }
         let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
