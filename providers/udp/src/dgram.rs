@@ -705,7 +705,11 @@ impl EndpointOps for DgramEp {
         let Some(rx) = g.rxq.next_free(self.rx_size) else { return Err(Error::Again) };
         rx.context = op.context;
         rx.user_context = op.user_context;
-        rx.iov[..n].copy_from_slice(op.iov);
+        match op.iov {
+            // One buffer, the common case: one store, not a call to memcpy.
+            [v] => rx.iov[0] = *v,
+            iov => rx.iov[..n].copy_from_slice(iov),
+        }
         rx.niov = n;
         rx.comp = flags.contains(OpFlags::COMPLETION);
         g.rxq.commit();
