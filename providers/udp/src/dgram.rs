@@ -221,6 +221,8 @@ struct Inner {
     rxq: RxRing,
     /// Joined multicast groups.
     mcs: Vec<McSlot>,
+    /// Where `recvmsg` writes each datagram's sender (made once, not per receive).
+    src: sock::RawSource,
     /// The last sender looked up.
     src_cache: Option<SrcCache>,
     /// The last destination of a send through the AV: (AV version, handle, its
@@ -344,6 +346,7 @@ impl DgramEp {
             name,
             rxq,
             mcs: Vec::new(),
+            src: sock::RawSource::new(),
             src_cache: None,
             dst_cache: None,
             dropped: 0,
@@ -459,7 +462,7 @@ impl DgramEp {
         if g.state != State::Up {
             return;
         }
-        let Inner { sock, rxq, b, src_cache, dropped, .. } = g;
+        let Inner { sock, rxq, b, src, src_cache, dropped, .. } = g;
         let Some(sock) = sock.as_ref() else { return };
         // A pass that starts with receives posted fills them and stops when they
         // run out: a datagram that arrives for none is dropped by the next pass
@@ -473,13 +476,12 @@ impl DgramEp {
                 }
                 break;
             };
-            let mut src = sock::RawSource::new();
             let iov = &rx.iov[..rx.niov];
             // SAFETY: the buffers of a posted receive are valid for writes and the
             // provider's alone until its completion is written (post_recv's
             // contract); it is still posted (it leaves the queue only below, or in
             // cancel and close, under this lock).
-            let r = unsafe { sock::recv_raw(sock, iov, &mut src) };
+            let r = unsafe { sock::recv_raw(sock, iov, src) };
             match r {
                 Ok(size) => {
                     let cap = match iov {
@@ -490,7 +492,7 @@ impl DgramEp {
                     let comp = rx.comp;
                     rxq.pop();
                     e.len = size.min(cap);
-                    e.src = source(b.av.as_ref(), src_cache, &src);
+                    e.src = source(b.av.as_ref(), src_cache, src);
                     if size > cap {
                         b.rx_err(e, size - cap, Error::Trunc);
                     } else {

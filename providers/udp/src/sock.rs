@@ -221,35 +221,36 @@ fn failed_recv() -> Option<Error> {
 
 /// A sender's address as [`recv_raw`] leaves it: the kernel's bytes, read only
 /// when needed. An IPv4 sender (the common case) is compared and remembered by its
-/// [`key`](RawSource::key) alone, without building a `SocketAddr`.
+/// [`key`](RawSource::key) alone, without building a `SocketAddr`. One is made
+/// once per endpoint and reused for every datagram, so it costs nothing per receive.
 pub(crate) struct RawSource {
-    storage: std::mem::MaybeUninit<libc::sockaddr_storage>,
+    /// All zeroes when made, then what the kernel wrote last: always initialised,
+    /// so reading any of it is sound; only the first `len` bytes mean something.
+    storage: libc::sockaddr_storage,
     len: libc::socklen_t,
 }
 
 impl RawSource {
     /// Room for any sender's address; none yet.
     pub(crate) fn new() -> RawSource {
-        RawSource { storage: std::mem::MaybeUninit::uninit(), len: 0 }
+        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+        RawSource { storage: unsafe { std::mem::zeroed() }, len: 0 }
     }
 
-    /// An IPv4 sender's address and port in one nonzero word (bit 48 set), or 0 for
-    /// any other sender (or none).
+    /// An IPv4 sender's family, port and address in one nonzero word (the first
+    /// eight bytes of its `sockaddr_in`, as the kernel wrote them: equal for equal
+    /// senders, and never 0, the family being `AF_INET`), or 0 for any other sender
+    /// (or none).
     #[inline]
     pub(crate) fn key(&self) -> u64 {
-        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
+        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() || i32::from(self.storage.ss_family) != libc::AF_INET
+        {
             return 0;
         }
-        // SAFETY: `len` bytes of the storage were written by the kernel (set only
-        // by `recv_raw` from the length it returned); `ss_family` lies within the
-        // first bytes of any address.
-        let fam = unsafe { (*self.storage.as_ptr()).ss_family };
-        if fam as i32 != libc::AF_INET {
-            return 0;
-        }
-        // SAFETY: an AF_INET address of full length: a `sockaddr_in` was written.
-        let sin = unsafe { &*(self.storage.as_ptr() as *const libc::sockaddr_in) };
-        (1 << 48) | (u64::from(u32::from_be(sin.sin_addr.s_addr)) << 16) | u64::from(u16::from_be(sin.sin_port))
+        // SAFETY: the storage is always initialised (zeroed when made) and is a
+        // `sockaddr_storage`, aligned for any address and at least eight bytes long;
+        // a `sockaddr_in` starts with its family, port and address, in eight bytes.
+        unsafe { std::ptr::read(&self.storage as *const libc::sockaddr_storage as *const u64) }
     }
 
     /// The sender's address (IPv4-mapped IPv6 addresses given as IPv4), `None`
@@ -257,7 +258,7 @@ impl RawSource {
     pub(crate) fn addr(&self) -> Option<SocketAddr> {
         let len = self.len.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
         // SAFETY: the first `len` bytes of the storage were written by the kernel.
-        unsafe { source_of(self.storage.as_ptr(), len) }
+        unsafe { source_of(&self.storage, len) }
     }
 }
 
@@ -277,7 +278,7 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
     }
     // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = src.storage.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_name = &mut src.storage as *mut libc::sockaddr_storage as *mut libc::c_void;
     msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = as_iovecs(iov);
     msg.msg_iovlen = iov.len() as _;
@@ -383,13 +384,22 @@ mod tests {
             assert_eq!(n, 3, "the datagram's size, beyond the buffer");
             got.push((src.key(), src.addr().unwrap(), buf));
         }
-        let key = |sa: SocketAddr| match sa {
-            SocketAddr::V4(v) => (1u64 << 48) | (u64::from(u32::from(*v.ip())) << 16) | u64::from(v.port()),
-            SocketAddr::V6(_) => 0,
-        };
-        assert_eq!(got[0], (key(an), an, *b"on"));
-        assert_eq!(got[1], (key(cn), cn, *b"tw"));
-        assert_ne!(got[0].0, got[1].0);
+        assert_eq!((got[0].1, got[0].2), (an, *b"on"));
+        assert_eq!((got[1].1, got[1].2), (cn, *b"tw"));
+        assert!(got[0].0 != 0 && got[1].0 != 0, "IPv4 senders have a key");
+        assert_ne!(got[0].0, got[1].0, "two senders, two keys");
+        // One source reused for both senders, as an endpoint does: each gets its key again.
+        send_slice(&a, b"three", &bn.into()).unwrap();
+        wait_readable(&b);
+        let mut src = RawSource::new();
+        // SAFETY: no pieces.
+        unsafe { recv_raw(&b, &[], &mut src) }.unwrap();
+        let first = src.key();
+        send_slice(&c, b"four", &bn.into()).unwrap();
+        wait_readable(&b);
+        // SAFETY: no pieces.
+        unsafe { recv_raw(&b, &[], &mut src) }.unwrap();
+        assert_eq!((first, src.key(), src.addr()), (got[0].0, got[1].0, Some(cn)));
         let mut src = RawSource::new();
         assert_eq!(src.key(), 0, "no sender yet");
         // SAFETY: no pieces.
