@@ -275,6 +275,18 @@ fn drop_one(sock: &Socket, dropped: &mut u64) -> bool {
     }
 }
 
+/// A progress pass that starts with no receive posted: drop up to
+/// [`PROGRESS_BUDGET`] waiting datagrams ([`drop_one`]).
+#[cold]
+#[inline(never)]
+fn drop_waiting(sock: &Socket, dropped: &mut u64) {
+    for _ in 0..PROGRESS_BUDGET {
+        if !drop_one(sock, dropped) {
+            break;
+        }
+    }
+}
+
 /// A receive failed with `e`: logged, unless it is `Again` (nothing waiting). The
 /// socket stays readable, so the next progress pass sees a lasting failure again.
 #[cold]
@@ -468,14 +480,12 @@ impl DgramEp {
         // run out: a datagram that arrives for none is dropped by the next pass
         // that starts with none posted (one system call fewer per receive in a
         // ping-pong, where the queue empties with each datagram).
-        let draining = rxq.is_empty();
+        if rxq.is_empty() {
+            drop_waiting(sock, dropped);
+            return;
+        }
         for _ in 0..PROGRESS_BUDGET {
-            let Some(rx) = rxq.front() else {
-                if draining && drop_one(sock, dropped) {
-                    continue;
-                }
-                break;
-            };
+            let Some(rx) = rxq.front() else { break };
             let iov = &rx.iov[..rx.niov];
             // SAFETY: the buffers of a posted receive are valid for writes and the
             // provider's alone until its completion is written (post_recv's
