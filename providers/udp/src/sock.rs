@@ -228,13 +228,23 @@ pub(crate) struct RawSource {
     /// so reading any of it is sound; only the first `len` bytes mean something.
     storage: libc::sockaddr_storage,
     len: libc::socklen_t,
+    /// The `recvmsg` header, all zeroes when made (no control data): each receive
+    /// writes only its name, name length and pieces.
+    hdr: libc::msghdr,
 }
+
+// SAFETY: the only thing that is not plain data is `hdr`'s pointers, which
+// `recv_raw` writes just before its `recvmsg` and only the kernel reads, during that
+// call; nothing dereferences them otherwise, so a RawSource moved to another thread
+// shares nothing with the one it left.
+unsafe impl Send for RawSource {}
 
 impl RawSource {
     /// Room for any sender's address; none yet.
     pub(crate) fn new() -> RawSource {
-        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
-        RawSource { storage: unsafe { std::mem::zeroed() }, len: 0 }
+        // SAFETY: sockaddr_storage and msghdr are plain old data; all zeroes is a
+        // valid value of each (for the header: no name, no pieces, no control data).
+        RawSource { storage: unsafe { std::mem::zeroed() }, len: 0, hdr: unsafe { std::mem::zeroed() } }
     }
 
     /// An IPv4 sender's family, port and address in one nonzero word (the first
@@ -276,8 +286,9 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
     }
-    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // The header's control fields stay as made (none); the kernel writes back
+    // only the name length and the flags.
+    let msg = &mut src.hdr;
     msg.msg_name = &mut src.storage as *mut libc::sockaddr_storage as *mut libc::c_void;
     msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = as_iovecs(iov);
@@ -288,7 +299,7 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
         // caller's contract); the kernel writes at most those lengths and reads
         // the iovec array only. MSG_TRUNC makes it return the datagram's real
         // size.
-        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n >= 0 {
             src.len = msg.msg_namelen;
             return Ok(n as usize);
