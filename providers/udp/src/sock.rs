@@ -263,6 +263,21 @@ impl RawSource {
         unsafe { std::ptr::read(&self.storage as *const libc::sockaddr_storage as *const u64) }
     }
 
+    /// The first eight bytes of the sender's address as one word, or 0 when the
+    /// kernel gave less than a `sockaddr_in`: equal to [`key`](RawSource::key) for
+    /// an IPv4 sender, and for any other sender 0 or a word whose family is not
+    /// `AF_INET`, so unequal to every IPv4 sender's key. Comparing it against a
+    /// remembered key answers "the same IPv4 sender?" without checking the family.
+    #[inline]
+    pub(crate) fn word(&self) -> u64 {
+        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
+            return 0;
+        }
+        // SAFETY: as in `key`: the storage is always initialised, aligned for any
+        // address and longer than eight bytes.
+        unsafe { std::ptr::read(&self.storage as *const libc::sockaddr_storage as *const u64) }
+    }
+
     /// The sender's address (IPv4-mapped IPv6 addresses given as IPv4), `None`
     /// when the kernel gave none.
     pub(crate) fn addr(&self) -> Option<SocketAddr> {
