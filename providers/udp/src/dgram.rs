@@ -241,8 +241,18 @@ struct Inner {
     /// The last destination of a send through the AV: (AV version, handle, its
     /// socket address), so that a stream of sends to one peer converts nothing.
     dst_cache: Option<(u64, FiAddr, SockAddr)>,
+    /// The `sendmsg` header every send fills (made once, not per send).
+    tx_hdr: sock::MsgHdr,
     /// Datagrams this endpoint dropped for want of a posted receive.
     dropped: u64,
+}
+
+/// Where a send goes: the socket it leaves by, the address it goes to, and the
+/// endpoint's `sendmsg` header to send it with.
+struct Route<'a> {
+    sock: &'a Socket,
+    to: &'a SockAddr,
+    hdr: &'a mut sock::MsgHdr,
 }
 
 /// A DGRAM endpoint of the udp provider.
@@ -376,6 +386,7 @@ impl DgramEp {
             src: sock::RawSource::new(),
             src_cache: SrcCache::EMPTY,
             dst_cache: None,
+            tx_hdr: sock::MsgHdr::new(),
             dropped: 0,
         };
         Ok(Arc::new_cyclic(|me| DgramEp {
@@ -402,23 +413,24 @@ impl DgramEp {
         w
     }
 
-    /// The socket a send goes out of, and the socket address it goes to: a
-    /// multicast group's (with `MULTICAST`, built in `mc`) or an address-vector
-    /// entry's (kept in `dst_cache` while the AV does not change: the version is
-    /// read before the lookup, so a cached answer is never stale).
+    /// Where a send goes ([`Route`]): a multicast group (with `MULTICAST`, its
+    /// address built in `mc`) or an address-vector entry (its address kept in
+    /// `dst_cache` while the AV does not change: the version is read before the
+    /// lookup, so a cached answer is never stale).
     fn dest<'a>(
         &self,
         g: &'a mut Inner,
         mc: &'a mut Option<SockAddr>,
         addr: FiAddr,
         flags: OpFlags,
-    ) -> Result<(&'a Socket, &'a SockAddr)> {
+    ) -> Result<Route<'a>> {
         // The common case first: the destination of the last send, the AV unchanged.
         let hit = !flags.contains(OpFlags::MULTICAST)
             && matches!((&g.b.av, &g.dst_cache), (Some(av), Some((cv, ca, _))) if *ca == addr && av.version() == *cv);
         if hit {
-            return match (g.sock.as_ref(), g.dst_cache.as_ref()) {
-                (Some(sock), Some((_, _, sa))) => Ok((sock, sa)),
+            let Inner { sock, dst_cache, tx_hdr, .. } = g;
+            return match (sock.as_ref(), dst_cache.as_ref()) {
+                (Some(sock), Some((_, _, to))) => Ok(Route { sock, to, hdr: tx_hdr }),
                 _ => Err(Error::OpBadState),
             };
         }
@@ -433,8 +445,8 @@ impl DgramEp {
         mc: &'a mut Option<SockAddr>,
         addr: FiAddr,
         flags: OpFlags,
-    ) -> Result<(&'a Socket, &'a SockAddr)> {
-        let Inner { sock, mcs, b, dst_cache, .. } = g;
+    ) -> Result<Route<'a>> {
+        let Inner { sock, mcs, b, dst_cache, tx_hdr, .. } = g;
         let sock = sock.as_ref().ok_or(Error::OpBadState)?;
         if flags.contains(OpFlags::MULTICAST) {
             let (idx, gen) = mc_slot(addr);
@@ -443,7 +455,7 @@ impl DgramEp {
                 _ => None,
             };
             let sa = self.checked(addr, sa)?;
-            return Ok((sock, mc.insert(sa.into())));
+            return Ok(Route { sock, to: mc.insert(sa.into()), hdr: tx_hdr });
         }
         let av = b.av.as_ref().ok_or(Error::NoAv)?;
         let v = av.version();
@@ -455,7 +467,7 @@ impl DgramEp {
             }
         }
         match dst_cache {
-            Some((_, _, sa)) => Ok((sock, sa)),
+            Some((_, _, to)) => Ok(Route { sock, to, hdr: tx_hdr }),
             None => Err(Error::Inval),
         }
     }
@@ -701,11 +713,11 @@ impl EndpointOps for DgramEp {
             return Err(Error::MsgSize);
         }
         let mut mc = None;
-        let (sock, dest) = self.dest(&mut g, &mut mc, op.addr, flags)?;
+        let r = self.dest(&mut g, &mut mc, op.addr, flags)?;
         // SAFETY: post_send's contract: every IoVec of `op.iov` is valid for reads
         // until this operation's completion, which is written below, after the
         // datagram has left.
-        let n = unsafe { sock::send_iov(sock, op.iov, dest) }?;
+        let n = unsafe { sock::send_with(r.hdr, r.sock, op.iov, r.to) }?;
         let mut e = CqEntry::new(op.context, SEND_FLAGS);
         e.len = n;
         g.b.tx_done(e, flags.contains(OpFlags::COMPLETION));
@@ -750,8 +762,8 @@ impl EndpointOps for DgramEp {
             return Err(Error::MsgSize);
         }
         let mut mc = None;
-        let (sock, dest) = self.dest(&mut g, &mut mc, op.addr, flags)?;
-        sock::send_slice(sock, data, dest)?;
+        let r = self.dest(&mut g, &mut mc, op.addr, flags)?;
+        sock::send_slice(r.sock, data, r.to)?;
         g.b.tx_count(false);
         Ok(())
     }

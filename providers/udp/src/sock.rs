@@ -81,6 +81,25 @@ fn send_error(e: std::io::Error) -> Error {
     }
 }
 
+/// A `msghdr` kept from one system call to the next, so that each writes only
+/// the fields it changes: all zeroes when made (no name, no pieces, no control
+/// data), and the control fields stay so.
+pub(crate) struct MsgHdr(libc::msghdr);
+
+// SAFETY: a msghdr is plain data but for its pointers, which each call here writes
+// just before its system call and only the kernel reads, during that call; nothing
+// dereferences them otherwise, so a MsgHdr moved to another thread shares nothing
+// with the one it left.
+unsafe impl Send for MsgHdr {}
+
+impl MsgHdr {
+    /// An empty header.
+    pub(crate) fn new() -> MsgHdr {
+        // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
+        MsgHdr(unsafe { std::mem::zeroed() })
+    }
+}
+
 /// Send one datagram to `dest`, gathered from `iov` straight from memory with one
 /// `sendmsg`: the bytes sent. `Err(Again)` when the socket cannot take it now,
 /// `Err(MsgSize)` when it is larger than the path carries, `Err(Inval)` for more
@@ -91,11 +110,21 @@ fn send_error(e: std::io::Error) -> Error {
 /// of the call.
 #[inline(always)]
 pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
+    // SAFETY: the caller's contract, which is `send_with`'s.
+    unsafe { send_with(&mut MsgHdr::new(), sock, iov, dest) }
+}
+
+/// [`send_iov`] through `hdr`, a header kept by the caller (only its name and
+/// pieces are written).
+///
+/// # Safety
+/// As [`send_iov`].
+#[inline(always)]
+pub(crate) unsafe fn send_with(hdr: &mut MsgHdr, sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
     }
-    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    let msg = &mut hdr.0;
     msg.msg_name = dest.as_ptr() as *mut libc::c_void;
     msg.msg_namelen = dest.len();
     // An `IoVec` is a `struct iovec` (see `as_iovecs`): the kernel reads the
@@ -104,9 +133,9 @@ pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> 
     msg.msg_iovlen = iov.len() as _;
     loop {
         // SAFETY: `msg` points to the destination address and to `iov.len()`
-        // iovecs, which describe memory valid for reads (the caller's contract);
-        // the kernel only reads them.
-        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        // iovecs, which describe memory valid for reads (the caller's contract),
+        // and to no control data; the kernel only reads them.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
         if n >= 0 {
             return Ok(n as usize);
         }
@@ -228,23 +257,16 @@ pub(crate) struct RawSource {
     /// so reading any of it is sound; only the first `len` bytes mean something.
     storage: libc::sockaddr_storage,
     len: libc::socklen_t,
-    /// The `recvmsg` header, all zeroes when made (no control data): each receive
-    /// writes only its name, name length and pieces.
-    hdr: libc::msghdr,
+    /// The `recvmsg` header: each receive writes only its name, name length and
+    /// pieces.
+    hdr: MsgHdr,
 }
-
-// SAFETY: the only thing that is not plain data is `hdr`'s pointers, which
-// `recv_raw` writes just before its `recvmsg` and only the kernel reads, during that
-// call; nothing dereferences them otherwise, so a RawSource moved to another thread
-// shares nothing with the one it left.
-unsafe impl Send for RawSource {}
 
 impl RawSource {
     /// Room for any sender's address; none yet.
     pub(crate) fn new() -> RawSource {
-        // SAFETY: sockaddr_storage and msghdr are plain old data; all zeroes is a
-        // valid value of each (for the header: no name, no pieces, no control data).
-        RawSource { storage: unsafe { std::mem::zeroed() }, len: 0, hdr: unsafe { std::mem::zeroed() } }
+        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+        RawSource { storage: unsafe { std::mem::zeroed() }, len: 0, hdr: MsgHdr::new() }
     }
 
     /// An IPv4 sender's family, port and address in one nonzero word (the first
@@ -303,7 +325,7 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
     }
     // The header's control fields stay as made (none); the kernel writes back
     // only the name length and the flags.
-    let msg = &mut src.hdr;
+    let msg = &mut src.hdr.0;
     msg.msg_name = &mut src.storage as *mut libc::sockaddr_storage as *mut libc::c_void;
     msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = as_iovecs(iov);
