@@ -194,6 +194,26 @@ impl SrcCache {
     const EMPTY: SrcCache = SrcCache { version: 0, key: NO_KEY, addr: None, handle: FiAddr::NOTAVAIL };
 }
 
+/// The last destination of a send through the AV: its handle and socket address,
+/// valid while the AV's version is `version`.
+struct DstCache {
+    version: u64,
+    addr: FiAddr,
+    to: SockAddr,
+}
+
+/// The version of an empty [`DstCache`]: an AV's version counts its changes from 0
+/// (one at a time, [`UtilAv::version`]) and never gets there, so an empty cache
+/// never answers.
+const NO_VERSION: u64 = u64::MAX;
+
+impl DstCache {
+    /// Nothing sent yet (or the AV was bound anew).
+    fn empty() -> DstCache {
+        DstCache { version: NO_VERSION, addr: FiAddr::NOTAVAIL, to: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)).into() }
+    }
+}
+
 /// A multicast group slot; its handle is `(gen << 32) | index`.
 struct McSlot {
     group: Option<SocketAddrV4>,
@@ -238,9 +258,9 @@ struct Inner {
     src: sock::RawSource,
     /// The last sender looked up.
     src_cache: SrcCache,
-    /// The last destination of a send through the AV: (AV version, handle, its
-    /// socket address), so that a stream of sends to one peer converts nothing.
-    dst_cache: Option<(u64, FiAddr, SockAddr)>,
+    /// The last destination of a send through the AV, so that a stream of sends
+    /// to one peer converts nothing.
+    dst_cache: DstCache,
     /// The `sendmsg` header every send fills (made once, not per send).
     tx_hdr: sock::MsgHdr,
     /// Datagrams this endpoint dropped for want of a posted receive.
@@ -385,7 +405,7 @@ impl DgramEp {
             mcs: Vec::new(),
             src: sock::RawSource::new(),
             src_cache: SrcCache::EMPTY,
-            dst_cache: None,
+            dst_cache: DstCache::empty(),
             tx_hdr: sock::MsgHdr::new(),
             dropped: 0,
         };
@@ -425,14 +445,13 @@ impl DgramEp {
         flags: OpFlags,
     ) -> Result<Route<'a>> {
         // The common case first: the destination of the last send, the AV unchanged.
+        let c = &g.dst_cache;
         let hit = !flags.contains(OpFlags::MULTICAST)
-            && matches!((&g.b.av, &g.dst_cache), (Some(av), Some((cv, ca, _))) if *ca == addr && av.version() == *cv);
+            && matches!(&g.b.av, Some(av) if c.addr == addr && av.version() == c.version);
         if hit {
             let Inner { sock, dst_cache, tx_hdr, .. } = g;
-            return match (sock.as_ref(), dst_cache.as_ref()) {
-                (Some(sock), Some((_, _, to))) => Ok(Route { sock, to, hdr: tx_hdr }),
-                _ => Err(Error::OpBadState),
-            };
+            let sock = sock.as_ref().ok_or(Error::OpBadState)?;
+            return Ok(Route { sock, to: &dst_cache.to, hdr: tx_hdr });
         }
         self.dest_slow(g, mc, addr, flags)
     }
@@ -459,17 +478,11 @@ impl DgramEp {
         }
         let av = b.av.as_ref().ok_or(Error::NoAv)?;
         let v = av.version();
-        match dst_cache {
-            Some((cv, ca, _)) if *cv == v && *ca == addr => {}
-            _ => {
-                let sa = self.checked(addr, av.with_addr(addr, Address::sockaddr).flatten())?;
-                *dst_cache = Some((v, addr, sa.into()));
-            }
+        if dst_cache.version != v || dst_cache.addr != addr {
+            let sa = self.checked(addr, av.with_addr(addr, Address::sockaddr).flatten())?;
+            *dst_cache = DstCache { version: v, addr, to: sa.into() };
         }
-        match dst_cache {
-            Some((_, _, to)) => Ok(Route { sock, to, hdr: tx_hdr }),
-            None => Err(Error::Inval),
-        }
+        Ok(Route { sock, to: &dst_cache.to, hdr: tx_hdr })
     }
 
     /// A destination found (or not) for `addr`, of the endpoint's address family.
@@ -658,7 +671,9 @@ impl EndpointOps for DgramEp {
         let a = self.domain.objs.find_av(av.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
         g.b.av = Some(a);
+        // Both caches answered for the AV bound before (whose versions are its own).
         g.src_cache = SrcCache::EMPTY;
+        g.dst_cache = DstCache::empty();
         Ok(())
     }
 
