@@ -524,8 +524,8 @@ impl DgramEp {
             drop_waiting(sock, dropped);
             return;
         }
-        for _ in 0..PROGRESS_BUDGET {
-            let Some(rx) = rxq.front() else { break };
+        let mut budget = PROGRESS_BUDGET;
+        while let Some(rx) = rxq.front() {
             let iov = &rx.iov[..rx.niov];
             // SAFETY: the buffers of a posted receive are valid for writes and the
             // provider's alone until its completion is written (post_recv's
@@ -547,6 +547,10 @@ impl DgramEp {
                         b.rx_err(e, size - cap, Error::Trunc);
                     } else {
                         b.rx_done(e, comp);
+                    }
+                    budget -= 1;
+                    if budget == 0 {
+                        break;
                     }
                 }
                 Err(Error::Again) => break,
