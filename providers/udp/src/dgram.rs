@@ -210,7 +210,11 @@ const NO_VERSION: u64 = u64::MAX;
 impl DstCache {
     /// Nothing sent yet (or the AV was bound anew).
     fn empty() -> DstCache {
-        DstCache { version: NO_VERSION, addr: FiAddr::NOTAVAIL, to: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)).into() }
+        DstCache {
+            version: NO_VERSION,
+            addr: FiAddr::NOTAVAIL,
+            to: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)).into(),
+        }
     }
 }
 

@@ -275,7 +275,8 @@ impl RawSource {
     /// (or none).
     #[inline]
     pub(crate) fn key(&self) -> u64 {
-        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() || i32::from(self.storage.ss_family) != libc::AF_INET
+        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>()
+            || i32::from(self.storage.ss_family) != libc::AF_INET
         {
             return 0;
         }
