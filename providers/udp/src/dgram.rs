@@ -234,23 +234,43 @@ fn mc_slot(handle: FiAddr) -> (usize, u32) {
     ((handle.0 & u64::from(u32::MAX)) as usize, (handle.0 >> 32) as u32)
 }
 
-/// Where an endpoint is in its life: one field, so that the data path checks it
-/// with one compare.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Where an endpoint is in its life, with its socket while it has one: the data
+/// path checks that it is up and gets the socket with one compare.
 enum State {
-    /// Opened, not enabled yet.
-    Idle,
-    /// Enabled: its socket is bound and data moves.
-    Up,
-    /// Closed: nothing moves any more.
+    /// Opened, not enabled yet: the socket is not bound yet.
+    Idle(Socket),
+    /// Enabled: the socket is bound and data moves.
+    Up(Socket),
+    /// Closed, and so is the socket: nothing moves any more.
     Closed,
+}
+
+impl State {
+    /// The socket of an endpoint that is up, else `FI_EOPBADSTATE`.
+    #[inline]
+    fn up(&self) -> Result<&Socket> {
+        match self {
+            State::Up(s) => Ok(s),
+            _ => Err(Error::OpBadState),
+        }
+    }
+
+    /// The socket, until closed.
+    fn socket(&self) -> Option<&Socket> {
+        match self {
+            State::Idle(s) | State::Up(s) => Some(s),
+            State::Closed => None,
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        matches!(self, State::Closed)
+    }
 }
 
 struct Inner {
     state: State,
     b: Bindings,
-    /// The socket; `None` once closed.
-    sock: Option<Socket>,
     /// The address to bind at `enable` (from the entry or `setname`), then the
     /// address bound.
     name: Option<SocketAddr>,
@@ -269,14 +289,6 @@ struct Inner {
     tx_hdr: sock::MsgHdr,
     /// Datagrams this endpoint dropped for want of a posted receive.
     dropped: u64,
-}
-
-/// Where a send goes: the socket it leaves by, the address it goes to, and the
-/// endpoint's `sendmsg` header to send it with.
-struct Route<'a> {
-    sock: &'a Socket,
-    to: &'a SockAddr,
-    hdr: &'a mut sock::MsgHdr,
 }
 
 /// A DGRAM endpoint of the udp provider.
@@ -401,9 +413,8 @@ impl DgramEp {
         };
         let rxq = RxRing::with_room(rx_size)?;
         let inner = Inner {
-            state: State::Idle,
+            state: State::Idle(sock),
             b: Bindings::default(),
-            sock: Some(sock),
             name,
             rxq,
             mcs: Vec::new(),
@@ -437,40 +448,39 @@ impl DgramEp {
         w
     }
 
-    /// Where a send goes ([`Route`]): a multicast group (with `MULTICAST`, its
-    /// address built in `mc`) or an address-vector entry (its address kept in
-    /// `dst_cache` while the AV does not change: the version is read before the
-    /// lookup, so a cached answer is never stale).
+    /// The address a send goes to: a multicast group's (with `MULTICAST`, built
+    /// in `mc`) or an address-vector entry's (kept in `cache` while the AV does not
+    /// change: the version is read before the lookup, so a cached answer is never
+    /// stale).
     fn dest<'a>(
         &self,
-        g: &'a mut Inner,
+        b: &Bindings,
+        mcs: &[McSlot],
+        cache: &'a mut DstCache,
         mc: &'a mut Option<SockAddr>,
         addr: FiAddr,
         flags: OpFlags,
-    ) -> Result<Route<'a>> {
+    ) -> Result<&'a SockAddr> {
         // The common case first: the destination of the last send, the AV unchanged.
-        let c = &g.dst_cache;
         let hit = !flags.contains(OpFlags::MULTICAST)
-            && matches!(&g.b.av, Some(av) if c.addr == addr && av.version() == c.version);
+            && matches!(&b.av, Some(av) if cache.addr == addr && av.version() == cache.version);
         if hit {
-            let Inner { sock, dst_cache, tx_hdr, .. } = g;
-            let sock = sock.as_ref().ok_or(Error::OpBadState)?;
-            return Ok(Route { sock, to: &dst_cache.to, hdr: tx_hdr });
+            return Ok(&cache.to);
         }
-        self.dest_slow(g, mc, addr, flags)
+        self.dest_slow(b, mcs, cache, mc, addr, flags)
     }
 
     /// [`dest`](Self::dest) for any other destination.
     #[inline(never)]
     fn dest_slow<'a>(
         &self,
-        g: &'a mut Inner,
+        b: &Bindings,
+        mcs: &[McSlot],
+        cache: &'a mut DstCache,
         mc: &'a mut Option<SockAddr>,
         addr: FiAddr,
         flags: OpFlags,
-    ) -> Result<Route<'a>> {
-        let Inner { sock, mcs, b, dst_cache, tx_hdr, .. } = g;
-        let sock = sock.as_ref().ok_or(Error::OpBadState)?;
+    ) -> Result<&'a SockAddr> {
         if flags.contains(OpFlags::MULTICAST) {
             let (idx, gen) = mc_slot(addr);
             let sa = match mcs.get(idx) {
@@ -478,15 +488,15 @@ impl DgramEp {
                 _ => None,
             };
             let sa = self.checked(addr, sa)?;
-            return Ok(Route { sock, to: mc.insert(sa.into()), hdr: tx_hdr });
+            return Ok(mc.insert(sa.into()));
         }
         let av = b.av.as_ref().ok_or(Error::NoAv)?;
         let v = av.version();
-        if dst_cache.version != v || dst_cache.addr != addr {
+        if cache.version != v || cache.addr != addr {
             let sa = self.checked(addr, av.with_addr(addr, Address::sockaddr).flatten())?;
-            *dst_cache = DstCache { version: v, addr, to: sa.into() };
+            *cache = DstCache { version: v, addr, to: sa.into() };
         }
-        Ok(Route { sock, to: &dst_cache.to, hdr: tx_hdr })
+        Ok(&cache.to)
     }
 
     /// A destination found (or not) for `addr`, of the endpoint's address family.
@@ -502,11 +512,9 @@ impl DgramEp {
         Ok(sa)
     }
 
-    /// What every send checks: the endpoint is up and the operation one it has.
-    fn check_send(g: &Inner, flags: OpFlags) -> Result<()> {
-        if g.state != State::Up {
-            return Err(Error::OpBadState);
-        }
+    /// What every send checks once it has the socket of an endpoint that is up:
+    /// the operation is one it has.
+    fn check_send(flags: OpFlags) -> Result<()> {
         if flags.intersects(OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA) {
             // No tagged messages, no remote CQ data (libfabric's udp neither).
             return Err(Error::OpNotSupp);
@@ -515,11 +523,8 @@ impl DgramEp {
     }
 
     fn progress_locked(&self, g: &mut Inner) {
-        if g.state != State::Up {
-            return;
-        }
-        let Inner { sock, rxq, b, src, src_cache, dropped, .. } = g;
-        let Some(sock) = sock.as_ref() else { return };
+        let Inner { state, rxq, b, src, src_cache, dropped, .. } = g;
+        let State::Up(sock) = state else { return };
         // A pass that starts with receives posted fills them and stops when they
         // run out: a datagram that arrives for none is dropped by the next pass
         // that starts with none posted (one system call fewer per receive in a
@@ -569,18 +574,15 @@ impl DgramEp {
     /// Leave the group of `handle`, if it is still joined.
     fn leave(&self, handle: FiAddr) -> Result<()> {
         let mut g = self.lock();
-        if g.state == State::Closed {
-            return Ok(());
-        }
         let (idx, gen) = mc_slot(handle);
-        let Inner { sock, mcs, .. } = &mut *g;
+        let Inner { state, mcs, .. } = &mut *g;
+        let Some(sock) = state.socket() else { return Ok(()) };
         let Some(slot) = mcs.get_mut(idx).filter(|s| s.gen == gen && !s.retired) else { return Ok(()) };
         let Some(group) = slot.group.take() else { return Ok(()) };
         match slot.gen.checked_add(1) {
             Some(n) => slot.gen = n,
             None => slot.retired = true,
         }
-        let sock = sock.as_ref().ok_or(Error::OpBadState)?;
         sock.leave_multicast_v4_n(group.ip(), &self.mc_interface()).map_err(|e| {
             fi_log!(Level::Warn, NAME, "ep_ctrl", "leaving {group} failed: {e}");
             Error::from(e)
@@ -600,11 +602,11 @@ impl DgramEp {
     }
 
     fn close_locked(&self, g: &mut Inner) {
-        if g.state == State::Closed {
+        if g.state.is_closed() {
             return;
         }
-        g.state = State::Closed;
-        let Inner { rxq, b, mcs, sock, dropped, .. } = g;
+        let open = std::mem::replace(&mut g.state, State::Closed);
+        let Inner { rxq, b, mcs, dropped, .. } = g;
         rxq.retain(|rx| {
             b.rx_err(CqEntry::new(rx.context, RECV_FLAGS), 0, Error::Canceled);
             false
@@ -616,7 +618,7 @@ impl DgramEp {
         }
         self.fd.store(-1, Ordering::Release);
         // Closing the descriptor also takes it out of every waiter's epoll set.
-        *sock = None;
+        drop(open);
         if *dropped > 0 {
             fi_log!(
                 Level::Info,
@@ -650,7 +652,7 @@ impl EndpointOps for DgramEp {
     fn bind_cq(&self, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<()> {
         let ucq = self.domain.objs.find_cq(cq.fid()).ok_or(Error::Domain)?;
         let mut g = self.lock();
-        if g.state == State::Closed {
+        if g.state.is_closed() {
             return Err(Error::OpBadState);
         }
         g.b.set_cq(&ucq, flags)?;
@@ -687,19 +689,21 @@ impl EndpointOps for DgramEp {
 
     fn enable(&self) -> Result<()> {
         let mut g = self.lock();
-        if g.state == State::Closed {
-            return Err(Error::OpBadState);
-        }
-        if g.state == State::Up {
-            return Ok(());
-        }
+        let sock = match &g.state {
+            State::Idle(sock) => sock,
+            State::Up(_) => return Ok(()),
+            State::Closed => return Err(Error::OpBadState),
+        };
         g.b.check_enable(true)?;
         let want = g.name.unwrap_or_else(|| self.domain.default_name(self.ipv6));
-        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
         let bound = self.domain.bind_socket(sock, want)?;
         fi_log!(Level::Debug, NAME, "ep_ctrl", "endpoint {} bound to {bound}", self.fid);
         g.name = Some(bound);
-        g.state = State::Up;
+        // Idle, as seen above under this lock: its socket is the one now bound.
+        g.state = match std::mem::replace(&mut g.state, State::Closed) {
+            State::Idle(s) | State::Up(s) => State::Up(s),
+            State::Closed => State::Closed,
+        };
         Ok(())
     }
 
@@ -713,7 +717,7 @@ impl EndpointOps for DgramEp {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
-        if g.state != State::Idle {
+        if !matches!(g.state, State::Idle(_)) {
             return Err(Error::OpBadState);
         }
         g.name = Some(sa);
@@ -722,8 +726,10 @@ impl EndpointOps for DgramEp {
 
     unsafe fn post_send(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
-        Self::check_send(&g, flags)?;
-        if g.b.tx_cq.is_none() {
+        let Inner { state, b, mcs, dst_cache, tx_hdr, .. } = &mut *g;
+        let sock = state.up()?;
+        Self::check_send(flags)?;
+        if b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
         let len = match op.iov {
@@ -736,20 +742,20 @@ impl EndpointOps for DgramEp {
             return Err(Error::MsgSize);
         }
         let mut mc = None;
-        let r = self.dest(&mut g, &mut mc, op.addr, flags)?;
+        let to = self.dest(b, mcs, dst_cache, &mut mc, op.addr, flags)?;
         // SAFETY: post_send's contract: every IoVec of `op.iov` is valid for reads
         // until this operation's completion, which is written below, after the
         // datagram has left.
-        let n = unsafe { sock::send_with(r.hdr, r.sock, op.iov, r.to) }?;
+        let n = unsafe { sock::send_with(tx_hdr, sock, op.iov, to) }?;
         let mut e = CqEntry::new(op.context, SEND_FLAGS);
         e.len = n;
-        g.b.tx_done(e, flags.contains(OpFlags::COMPLETION));
+        b.tx_done(e, flags.contains(OpFlags::COMPLETION));
         Ok(())
     }
 
     unsafe fn post_recv(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
-        if g.state != State::Up {
+        if !matches!(g.state, State::Up(_)) {
             return Err(Error::OpBadState);
         }
         if flags.intersects(OpFlags::TAGGED | OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD) {
@@ -780,14 +786,16 @@ impl EndpointOps for DgramEp {
 
     fn inject(&self, data: &[u8], op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
-        Self::check_send(&g, flags)?;
+        let Inner { state, b, mcs, dst_cache, .. } = &mut *g;
+        let sock = state.up()?;
+        Self::check_send(flags)?;
         if data.len() > self.max_msg {
             return Err(Error::MsgSize);
         }
         let mut mc = None;
-        let r = self.dest(&mut g, &mut mc, op.addr, flags)?;
-        sock::send_slice(r.sock, data, r.to)?;
-        g.b.tx_count(false);
+        let to = self.dest(b, mcs, dst_cache, &mut mc, op.addr, flags)?;
+        sock::send_slice(sock, data, to)?;
+        b.tx_count(false);
         Ok(())
     }
 
@@ -829,10 +837,7 @@ impl EndpointOps for DgramEp {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
-        if g.state != State::Up {
-            return Err(Error::OpBadState);
-        }
-        let sock = g.sock.as_ref().ok_or(Error::OpBadState)?;
+        let sock = g.state.up()?;
         sock.join_multicast_v4_n(g4.ip(), &self.mc_interface()).map_err(|e| {
             fi_log!(Level::Info, NAME, "ep_ctrl", "join {g4} on {}: {e}", self.domain.iface().name);
             Error::from(e)
