@@ -280,10 +280,8 @@ impl RawSource {
         {
             return 0;
         }
-        // SAFETY: the storage is always initialised (zeroed when made) and is a
-        // `sockaddr_storage`, aligned for any address and at least eight bytes long;
-        // a `sockaddr_in` starts with its family, port and address, in eight bytes.
-        unsafe { std::ptr::read(&self.storage as *const libc::sockaddr_storage as *const u64) }
+        // A `sockaddr_in` starts with its family, port and address, in eight bytes.
+        self.first_word()
     }
 
     /// The first eight bytes of the sender's address as one word, or 0 when the
@@ -296,8 +294,18 @@ impl RawSource {
         if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
             return 0;
         }
-        // SAFETY: as in `key`: the storage is always initialised, aligned for any
-        // address and longer than eight bytes.
+        self.first_word()
+    }
+
+    /// The storage's first eight bytes, as one word.
+    #[inline]
+    fn first_word(&self) -> u64 {
+        const _: () = assert!(
+            std::mem::align_of::<libc::sockaddr_storage>() >= std::mem::align_of::<u64>()
+                && std::mem::size_of::<libc::sockaddr_storage>() >= std::mem::size_of::<u64>()
+        );
+        // SAFETY: the storage is always initialised (zeroed when made, then written
+        // by the kernel), aligned for a u64 and longer than one (checked above).
         unsafe { std::ptr::read(&self.storage as *const libc::sockaddr_storage as *const u64) }
     }
 
