@@ -547,15 +547,16 @@ impl DgramEp {
                         [v] => v.len,
                         _ => IoVec::total(iov),
                     };
-                    let mut e = CqEntry::new(rx.context, RECV_FLAGS);
-                    let comp = rx.comp;
+                    let (context, comp) = (rx.context, rx.comp);
                     rxq.pop();
-                    e.len = size.min(cap);
-                    e.src = source(b.av.as_ref(), src_cache, src);
+                    let from = source(b.av.as_ref(), src_cache, src);
+                    // The entry is built whole in each branch, so that it is written
+                    // straight into the queue, not built on the stack and copied.
+                    let entry = |len| CqEntry { len, src: from, ..CqEntry::new(context, RECV_FLAGS) };
                     if size > cap {
-                        b.rx_err(e, size - cap, Error::Trunc);
+                        b.rx_err(entry(cap), size - cap, Error::Trunc);
                     } else {
-                        b.rx_done(e, comp);
+                        b.rx_done(entry(size), comp);
                     }
                     budget -= 1;
                     if budget == 0 {
