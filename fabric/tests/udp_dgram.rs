@@ -131,6 +131,28 @@ fn send_and_receive() {
 }
 
 #[test]
+fn a_newly_bound_av_is_the_one_sends_go_by() {
+    let (a, b, hb, _) = pair();
+    let c = side();
+    b.ep.recv(Buf::new(16), FiAddr::UNSPEC, 1).unwrap();
+    a.ep.send(Buf::from(&b"to b"[..]), hb, 2).unwrap();
+    send_done(&a.cq, 2, 4);
+    assert_eq!(next(&b.cq).unwrap().bytes(), b"to b");
+    // A second AV naming c by the very handle (and at the same version) the first
+    // named b by: once it is bound, that handle means c.
+    let av2 = a._domain.av(AvAttr::default()).unwrap();
+    let hc = av2.insert_one(&c.ep.name().unwrap()).unwrap();
+    assert_eq!(hc, hb, "the first handle of a fresh AV (else this test checks less)");
+    a.ep.bind_av(&av2).unwrap();
+    c.ep.recv(Buf::new(16), FiAddr::UNSPEC, 3).unwrap();
+    a.ep.send(Buf::from(&b"to c"[..]), hc, 4).unwrap();
+    send_done(&a.cq, 4, 4);
+    assert_eq!(next(&c.cq).unwrap().bytes(), b"to c");
+    b.ep.recv(Buf::new(16), FiAddr::UNSPEC, 5).unwrap();
+    quiet(&b.cq, "b, no longer in the bound AV");
+}
+
+#[test]
 fn unknown_sender_is_not_available() {
     let (a, b) = (side(), side());
     let hb = a.av.insert_one(&b.ep.name().unwrap()).unwrap();

@@ -81,6 +81,25 @@ fn send_error(e: std::io::Error) -> Error {
     }
 }
 
+/// A `msghdr` kept from one system call to the next, so that each writes only
+/// the fields it changes: all zeroes when made (no name, no pieces, no control
+/// data), and the control fields stay so.
+pub(crate) struct MsgHdr(libc::msghdr);
+
+// SAFETY: a msghdr is plain data but for its pointers, which each call here writes
+// just before its system call and only the kernel reads, during that call; nothing
+// dereferences them otherwise, so a MsgHdr moved to another thread shares nothing
+// with the one it left.
+unsafe impl Send for MsgHdr {}
+
+impl MsgHdr {
+    /// An empty header.
+    pub(crate) fn new() -> MsgHdr {
+        // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
+        MsgHdr(unsafe { std::mem::zeroed() })
+    }
+}
+
 /// Send one datagram to `dest`, gathered from `iov` straight from memory with one
 /// `sendmsg`: the bytes sent. `Err(Again)` when the socket cannot take it now,
 /// `Err(MsgSize)` when it is larger than the path carries, `Err(Inval)` for more
@@ -91,11 +110,21 @@ fn send_error(e: std::io::Error) -> Error {
 /// of the call.
 #[inline(always)]
 pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
+    // SAFETY: the caller's contract, which is `send_with`'s.
+    unsafe { send_with(&mut MsgHdr::new(), sock, iov, dest) }
+}
+
+/// [`send_iov`] through `hdr`, a header kept by the caller (only its name and
+/// pieces are written).
+///
+/// # Safety
+/// As [`send_iov`].
+#[inline(always)]
+pub(crate) unsafe fn send_with(hdr: &mut MsgHdr, sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> Result<usize> {
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
     }
-    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    let msg = &mut hdr.0;
     msg.msg_name = dest.as_ptr() as *mut libc::c_void;
     msg.msg_namelen = dest.len();
     // An `IoVec` is a `struct iovec` (see `as_iovecs`): the kernel reads the
@@ -104,9 +133,9 @@ pub(crate) unsafe fn send_iov(sock: &Socket, iov: &[IoVec], dest: &SockAddr) -> 
     msg.msg_iovlen = iov.len() as _;
     loop {
         // SAFETY: `msg` points to the destination address and to `iov.len()`
-        // iovecs, which describe memory valid for reads (the caller's contract);
-        // the kernel only reads them.
-        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        // iovecs, which describe memory valid for reads (the caller's contract),
+        // and to no control data; the kernel only reads them.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
         if n >= 0 {
             return Ok(n as usize);
         }
@@ -221,35 +250,63 @@ fn failed_recv() -> Option<Error> {
 
 /// A sender's address as [`recv_raw`] leaves it: the kernel's bytes, read only
 /// when needed. An IPv4 sender (the common case) is compared and remembered by its
-/// [`key`](RawSource::key) alone, without building a `SocketAddr`.
+/// [`key`](RawSource::key) alone, without building a `SocketAddr`. One is made
+/// once per endpoint and reused for every datagram, so it costs nothing per receive.
 pub(crate) struct RawSource {
-    storage: std::mem::MaybeUninit<libc::sockaddr_storage>,
+    /// All zeroes when made, then what the kernel wrote last: always initialised,
+    /// so reading any of it is sound; only the first `len` bytes mean something.
+    storage: libc::sockaddr_storage,
     len: libc::socklen_t,
+    /// The `recvmsg` header: each receive writes only its name, name length and
+    /// pieces.
+    hdr: MsgHdr,
 }
 
 impl RawSource {
     /// Room for any sender's address; none yet.
     pub(crate) fn new() -> RawSource {
-        RawSource { storage: std::mem::MaybeUninit::uninit(), len: 0 }
+        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+        RawSource { storage: unsafe { std::mem::zeroed() }, len: 0, hdr: MsgHdr::new() }
     }
 
-    /// An IPv4 sender's address and port in one nonzero word (bit 48 set), or 0 for
-    /// any other sender (or none).
+    /// An IPv4 sender's family, port and address in one nonzero word (the first
+    /// eight bytes of its `sockaddr_in`, as the kernel wrote them: equal for equal
+    /// senders, and never 0, the family being `AF_INET`), or 0 for any other sender
+    /// (or none).
     #[inline]
     pub(crate) fn key(&self) -> u64 {
+        if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>()
+            || i32::from(self.storage.ss_family) != libc::AF_INET
+        {
+            return 0;
+        }
+        // A `sockaddr_in` starts with its family, port and address, in eight bytes.
+        self.first_word()
+    }
+
+    /// The first eight bytes of the sender's address as one word, or 0 when the
+    /// kernel gave less than a `sockaddr_in`: equal to [`key`](RawSource::key) for
+    /// an IPv4 sender, and for any other sender 0 or a word whose family is not
+    /// `AF_INET`, so unequal to every IPv4 sender's key. Comparing it against a
+    /// remembered key answers "the same IPv4 sender?" without checking the family.
+    #[inline]
+    pub(crate) fn word(&self) -> u64 {
         if (self.len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
             return 0;
         }
-        // SAFETY: `len` bytes of the storage were written by the kernel (set only
-        // by `recv_raw` from the length it returned); `ss_family` lies within the
-        // first bytes of any address.
-        let fam = unsafe { (*self.storage.as_ptr()).ss_family };
-        if fam as i32 != libc::AF_INET {
-            return 0;
-        }
-        // SAFETY: an AF_INET address of full length: a `sockaddr_in` was written.
-        let sin = unsafe { &*(self.storage.as_ptr() as *const libc::sockaddr_in) };
-        (1 << 48) | (u64::from(u32::from_be(sin.sin_addr.s_addr)) << 16) | u64::from(u16::from_be(sin.sin_port))
+        self.first_word()
+    }
+
+    /// The storage's first eight bytes, as one word.
+    #[inline]
+    fn first_word(&self) -> u64 {
+        const _: () = assert!(
+            std::mem::align_of::<libc::sockaddr_storage>() >= std::mem::align_of::<u64>()
+                && std::mem::size_of::<libc::sockaddr_storage>() >= std::mem::size_of::<u64>()
+        );
+        // SAFETY: the storage is always initialised (zeroed when made, then written
+        // by the kernel), aligned for a u64 and longer than one (checked above).
+        unsafe { std::ptr::read(&self.storage as *const libc::sockaddr_storage as *const u64) }
     }
 
     /// The sender's address (IPv4-mapped IPv6 addresses given as IPv4), `None`
@@ -257,7 +314,7 @@ impl RawSource {
     pub(crate) fn addr(&self) -> Option<SocketAddr> {
         let len = self.len.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
         // SAFETY: the first `len` bytes of the storage were written by the kernel.
-        unsafe { source_of(self.storage.as_ptr(), len) }
+        unsafe { source_of(&self.storage, len) }
     }
 }
 
@@ -275,9 +332,10 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
     if iov.len() > MAX_IOV {
         return Err(Error::Inval);
     }
-    // SAFETY: msghdr is plain old data; all zeroes is a valid (empty) value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = src.storage.as_mut_ptr() as *mut libc::c_void;
+    // The header's control fields stay as made (none); the kernel writes back
+    // only the name length and the flags.
+    let msg = &mut src.hdr.0;
+    msg.msg_name = &mut src.storage as *mut libc::sockaddr_storage as *mut libc::c_void;
     msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = as_iovecs(iov);
     msg.msg_iovlen = iov.len() as _;
@@ -287,7 +345,7 @@ pub(crate) unsafe fn recv_raw(sock: &Socket, iov: &[IoVec], src: &mut RawSource)
         // caller's contract); the kernel writes at most those lengths and reads
         // the iovec array only. MSG_TRUNC makes it return the datagram's real
         // size.
-        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n >= 0 {
             src.len = msg.msg_namelen;
             return Ok(n as usize);
@@ -383,13 +441,22 @@ mod tests {
             assert_eq!(n, 3, "the datagram's size, beyond the buffer");
             got.push((src.key(), src.addr().unwrap(), buf));
         }
-        let key = |sa: SocketAddr| match sa {
-            SocketAddr::V4(v) => (1u64 << 48) | (u64::from(u32::from(*v.ip())) << 16) | u64::from(v.port()),
-            SocketAddr::V6(_) => 0,
-        };
-        assert_eq!(got[0], (key(an), an, *b"on"));
-        assert_eq!(got[1], (key(cn), cn, *b"tw"));
-        assert_ne!(got[0].0, got[1].0);
+        assert_eq!((got[0].1, got[0].2), (an, *b"on"));
+        assert_eq!((got[1].1, got[1].2), (cn, *b"tw"));
+        assert!(got[0].0 != 0 && got[1].0 != 0, "IPv4 senders have a key");
+        assert_ne!(got[0].0, got[1].0, "two senders, two keys");
+        // One source reused for both senders, as an endpoint does: each gets its key again.
+        send_slice(&a, b"three", &bn.into()).unwrap();
+        wait_readable(&b);
+        let mut src = RawSource::new();
+        // SAFETY: no pieces.
+        unsafe { recv_raw(&b, &[], &mut src) }.unwrap();
+        let first = src.key();
+        send_slice(&c, b"four", &bn.into()).unwrap();
+        wait_readable(&b);
+        // SAFETY: no pieces.
+        unsafe { recv_raw(&b, &[], &mut src) }.unwrap();
+        assert_eq!((first, src.key(), src.addr()), (got[0].0, got[1].0, Some(cn)));
         let mut src = RawSource::new();
         assert_eq!(src.key(), 0, "no sender yet");
         // SAFETY: no pieces.
