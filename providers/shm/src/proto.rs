@@ -253,7 +253,8 @@ impl Entry {
     pub fn decode_inline_msg(b: &[u8; ENTRY_PAYLOAD]) -> Option<Entry> {
         // Kind, flags and mode in one test (the reserved byte 3 is ignored, as by
         // `decode`).
-        let head = u32::from_le_bytes([b[0], b[1], b[2], 0]);
+        // One load of the first four bytes, byte 3 masked off.
+        let head = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & 0x00ff_ffff;
         let want = Kind::Msg as u32 | (Mode::Inline as u32) << 16;
         if head & !((flags::ALL as u32) << 8) != want {
             return None;

@@ -287,6 +287,36 @@ impl Reserved<'_> {
     }
 }
 
+/// The oldest published entry of a ring, found by [`Consumer::front`]: the
+/// consumer's to read through [`ptr`](Front::ptr) until [`consume`](Front::consume)
+/// hands it back to the producer.
+pub struct Front<'a> {
+    cons: &'a mut Consumer,
+    at: NonNull<[u8; ENTRY_PAYLOAD]>,
+}
+
+impl Front<'_> {
+    /// The entry's payload. Reading it is the caller's `unsafe`: sound while the ring
+    /// stays mapped and until [`consume`](Front::consume) (the entry is published and
+    /// this consumer, borrowed by the handle, has not advanced past it).
+    #[inline(always)]
+    pub fn ptr(&self) -> NonNull<[u8; ENTRY_PAYLOAD]> {
+        self.at
+    }
+
+    /// Consume the entry, handing it back to the producer (with Release).
+    #[inline(always)]
+    pub fn consume(self) {
+        let c = self.cons;
+        let pos = c.pos;
+        c.peeked.set(false);
+        // Release: our reads of the payload happen before the producer's Acquire load
+        // that sees this value, hence before it writes the entry again.
+        c.ring().entry(pos).seq.store(pos.wrapping_add(LAP), Ordering::Release);
+        c.pos = pos.wrapping_add(1);
+    }
+}
+
 /// The consuming end (one per ring).
 #[derive(Debug)]
 pub struct Consumer {
@@ -388,6 +418,23 @@ impl Consumer {
         self.peeked.set(true);
         // The cell's pointer is never null.
         NonNull::new(entry.payload.with(|p| p.cast_mut()))
+    }
+
+    /// The oldest published entry, held until [`Front::consume`] hands it back (or the
+    /// handle drops, leaving it in place), or `None` when the ring is empty. The same
+    /// protocol as [`peek_ptr`](Consumer::peek_ptr) then [`advance`](Consumer::advance),
+    /// without the `peeked` bookkeeping: the handle itself says the entry was seen
+    /// published.
+    #[inline(always)]
+    pub fn front(&mut self) -> Option<Front<'_>> {
+        let entry = self.ring().entry(self.pos);
+        // Acquire: as in `peek`.
+        if entry.seq.load(Ordering::Acquire) != self.pos.wrapping_add(1) {
+            return None;
+        }
+        // The cell's pointer is never null.
+        let at = NonNull::new(entry.payload.with(|p| p.cast_mut()))?;
+        Some(Front { cons: self, at })
     }
 
     /// Consume the entry the last successful [`peek`](Consumer::peek) saw, handing it back
@@ -492,6 +539,47 @@ crate::sync::std_only! {
             send::<Consumer>();
             send::<Ring>();
             sync::<Ring>();
+        }
+
+        #[test]
+        fn front_reads_then_consumes_in_order() {
+            let ring = ZeroedRing::new();
+            let (mut p, mut c) = ring.ends();
+            assert!(c.front().is_none());
+            for v in 0..3 {
+                assert!(push(&mut p, v));
+            }
+            // A handle dropped without `consume` leaves the entry in place.
+            drop(c.front().expect("published"));
+            for v in 0..3 {
+                let f = c.front().expect("published");
+                // SAFETY: the entry is published and not consumed yet; the ring lives.
+                let raw = unsafe { f.ptr().as_ref() };
+                assert_eq!(u64::from_le_bytes(raw[..8].try_into().unwrap()), v);
+                f.consume();
+            }
+            assert!(c.front().is_none());
+            assert!(c.is_empty());
+            // The freed entries are the producer's again: a whole lap fits.
+            for v in 0..RING_ENTRIES as u64 {
+                assert!(push(&mut p, v));
+            }
+            assert!(!push(&mut p, 99));
+        }
+
+        #[test]
+        fn front_after_peek_leaves_advance_nothing_unseen() {
+            let ring = ZeroedRing::new();
+            let (mut p, mut c) = ring.ends();
+            assert!(push(&mut p, 1));
+            assert!(push(&mut p, 2));
+            assert_eq!(c.peek(|e| e[0]), Some(1));
+            c.front().expect("published").consume();
+            // The peek saw entry 1, consumed through the handle: `advance` must not
+            // free entry 2, which nobody has seen.
+            c.advance();
+            assert_eq!(pop(&mut c), Some(2));
+            assert_eq!(pop(&mut c), None);
         }
 
         #[test]

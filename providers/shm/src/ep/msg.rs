@@ -46,6 +46,10 @@ unsafe fn gather_cold(iov: &[IoVec], dst: *mut u8, len: usize) {
 }
 
 impl ShmEp {
+    /// A send or an inject (`inject`: its payload): inline into the peer's ring when it
+    /// fits, else [`send_not_inline`](Self::send_not_inline). Inlined into each caller,
+    /// so that a send does not test for an inject's payload, nor an inject for a CQ.
+    #[inline(always)]
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;

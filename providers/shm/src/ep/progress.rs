@@ -200,11 +200,11 @@ impl ShmEp {
         let Some(r) = &mut by_slot[i] else { return self.poll_entries(g, i, false) };
         let mut n = 0u32;
         let more = loop {
-            let Some(at) = r.cons.peek_ptr() else { break false };
+            let Some(front) = r.cons.front() else { break false };
             // SAFETY: as in `poll_entries`: the entry is published and ours to read
-            // until `advance` below; the ring lies in our own segment, mapped while
+            // until `consume` below; the ring lies in our own segment, mapped while
             // `self` lives; garbage bytes from a broken peer are checked by `decode`.
-            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
+            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { front.ptr().as_ref() };
             let Some(e) = Entry::decode_inline_msg(raw) else { break true };
             if r.src_version != version {
                 break true;
@@ -219,7 +219,7 @@ impl ShmEp {
             {
                 break true;
             }
-            r.cons.advance();
+            front.consume();
             n += 1;
         };
         let pid = r.peer;
