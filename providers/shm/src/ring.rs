@@ -210,10 +210,16 @@ impl Producer {
     pub fn reserve(&mut self) -> Option<Reserved<'_>> {
         // Acquire: as in `try_push`, pairs with the consumer's Release store that freed
         // the entry, so its reads of the previous message happen before our writes.
-        if self.ring().entry(self.pos).seq.load(Ordering::Acquire) != self.pos {
+        let pos = self.pos;
+        // The entry, by pointer: it lies in the ring, not in `self`, which the handle
+        // borrows mutably.
+        let entry = NonNull::from(self.ring().entry(pos));
+        // SAFETY: `entry` points into the ring, valid while `self` lives (contract of
+        // `new`).
+        if unsafe { entry.as_ref() }.seq.load(Ordering::Acquire) != pos {
             return None;
         }
-        Some(Reserved { prod: self })
+        Some(Reserved { prod: self, entry, pos })
     }
 
     /// Fill the next free entry with `fill` and publish it (with Release, after `fill`
@@ -260,6 +266,10 @@ impl Producer {
 /// `tests/loom_ring.rs` checks `try_push`, which shares its protocol.)
 pub struct Reserved<'a> {
     prod: &'a mut Producer,
+    /// The entry of `pos`, in the producer's ring (valid while `prod` is borrowed).
+    entry: NonNull<Entry>,
+    /// The producer's position.
+    pos: u64,
 }
 
 impl Reserved<'_> {
@@ -267,22 +277,23 @@ impl Reserved<'_> {
     /// zeroes): write every byte the consumer will look at.
     #[inline(always)]
     pub fn payload(&mut self) -> &mut [u8; ENTRY_PAYLOAD] {
-        let pos = self.prod.pos;
-        // SAFETY: as in `try_push`: `reserve` saw `seq == pos`, which makes the entry
-        // ours (the consumer reads it only once `seq == pos + 1`, which only
-        // `publish` stores, and we are the only producer, borrowed mutably by `self`
-        // for as long as the reference lives). The pointer is valid (the ring is
-        // mapped, the entry in bounds) and aligned.
-        self.prod.ring().entry(pos).payload.with_mut(|payload| unsafe { &mut *payload })
+        // SAFETY: `entry` is the entry of `pos` in the ring, mapped while the producer
+        // (borrowed by `self`) lives. As in `try_push`: `reserve` saw `seq == pos`,
+        // which makes the entry ours (the consumer reads it only once
+        // `seq == pos + 1`, which only `publish` stores, and we are the only producer,
+        // borrowed mutably by `self` for as long as the reference lives). The pointer
+        // is valid (the ring is mapped, the entry in bounds) and aligned.
+        unsafe { self.entry.as_ref().payload.with_mut(|payload| &mut *payload) }
     }
 
     /// Publish the entry (with Release, after the writes through
     /// [`payload`](Reserved::payload)).
     #[inline(always)]
     pub fn publish(self) {
-        let pos = self.prod.pos;
+        let pos = self.pos;
         // Release: as in `try_push`.
-        self.prod.ring().entry(pos).seq.store(pos.wrapping_add(1), Ordering::Release);
+        // SAFETY: `entry` is valid while the producer is borrowed (see `payload`).
+        unsafe { self.entry.as_ref() }.seq.store(pos.wrapping_add(1), Ordering::Release);
         self.prod.pos = pos.wrapping_add(1);
     }
 }

@@ -187,7 +187,7 @@ impl ShmEp {
     /// Push with [`Producer::reserve`](crate::ring::Producer::reserve), then
     /// [`wake_tx`](Self::wake_tx).
     #[inline(always)]
-    pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<(&mut TxPath, &str)> {
+    pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<(&mut TxPath, &String)> {
         let av = g.b.av.as_ref()?;
         if g.cache_version != av.version() {
             return None;
@@ -272,7 +272,7 @@ impl ShmEp {
 
     /// [`wake`](Self::wake) through our path to the peer (`name`).
     #[inline(always)]
-    pub(super) fn wake_tx(t: &TxPath, name: &str) {
+    pub(super) fn wake_tx(t: &TxPath, name: &String) {
         // Pairs with the fence in the receiver's prepare_sleep: either it sees our
         // entry in its last poll before sleeping, or we see it sleeping.
         fence(Ordering::SeqCst);
