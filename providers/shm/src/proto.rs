@@ -254,7 +254,9 @@ impl Entry {
         // Kind, flags and mode in one test (the reserved byte 3 is ignored, as by
         // `decode`).
         // One load of the first four bytes, byte 3 masked off.
-        let head = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & 0x00ff_ffff;
+        let mut h = [0u8; 4];
+        h.copy_from_slice(&b[..4]);
+        let head = u32::from_le_bytes(h) & 0x00ff_ffff;
         let want = Kind::Msg as u32 | (Mode::Inline as u32) << 16;
         if head & !((flags::ALL as u32) << 8) != want {
             return None;
@@ -265,7 +267,7 @@ impl Entry {
         }
         Some(Entry {
             kind: Kind::Msg,
-            flags: b[1],
+            flags: (head >> 8) as u8,
             mode: Mode::Inline,
             aux: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
             len,

@@ -87,11 +87,7 @@ impl ShmEp {
         // Usually no other slot is claimed: one test for all the words left (and
         // those before `w`, all 0 in the common case of `w == 0`; else `poll_rest`
         // has a look for nothing).
-        let mut later = rest;
-        for k in 1..SLOTS / 64 {
-            later |= self.seg.claim_word(k);
-        }
-        if later != 0 {
+        if rest != 0 || self.seg.claimed_after_first_word() {
             self.poll_rest(g, w, rest);
         }
         // An entry may have queued work (an answer to a full ring, say).
@@ -222,7 +218,6 @@ impl ShmEp {
             front.consume();
             n += 1;
         };
-        let pid = r.peer;
         if n > 0 {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
             self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
@@ -234,6 +229,15 @@ impl ShmEp {
         }
         // Ring entries were freed: wake the sender if it sleeps waiting for them.
         if n > 0 && s.take_sender_waits() {
+            self.wake_slot_sender(g, i);
+        }
+    }
+
+    /// [`wake_sender`](Self::wake_sender) for the sender of slot `i` of our segment.
+    #[cold]
+    #[inline(never)]
+    fn wake_slot_sender(&self, g: &mut Inner, i: usize) {
+        if let Some(pid) = g.by_slot[i].as_ref().map(|r| r.peer) {
             self.wake_sender(g, pid);
         }
     }
