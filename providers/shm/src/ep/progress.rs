@@ -75,9 +75,9 @@ impl ShmEp {
 
     /// Progress from slot `i` of our segment on, the first one the lockless walk
     /// found not quiet: it and the claimed slots after it that are not quiet
-    /// (`rest`: the bits of word `w` of the claim bitmap after `i`), under the lock.
+    /// (`rest`: the bits of its word of the claim bitmap after `i`), under the lock.
     #[inline(never)]
-    fn progress_from(&self, w: usize, rest: u64, i: usize) {
+    fn progress_from(&self, rest: u64, i: usize) {
         let mut g = self.lock();
         let g = &mut *g;
         if !g.ready {
@@ -85,10 +85,10 @@ impl ShmEp {
         }
         self.poll_slot(g, i);
         // Usually no other slot is claimed: one test for all the words left (and
-        // those before `w`, all 0 in the common case of `w == 0`; else `poll_rest`
+        // those before `i`'s, all 0 in the common case of `i < 64`; else `poll_rest`
         // has a look for nothing).
         if rest != 0 || self.seg.claimed_after_first_word() {
-            self.poll_rest(g, w, rest);
+            self.poll_rest(g, i / 64, rest);
         }
         // An entry may have queued work (an answer to a full ring, say).
         if self.work.load(Ordering::Relaxed) {
@@ -187,7 +187,6 @@ impl ShmEp {
     /// [`poll_entries`](Self::poll_entries).
     #[inline(always)]
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
-        let s = self.seg.slot(i);
         let version = match &g.b.av {
             Some(av) => av.version(),
             None => NO_AV,
@@ -222,6 +221,8 @@ impl ShmEp {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
             self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
         }
+        // Found after the loop (not kept across it in a register or on the stack).
+        let s = self.seg.slot(i);
         // A sender that closed: it may have published entries after our last look at
         // its ring, so `poll_entries` drains it once more, then releases the slot.
         if more || s.state() == segment::SLOT_CLOSED {
@@ -568,7 +569,7 @@ impl Progress for ShmEp {
                 let i = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 if !self.slot_quiet(i) {
-                    return self.progress_from(w, word, i);
+                    return self.progress_from(word, i);
                 }
             }
         }
