@@ -105,11 +105,11 @@ fn steady_state(a: &Node, b: &Node, to_b: FiAddr, to_a: FiAddr, size: usize) {
         let (i0, i1, i2, i3) = (iov(b0), iov(b1), iov(b2), iov(b3));
         let tagged = mode == 1;
         let f = if tagged { OpFlags::TAGGED | OpFlags::COMPLETION } else { OpFlags::COMPLETION };
-        // SAFETY (all posts below): each buffer stays alive and untouched until its
-        // operation's completion is read, before the round returns.
         if mode == 2 {
             // Unexpected: b holds the message before its receive exists.
             // (A large send completes only once b has taken it: after the receive.)
+            // SAFETY: the buffer stays alive and untouched until the operation's
+            // completion is read, before the round returns.
             unsafe { a.ep.post_send(&op(&i2, to_b, 2, 0), f) }.expect("send");
             // Reads of b's empty queue drive its progress: the message arrives
             // and is held.
@@ -117,19 +117,29 @@ fn steady_state(a: &Node, b: &Node, to_b: FiAddr, to_a: FiAddr, size: usize) {
             for _ in 0..50 {
                 assert!(matches!(b.cq.read(&mut out), Err(Error::Again)));
             }
+            // SAFETY: the buffer stays alive and untouched until the operation's
+            // completion is read, before the round returns.
             unsafe { b.ep.post_recv(&op(&i1, FiAddr::UNSPEC, 1, 0), f) }.expect("recv");
             until([&b.cq, &a.cq], 1, &mut seen);
             until([&a.cq, &b.cq], 2, &mut seen);
             return;
         }
+        // SAFETY: the buffer stays alive and untouched until the operation's
+        // completion is read, before the round returns.
         unsafe { b.ep.post_recv(&op(&i1, FiAddr::UNSPEC, 1, 9), f) }.expect("recv b");
+        // SAFETY: the buffer stays alive and untouched until the operation's
+        // completion is read, before the round returns.
         unsafe { a.ep.post_recv(&op(&i0, FiAddr::UNSPEC, 0, 9), f) }.expect("recv a");
+        // SAFETY: the buffer stays alive and untouched until the operation's
+        // completion is read, before the round returns.
         unsafe { a.ep.post_send(&op(&i2, to_b, 2, 9), f) }.expect("send a");
         until([&b.cq, &a.cq], 1, &mut seen);
         if tagged {
             b.ep.inject(&small, &op(&[], to_a, 3, 9), f).expect("inject b");
             until([&a.cq, &b.cq], 0, &mut seen);
         } else {
+            // SAFETY: the buffer stays alive and untouched until the operation's
+            // completion is read, before the round returns.
             unsafe { b.ep.post_send(&op(&i3, to_a, 3, 0), f) }.expect("send b");
             until([&a.cq, &b.cq], 0, &mut seen);
             until([&b.cq, &a.cq], 3, &mut seen);

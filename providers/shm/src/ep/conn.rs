@@ -272,6 +272,9 @@ impl ShmEp {
 
     /// [`wake`](Self::wake) through our path to the peer (`name`).
     #[inline(always)]
+    // `&String`, one pointer, not `&str`, two: the name is read only on the cold path
+    // that wakes the peer, and the hot send path need not carry its length.
+    #[allow(clippy::ptr_arg)]
     pub(super) fn wake_tx(t: &TxPath, name: &String) {
         // Pairs with the fence in the receiver's prepare_sleep: either it sees our
         // entry in its last poll before sleeping, or we see it sleeping.
