@@ -10,8 +10,10 @@ use crate::segment::{self, JOBS, SLOTS};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::{fi_log, Error, FiAddr};
+use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
+use fabric_util::rx::RxEngine;
 use fabric_util::rx::{Unexp, UnexpBody};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::os::fd::RawFd;
@@ -200,10 +202,18 @@ impl ShmEp {
             // until `consume` below; the ring lies in our own segment, mapped while
             // `self` lives; garbage bytes from a broken peer are checked by `decode`.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { front.ptr().as_ref() };
-            let Some(e) = Entry::decode_inline_msg(raw) else { break true };
             if r.src_version != version {
                 break true;
             }
+            let Some(e) = Entry::decode_inline_msg(raw) else {
+                // A message in a bounce buffer: as an inline one, out of line.
+                if self.take_bounce_msg(rx, b, r.src, i, raw) {
+                    front.consume();
+                    n += 1;
+                    continue;
+                }
+                break true;
+            };
             let tagged = e.flags & flags::TAGGED != 0;
             let m = MsgSpec { tagged, src: r.src, tag: e.tag };
             let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
@@ -232,6 +242,41 @@ impl ShmEp {
         if n > 0 && s.take_sender_waits() {
             self.wake_slot_sender(g, i);
         }
+    }
+
+    /// [`poll_slot`](Self::poll_slot) for an entry (`raw`, of slot `i`, whose sender
+    /// is `src`) that is not an inline message: when it is a message in a bounce
+    /// buffer, straight from the buffer into its receive, or held as unexpected with
+    /// a copy, the buffer then handed back to the sender; true when it was one (and
+    /// is done with). Anything else is left to [`poll_entries`](Self::poll_entries).
+    #[inline(never)]
+    fn take_bounce_msg(
+        &self,
+        rx: &mut RxEngine<Rts>,
+        b: &Bindings,
+        src: FiAddr,
+        i: usize,
+        raw: &[u8; ENTRY_PAYLOAD],
+    ) -> bool {
+        let Some(e) = Entry::decode_bounce_msg(raw) else { return false };
+        let s = self.seg.slot(i);
+        let k = e.aux as usize;
+        // SAFETY: `decode_bounce_msg` checked the index and that len <= BOUNCE_SIZE,
+        // so the bytes lie in bounce buffer `k` of slot `i` of our own segment, mapped
+        // while `self` lives; the buffer is ours (the entry hands it over, with the
+        // ring's Acquire) until the store below. A peer breaking the protocol can only
+        // make the bytes garbage.
+        let body = unsafe { std::slice::from_raw_parts(s.bounce_ptr(k), e.len as usize) };
+        let m = MsgSpec { tagged: e.flags & flags::TAGGED != 0, src, tag: e.tag };
+        let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+        // Unexpected: held with a copy of its payload (no memory: the general path
+        // reports it, and the buffer stays the receiver's until then).
+        if !rx.deliver_eager(b, &m, e.len, data, body) && rx.hold_eager(m, e.len, data, body).is_err() {
+            return false;
+        }
+        // Release: our reads of the buffer happen before the sender reuses it.
+        s.bounce_busy[k].store(0, Ordering::Release);
+        true
     }
 
     /// [`wake_sender`](Self::wake_sender) for the sender of slot `i` of our segment.
@@ -454,7 +499,8 @@ impl ShmEp {
         let e = *e;
         match e.kind {
             Kind::Msg => {
-                let src = Self::src_of(g, peer);
+                // Through the slot's cache, which it fills for `poll_slot`'s fast path.
+                let src = Self::slot_src(g, slot, peer);
                 let m = MsgSpec { tagged: e.flags & flags::TAGGED != 0, src, tag: e.tag };
                 let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
                 match e.mode {
