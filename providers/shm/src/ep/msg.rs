@@ -85,6 +85,43 @@ impl ShmEp {
         self.send_general(g, op, flags, inject.is_some(), iov)
     }
 
+    /// A send (or inject) of one piece `v` that fits a bounce buffer, when the peer
+    /// behind `op.addr` is cached with a path to it, its ring has room and one of our
+    /// bounce buffers there is free: the payload into the buffer, the entry into the
+    /// ring, and the send complete. False (nothing done) otherwise.
+    #[inline(always)]
+    fn send_bounce_cached(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, v: &IoVec) -> bool {
+        let len = v.len;
+        debug_assert!(len <= BOUNCE_SIZE);
+        let Some((t, name)) = Self::tx_cached(g, op.addr) else { return false };
+        // Room first: a bounce buffer, once taken, goes out with the entry.
+        if !t.prod.has_room() {
+            return false;
+        }
+        let Some(bi) = t.alloc_bounce() else { return false };
+        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and is ours until
+        // the receiver frees it (`alloc_bounce` marked it busy); the piece is valid
+        // for reads of `len` bytes under the post contract.
+        unsafe { std::ptr::copy_nonoverlapping(v.base, t.bounce_ptr(bi), len) };
+        let (eflags, data) = Self::msg_eflags(op, flags);
+        let e = Entry {
+            flags: eflags,
+            mode: Mode::Bounce,
+            aux: bi as u32,
+            len: len as u64,
+            tag: op.tag,
+            data,
+            ..Entry::new(Kind::Msg)
+        };
+        // We are the ring's only producer, and it had room.
+        let pushed = t.prod.try_push(|b| e.encode(b));
+        debug_assert!(pushed, "room was checked under the lock");
+        Self::wake_tx(t, name);
+        let tagged = flags.contains(OpFlags::TAGGED);
+        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject);
+        true
+    }
+
     /// The entry flags and the remote CQ data of a message.
     #[inline(always)]
     fn msg_eflags(op: &Op<'_>, flags: OpFlags) -> (u8, u64) {
@@ -102,6 +139,14 @@ impl ShmEp {
     /// without a cached path, or a full ring.
     #[inline(never)]
     fn send_general(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, iov: &[IoVec]) -> Result<()> {
+        // One piece for a bounce buffer, to a peer we have a path to: the bounce
+        // buffer's common case, without the general path's lookups and gathering.
+        if let [v] = iov {
+            let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
+            if !dc && v.len > INLINE_MAX && v.len <= BOUNCE_SIZE && self.send_bounce_cached(g, op, flags, inject, v) {
+                return Ok(());
+            }
+        }
         if iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
