@@ -195,6 +195,11 @@ impl ShmEp {
         };
         let Inner { by_slot, rx, b, .. } = &mut *g;
         let Some(r) = &mut by_slot[i] else { return self.poll_entries(g, i, false) };
+        // The cached source is valid for the AV's version (else the general path
+        // looks it up, and caches it).
+        if r.src_version != version {
+            return self.poll_entries(g, i, false);
+        }
         let mut n = 0u32;
         let more = loop {
             let Some(front) = r.cons.front() else { break false };
@@ -202,9 +207,6 @@ impl ShmEp {
             // until `consume` below; the ring lies in our own segment, mapped while
             // `self` lives; garbage bytes from a broken peer are checked by `decode`.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { front.ptr().as_ref() };
-            if r.src_version != version {
-                break true;
-            }
             let Some(e) = Entry::decode_inline_msg(raw) else {
                 // A message in a bounce buffer: as an inline one, out of line.
                 if self.take_bounce_msg(rx, b, r.src, i, raw) {
