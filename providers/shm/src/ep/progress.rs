@@ -200,7 +200,6 @@ impl ShmEp {
         if r.src_version != version {
             return self.poll_entries(g, i, false);
         }
-        let mut n = 0u32;
         let more = loop {
             let Some(front) = r.cons.front() else { break false };
             // SAFETY: as in `poll_entries`: the entry is published and ours to read
@@ -211,7 +210,6 @@ impl ShmEp {
                 // A message in a bounce buffer: as an inline one, out of line.
                 if self.take_bounce_msg(rx, b, r.src, i, raw) {
                     front.consume();
-                    n += 1;
                     continue;
                 }
                 break true;
@@ -227,21 +225,25 @@ impl ShmEp {
                 break true;
             }
             front.consume();
-            n += 1;
         };
-        if n > 0 {
+        // Whether the loop consumed entries, without a count kept across it: under the
+        // lock, `rx_pos[i]` is the consumer's position as of the last poll (every
+        // poll that consumes stores it, as does attaching the consumer).
+        let pos = r.cons.pos();
+        let consumed = pos != self.rx_pos[i].load(Ordering::Relaxed);
+        if consumed {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
-            self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
+            self.rx_pos[i].store(pos, Ordering::Relaxed);
         }
         // Found after the loop (not kept across it in a register or on the stack).
         let s = self.seg.slot(i);
         // A sender that closed: it may have published entries after our last look at
         // its ring, so `poll_entries` drains it once more, then releases the slot.
         if more || s.state() == segment::SLOT_CLOSED {
-            return self.poll_entries(g, i, n > 0);
+            return self.poll_entries(g, i, consumed);
         }
         // Ring entries were freed: wake the sender if it sleeps waiting for them.
-        if n > 0 && s.take_sender_waits() {
+        if consumed && s.take_sender_waits() {
             self.wake_slot_sender(g, i);
         }
     }
