@@ -67,7 +67,7 @@ impl ShmEp {
         if let ([v], false) = (iov, dc) {
             let len = v.len;
             if len <= INLINE_MAX {
-                if let Some((t, name)) = Self::tx_cached(g, op.addr) {
+                if let Some(t) = Self::tx_cached(g, op.addr) {
                     if let Some(mut r) = t.prod.reserve() {
                         let tagged = flags.contains(OpFlags::TAGGED);
                         let (eflags, data) = Self::msg_eflags(op, flags);
@@ -75,7 +75,7 @@ impl ShmEp {
                         // entry.
                         fill_inline_msg(r.payload(), eflags, op.tag, data, iov, len);
                         r.publish();
-                        Self::wake_tx(t, name);
+                        Self::wake_tx(t);
                         self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject.is_some());
                         return Ok(());
                     }
@@ -93,7 +93,7 @@ impl ShmEp {
     fn send_bounce_cached(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, v: &IoVec) -> bool {
         let len = v.len;
         debug_assert!(len <= BOUNCE_SIZE);
-        let Some((t, name)) = Self::tx_cached(g, op.addr) else { return false };
+        let Some(t) = Self::tx_cached(g, op.addr) else { return false };
         // Room first: a bounce buffer, once taken, goes out with the entry.
         if !t.prod.has_room() {
             return false;
@@ -116,7 +116,7 @@ impl ShmEp {
         // We are the ring's only producer, and it had room.
         let pushed = t.prod.try_push(|b| e.encode(b));
         debug_assert!(pushed, "room was checked under the lock");
-        Self::wake_tx(t, name);
+        Self::wake_tx(t);
         let tagged = flags.contains(OpFlags::TAGGED);
         self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject);
         true
@@ -166,11 +166,11 @@ impl ShmEp {
         let tag = op.tag;
         // The header and the payload, written in place into the ring's entry.
         let pushed = match Self::tx_cached(g, op.addr) {
-            Some((t, name)) => match t.prod.reserve() {
+            Some(t) => match t.prod.reserve() {
                 Some(mut r) => {
                     fill_inline_msg(r.payload(), eflags, tag, data, iov, len);
                     r.publish();
-                    Self::wake_tx(t, name);
+                    Self::wake_tx(t);
                     true
                 }
                 None => false,
