@@ -253,7 +253,10 @@ impl Entry {
     pub fn decode_inline_msg(b: &[u8; ENTRY_PAYLOAD]) -> Option<Entry> {
         // Kind, flags and mode in one test (the reserved byte 3 is ignored, as by
         // `decode`).
-        let head = u32::from_le_bytes([b[0], b[1], b[2], 0]);
+        // One load of the first four bytes, byte 3 masked off.
+        let mut h = [0u8; 4];
+        h.copy_from_slice(&b[..4]);
+        let head = u32::from_le_bytes(h) & 0x00ff_ffff;
         let want = Kind::Msg as u32 | (Mode::Inline as u32) << 16;
         if head & !((flags::ALL as u32) << 8) != want {
             return None;
@@ -264,9 +267,42 @@ impl Entry {
         }
         Some(Entry {
             kind: Kind::Msg,
-            flags: b[1],
+            flags: (head >> 8) as u8,
             mode: Mode::Inline,
             aux: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            len,
+            tag: u64_at(b, 16),
+            data: u64_at(b, 24),
+            id: u64_at(b, 32),
+            key: u64_at(b, 40),
+            addr: u64_at(b, 48),
+        })
+    }
+
+    /// [`decode`](Entry::decode) for a message with its payload in a bounce buffer
+    /// (`Some` exactly when `decode` accepts the entry as one; other entries are
+    /// `None`, whether valid or not).
+    #[inline]
+    pub fn decode_bounce_msg(b: &[u8; ENTRY_PAYLOAD]) -> Option<Entry> {
+        let mut h = [0u8; 4];
+        h.copy_from_slice(&b[..4]);
+        let head = u32::from_le_bytes(h) & 0x00ff_ffff;
+        let want = Kind::Msg as u32 | (Mode::Bounce as u32) << 16;
+        if head & !((flags::ALL as u32) << 8) != want {
+            return None;
+        }
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&b[4..8]);
+        let aux = u32::from_le_bytes(a);
+        let len = u64_at(b, 8);
+        if aux as usize >= BOUNCE_COUNT || len > BOUNCE_SIZE as u64 {
+            return None;
+        }
+        Some(Entry {
+            kind: Kind::Msg,
+            flags: (head >> 8) as u8,
+            mode: Mode::Bounce,
+            aux,
             len,
             tag: u64_at(b, 16),
             data: u64_at(b, 24),
@@ -388,6 +424,8 @@ mod tests {
             let fast = Entry::decode_inline_msg(&b);
             let full = Entry::decode(&b).ok();
             assert_eq!(fast, full.filter(|e| e.kind == Kind::Msg && e.mode == Mode::Inline));
+            let bounce = Entry::decode_bounce_msg(&b);
+            assert_eq!(bounce, full.filter(|e| e.kind == Kind::Msg && e.mode == Mode::Bounce));
             if let Some(e) = full {
                 match e.mode {
                     Mode::Inline => assert!(e.inline(&b).len() as u64 == e.len),

@@ -210,10 +210,16 @@ impl Producer {
     pub fn reserve(&mut self) -> Option<Reserved<'_>> {
         // Acquire: as in `try_push`, pairs with the consumer's Release store that freed
         // the entry, so its reads of the previous message happen before our writes.
-        if self.ring().entry(self.pos).seq.load(Ordering::Acquire) != self.pos {
+        let pos = self.pos;
+        // The entry, by pointer: it lies in the ring, not in `self`, which the handle
+        // borrows mutably.
+        let entry = NonNull::from(self.ring().entry(pos));
+        // SAFETY: `entry` points into the ring, valid while `self` lives (contract of
+        // `new`).
+        if unsafe { entry.as_ref() }.seq.load(Ordering::Acquire) != pos {
             return None;
         }
-        Some(Reserved { prod: self })
+        Some(Reserved { prod: self, entry, pos })
     }
 
     /// Fill the next free entry with `fill` and publish it (with Release, after `fill`
@@ -260,6 +266,10 @@ impl Producer {
 /// `tests/loom_ring.rs` checks `try_push`, which shares its protocol.)
 pub struct Reserved<'a> {
     prod: &'a mut Producer,
+    /// The entry of `pos`, in the producer's ring (valid while `prod` is borrowed).
+    entry: NonNull<Entry>,
+    /// The producer's position.
+    pos: u64,
 }
 
 impl Reserved<'_> {
@@ -267,23 +277,54 @@ impl Reserved<'_> {
     /// zeroes): write every byte the consumer will look at.
     #[inline(always)]
     pub fn payload(&mut self) -> &mut [u8; ENTRY_PAYLOAD] {
-        let pos = self.prod.pos;
-        // SAFETY: as in `try_push`: `reserve` saw `seq == pos`, which makes the entry
-        // ours (the consumer reads it only once `seq == pos + 1`, which only
-        // `publish` stores, and we are the only producer, borrowed mutably by `self`
-        // for as long as the reference lives). The pointer is valid (the ring is
-        // mapped, the entry in bounds) and aligned.
-        self.prod.ring().entry(pos).payload.with_mut(|payload| unsafe { &mut *payload })
+        // SAFETY: `entry` is the entry of `pos` in the ring, mapped while the producer
+        // (borrowed by `self`) lives. As in `try_push`: `reserve` saw `seq == pos`,
+        // which makes the entry ours (the consumer reads it only once
+        // `seq == pos + 1`, which only `publish` stores, and we are the only producer,
+        // borrowed mutably by `self` for as long as the reference lives). The pointer
+        // is valid (the ring is mapped, the entry in bounds) and aligned.
+        unsafe { self.entry.as_ref().payload.with_mut(|payload| &mut *payload) }
     }
 
     /// Publish the entry (with Release, after the writes through
     /// [`payload`](Reserved::payload)).
     #[inline(always)]
     pub fn publish(self) {
-        let pos = self.prod.pos;
+        let pos = self.pos;
         // Release: as in `try_push`.
-        self.prod.ring().entry(pos).seq.store(pos.wrapping_add(1), Ordering::Release);
+        // SAFETY: `entry` is valid while the producer is borrowed (see `payload`).
+        unsafe { self.entry.as_ref() }.seq.store(pos.wrapping_add(1), Ordering::Release);
         self.prod.pos = pos.wrapping_add(1);
+    }
+}
+
+/// The oldest published entry of a ring, found by [`Consumer::front`]: the
+/// consumer's to read through [`ptr`](Front::ptr) until [`consume`](Front::consume)
+/// hands it back to the producer.
+pub struct Front<'a> {
+    cons: &'a mut Consumer,
+    at: NonNull<[u8; ENTRY_PAYLOAD]>,
+}
+
+impl Front<'_> {
+    /// The entry's payload. Reading it is the caller's `unsafe`: sound while the ring
+    /// stays mapped and until [`consume`](Front::consume) (the entry is published and
+    /// this consumer, borrowed by the handle, has not advanced past it).
+    #[inline(always)]
+    pub fn ptr(&self) -> NonNull<[u8; ENTRY_PAYLOAD]> {
+        self.at
+    }
+
+    /// Consume the entry, handing it back to the producer (with Release).
+    #[inline(always)]
+    pub fn consume(self) {
+        let c = self.cons;
+        let pos = c.pos;
+        c.peeked.set(false);
+        // Release: our reads of the payload happen before the producer's Acquire load
+        // that sees this value, hence before it writes the entry again.
+        c.ring().entry(pos).seq.store(pos.wrapping_add(LAP), Ordering::Release);
+        c.pos = pos.wrapping_add(1);
     }
 }
 
@@ -390,6 +431,23 @@ impl Consumer {
         NonNull::new(entry.payload.with(|p| p.cast_mut()))
     }
 
+    /// The oldest published entry, held until [`Front::consume`] hands it back (or the
+    /// handle drops, leaving it in place), or `None` when the ring is empty. The same
+    /// protocol as [`peek_ptr`](Consumer::peek_ptr) then [`advance`](Consumer::advance),
+    /// without the `peeked` bookkeeping: the handle itself says the entry was seen
+    /// published.
+    #[inline(always)]
+    pub fn front(&mut self) -> Option<Front<'_>> {
+        let entry = self.ring().entry(self.pos);
+        // Acquire: as in `peek`.
+        if entry.seq.load(Ordering::Acquire) != self.pos.wrapping_add(1) {
+            return None;
+        }
+        // The cell's pointer is never null.
+        let at = NonNull::new(entry.payload.with(|p| p.cast_mut()))?;
+        Some(Front { cons: self, at })
+    }
+
     /// Consume the entry the last successful [`peek`](Consumer::peek) saw, handing it back
     /// to the producer (with Release). A no-op when that peek found the ring empty, when
     /// there was no peek, or when the entry has been consumed already: it never frees an
@@ -492,6 +550,47 @@ crate::sync::std_only! {
             send::<Consumer>();
             send::<Ring>();
             sync::<Ring>();
+        }
+
+        #[test]
+        fn front_reads_then_consumes_in_order() {
+            let ring = ZeroedRing::new();
+            let (mut p, mut c) = ring.ends();
+            assert!(c.front().is_none());
+            for v in 0..3 {
+                assert!(push(&mut p, v));
+            }
+            // A handle dropped without `consume` leaves the entry in place.
+            let _ = c.front().expect("published");
+            for v in 0..3 {
+                let f = c.front().expect("published");
+                // SAFETY: the entry is published and not consumed yet; the ring lives.
+                let raw = unsafe { f.ptr().as_ref() };
+                assert_eq!(u64::from_le_bytes(raw[..8].try_into().unwrap()), v);
+                f.consume();
+            }
+            assert!(c.front().is_none());
+            assert!(c.is_empty());
+            // The freed entries are the producer's again: a whole lap fits.
+            for v in 0..RING_ENTRIES as u64 {
+                assert!(push(&mut p, v));
+            }
+            assert!(!push(&mut p, 99));
+        }
+
+        #[test]
+        fn front_after_peek_leaves_advance_nothing_unseen() {
+            let ring = ZeroedRing::new();
+            let (mut p, mut c) = ring.ends();
+            assert!(push(&mut p, 1));
+            assert!(push(&mut p, 2));
+            assert_eq!(c.peek(|e| e[0]), Some(1));
+            c.front().expect("published").consume();
+            // The peek saw entry 1, consumed through the handle: `advance` must not
+            // free entry 2, which nobody has seen.
+            c.advance();
+            assert_eq!(pop(&mut c), Some(2));
+            assert_eq!(pop(&mut c), None);
         }
 
         #[test]

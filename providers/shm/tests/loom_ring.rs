@@ -210,6 +210,40 @@ fn loom_peek_ptr_then_advance() {
     });
 }
 
+/// `front` hands out the oldest published entry, and `consume` frees it, against a
+/// producer publishing concurrently: every message once, in order, intact. (Loom does
+/// not track reads through the handle's pointer; `read` checks the payload is whole.)
+#[test]
+fn loom_front_then_consume() {
+    loom::model(|| {
+        let ring = TestRing::new();
+        let (mut p, mut c) = ring.ends();
+        let producer = thread::spawn(move || {
+            for v in 0..2 {
+                push_spin(&mut p, v);
+            }
+        });
+        let consumer = thread::spawn(move || {
+            for v in 0..2 {
+                let f = loop {
+                    if let Some(f) = c.front() {
+                        break f;
+                    }
+                    thread::yield_now();
+                };
+                // SAFETY: published and not consumed yet; the ring lives until `ring`
+                // drops, after the join.
+                assert_eq!(read(unsafe { f.ptr().as_ref() }), v);
+                f.consume();
+            }
+            assert!(c.front().is_none());
+            assert!(c.is_empty());
+        });
+        producer.join().unwrap();
+        consumer.join().unwrap();
+    });
+}
+
 /// `advance` without a successful `peek` does nothing, even while the producer publishes
 /// concurrently: no message is ever skipped or freed unseen.
 #[test]

@@ -182,12 +182,12 @@ impl ShmEp {
 
     /// The common case of [`peer_for`](Self::peer_for) then
     /// [`push_entry`](Self::push_entry), with one lookup: our path to the peer
-    /// behind `dest` and its name, when the peer is cached with a path to it and
-    /// nothing is queued to it (else `None`: the caller goes the general way).
-    /// Push with [`Producer::reserve`](crate::ring::Producer::reserve), then
+    /// behind `dest`, when the peer is cached with a path to it and nothing is
+    /// queued to it (else `None`: the caller goes the general way). Push with
+    /// [`Producer::reserve`](crate::ring::Producer::reserve), then
     /// [`wake_tx`](Self::wake_tx).
     #[inline(always)]
-    pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<(&mut TxPath, &str)> {
+    pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<&mut TxPath> {
         let av = g.b.av.as_ref()?;
         if g.cache_version != av.version() {
             return None;
@@ -200,7 +200,7 @@ impl ShmEp {
         if p.gen != id.gen || !p.queue.is_empty() {
             return None;
         }
-        Some((p.tx.as_mut()?, &p.name))
+        p.tx.as_mut()
     }
 
     /// Put an entry, which `fill` writes whole (header and payload), on the ring of
@@ -218,7 +218,7 @@ impl ShmEp {
                     }
                 });
                 if pushed {
-                    Self::wake_tx(t, &p.name);
+                    Self::wake_tx(t);
                     return;
                 }
             }
@@ -244,7 +244,7 @@ impl ShmEp {
         if !t.prod.try_push(|slot| *slot = *entry) {
             return false;
         }
-        Self::wake_tx(t, &p.name);
+        Self::wake_tx(t);
         true
     }
 
@@ -266,25 +266,27 @@ impl ShmEp {
     /// Tell a sleeping peer to look at its rings.
     pub(super) fn wake(p: &Peer) {
         if let Some(t) = &p.tx {
-            Self::wake_tx(t, &p.name);
+            Self::wake_tx(t);
         }
     }
 
-    /// [`wake`](Self::wake) through our path to the peer (`name`).
+    /// [`wake`](Self::wake) through our path to the peer, whose segment has the
+    /// peer's name.
     #[inline(always)]
-    pub(super) fn wake_tx(t: &TxPath, name: &str) {
+    pub(super) fn wake_tx(t: &TxPath) {
         // Pairs with the fence in the receiver's prepare_sleep: either it sees our
         // entry in its last poll before sleeping, or we see it sleeping.
         fence(Ordering::SeqCst);
         if t.seg.sleepers().load(Ordering::Relaxed) != 0 {
-            Self::wake_name(name);
+            Self::wake_seg(&t.seg);
         }
     }
 
+    /// Wake the owner of `seg` (named as the segment).
     #[cold]
     #[inline(never)]
-    fn wake_name(name: &str) {
-        segment::wake(name);
+    fn wake_seg(seg: &Segment) {
+        segment::wake(seg.name());
     }
 
     /// Send a payload that fits a bounce buffer: now if a buffer and an entry are

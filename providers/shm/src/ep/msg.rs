@@ -46,18 +46,110 @@ unsafe fn gather_cold(iov: &[IoVec], dst: *mut u8, len: usize) {
 }
 
 impl ShmEp {
+    /// A send or an inject (`inject`: its payload). The common case, one piece that
+    /// goes inline into the ring of a peer we have a path to, is all here; anything
+    /// else goes through [`send_general`](Self::send_general). Inlined into each
+    /// caller, so that a send does not test for an inject's payload, nor an inject
+    /// for a CQ.
+    #[inline(always)]
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
         self.check_ready(g, inject.is_none())?;
-        if op.iov.len() > IOV_LIMIT {
-            return Err(Error::Inval);
-        }
         let data_iov = inject.map(|d| [IoVec { base: d.as_ptr() as *mut u8, len: d.len() }]);
         let iov: &[IoVec] = match &data_iov {
             Some(v) => v,
             None => op.iov,
         };
+        // FI_DELIVERY_COMPLETE: as a large message whatever its size (see
+        // `send_general`).
+        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if let ([v], false) = (iov, dc) {
+            let len = v.len;
+            if len <= INLINE_MAX {
+                if let Some(t) = Self::tx_cached(g, op.addr) {
+                    if let Some(mut r) = t.prod.reserve() {
+                        let tagged = flags.contains(OpFlags::TAGGED);
+                        let (eflags, data) = Self::msg_eflags(op, flags);
+                        // The header and the payload, written in place into the ring's
+                        // entry.
+                        fill_inline_msg(r.payload(), eflags, op.tag, data, iov, len);
+                        r.publish();
+                        Self::wake_tx(t);
+                        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject.is_some());
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.send_general(g, op, flags, inject.is_some(), iov)
+    }
+
+    /// A send (or inject) of one piece `v` that fits a bounce buffer, when the peer
+    /// behind `op.addr` is cached with a path to it, its ring has room and one of our
+    /// bounce buffers there is free: the payload into the buffer, the entry into the
+    /// ring, and the send complete. False (nothing done) otherwise.
+    #[inline(always)]
+    fn send_bounce_cached(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, v: &IoVec) -> bool {
+        let len = v.len;
+        debug_assert!(len <= BOUNCE_SIZE);
+        let Some(t) = Self::tx_cached(g, op.addr) else { return false };
+        // Room first: a bounce buffer, once taken, goes out with the entry.
+        if !t.prod.has_room() {
+            return false;
+        }
+        let Some(bi) = t.alloc_bounce() else { return false };
+        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and is ours until
+        // the receiver frees it (`alloc_bounce` marked it busy); the piece is valid
+        // for reads of `len` bytes under the post contract.
+        unsafe { std::ptr::copy_nonoverlapping(v.base, t.bounce_ptr(bi), len) };
+        let (eflags, data) = Self::msg_eflags(op, flags);
+        let e = Entry {
+            flags: eflags,
+            mode: Mode::Bounce,
+            aux: bi as u32,
+            len: len as u64,
+            tag: op.tag,
+            data,
+            ..Entry::new(Kind::Msg)
+        };
+        // We are the ring's only producer, and it had room.
+        let pushed = t.prod.try_push(|b| e.encode(b));
+        debug_assert!(pushed, "room was checked under the lock");
+        Self::wake_tx(t);
+        let tagged = flags.contains(OpFlags::TAGGED);
+        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject);
+        true
+    }
+
+    /// The entry flags and the remote CQ data of a message.
+    #[inline(always)]
+    fn msg_eflags(op: &Op<'_>, flags: OpFlags) -> (u8, u64) {
+        let mut eflags = if flags.contains(OpFlags::TAGGED) { flags::TAGGED } else { 0 };
+        let mut data = 0;
+        if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+            eflags |= flags::CQ_DATA;
+            data = op.data;
+        }
+        (eflags, data)
+    }
+
+    /// [`send_common`](Self::send_common) for everything but its common case: several
+    /// pieces, a payload that does not go inline (or `FI_DELIVERY_COMPLETE`), a peer
+    /// without a cached path, or a full ring.
+    #[inline(never)]
+    fn send_general(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, iov: &[IoVec]) -> Result<()> {
+        // One piece for a bounce buffer, to a peer we have a path to: the bounce
+        // buffer's common case, without the general path's lookups and gathering.
+        if let [v] = iov {
+            let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
+            if !dc && v.len > INLINE_MAX && v.len <= BOUNCE_SIZE && self.send_bounce_cached(g, op, flags, inject, v) {
+                return Ok(());
+            }
+        }
+        if iov.len() > IOV_LIMIT {
+            return Err(Error::Inval);
+        }
         // One piece (the common case) without the general sum's loop.
         let len = match iov {
             [v] => v.len,
@@ -65,24 +157,20 @@ impl ShmEp {
         };
         // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
         // completes on the receiver's `Ack`, sent once the data is in the receive.
-        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         if len > INLINE_MAX || dc {
-            return self.send_not_inline(g, op, flags, inject.is_some(), iov, len);
+            return self.send_not_inline(g, op, flags, inject, iov, len);
         }
         let tagged = flags.contains(OpFlags::TAGGED);
-        let (mut eflags, mut data) = (if tagged { flags::TAGGED } else { 0 }, 0);
-        if flags.contains(OpFlags::REMOTE_CQ_DATA) {
-            eflags |= flags::CQ_DATA;
-            data = op.data;
-        }
+        let (eflags, data) = Self::msg_eflags(op, flags);
         let tag = op.tag;
         // The header and the payload, written in place into the ring's entry.
         let pushed = match Self::tx_cached(g, op.addr) {
-            Some((t, name)) => match t.prod.reserve() {
+            Some(t) => match t.prod.reserve() {
                 Some(mut r) => {
                     fill_inline_msg(r.payload(), eflags, tag, data, iov, len);
                     r.publish();
-                    Self::wake_tx(t, name);
+                    Self::wake_tx(t);
                     true
                 }
                 None => false,
@@ -94,10 +182,10 @@ impl ShmEp {
             let mut entry = [0u8; ENTRY_PAYLOAD];
             fill_inline_msg(&mut entry, eflags, tag, data, iov, len);
             if !Self::push_now(g, id, &entry) {
-                return self.queue_inline(g, id, op, flags, inject.is_some(), entry, len);
+                return self.queue_inline(g, id, op, flags, inject, entry, len);
             }
         }
-        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject.is_some());
+        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject);
         Ok(())
     }
 

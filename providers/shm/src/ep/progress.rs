@@ -10,8 +10,10 @@ use crate::segment::{self, JOBS, SLOTS};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::{fi_log, Error, FiAddr};
+use fabric_util::bind::Bindings;
 use fabric_util::matcher::MsgSpec;
 use fabric_util::progress::Progress;
+use fabric_util::rx::RxEngine;
 use fabric_util::rx::{Unexp, UnexpBody};
 use fabric_util::wire::{HdrFlags, Header, OpCode};
 use std::os::fd::RawFd;
@@ -75,9 +77,9 @@ impl ShmEp {
 
     /// Progress from slot `i` of our segment on, the first one the lockless walk
     /// found not quiet: it and the claimed slots after it that are not quiet
-    /// (`rest`: the bits of word `w` of the claim bitmap after `i`), under the lock.
+    /// (`rest`: the bits of its word of the claim bitmap after `i`), under the lock.
     #[inline(never)]
-    fn progress_from(&self, w: usize, rest: u64, i: usize) {
+    fn progress_from(&self, rest: u64, i: usize) {
         let mut g = self.lock();
         let g = &mut *g;
         if !g.ready {
@@ -85,14 +87,10 @@ impl ShmEp {
         }
         self.poll_slot(g, i);
         // Usually no other slot is claimed: one test for all the words left (and
-        // those before `w`, all 0 in the common case of `w == 0`; else `poll_rest`
+        // those before `i`'s, all 0 in the common case of `i < 64`; else `poll_rest`
         // has a look for nothing).
-        let mut later = rest;
-        for k in 1..SLOTS / 64 {
-            later |= self.seg.claim_word(k);
-        }
-        if later != 0 {
-            self.poll_rest(g, w, rest);
+        if rest != 0 || self.seg.claimed_after_first_word() {
+            self.poll_rest(g, i / 64, rest);
         }
         // An entry may have queued work (an answer to a full ring, say).
         if self.work.load(Ordering::Relaxed) {
@@ -191,24 +189,31 @@ impl ShmEp {
     /// [`poll_entries`](Self::poll_entries).
     #[inline(always)]
     pub(super) fn poll_slot(&self, g: &mut Inner, i: usize) {
-        let s = self.seg.slot(i);
         let version = match &g.b.av {
             Some(av) => av.version(),
             None => NO_AV,
         };
         let Inner { by_slot, rx, b, .. } = &mut *g;
         let Some(r) = &mut by_slot[i] else { return self.poll_entries(g, i, false) };
-        let mut n = 0u32;
+        // The cached source is valid for the AV's version (else the general path
+        // looks it up, and caches it).
+        if r.src_version != version {
+            return self.poll_entries(g, i, false);
+        }
         let more = loop {
-            let Some(at) = r.cons.peek_ptr() else { break false };
+            let Some(front) = r.cons.front() else { break false };
             // SAFETY: as in `poll_entries`: the entry is published and ours to read
-            // until `advance` below; the ring lies in our own segment, mapped while
+            // until `consume` below; the ring lies in our own segment, mapped while
             // `self` lives; garbage bytes from a broken peer are checked by `decode`.
-            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { at.as_ref() };
-            let Some(e) = Entry::decode_inline_msg(raw) else { break true };
-            if r.src_version != version {
+            let raw: &[u8; ENTRY_PAYLOAD] = unsafe { front.ptr().as_ref() };
+            let Some(e) = Entry::decode_inline_msg(raw) else {
+                // A message in a bounce buffer: as an inline one, out of line.
+                if self.take_bounce_msg(rx, b, r.src, i, raw) {
+                    front.consume();
+                    continue;
+                }
                 break true;
-            }
+            };
             let tagged = e.flags & flags::TAGGED != 0;
             let m = MsgSpec { tagged, src: r.src, tag: e.tag };
             let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
@@ -219,21 +224,70 @@ impl ShmEp {
             {
                 break true;
             }
-            r.cons.advance();
-            n += 1;
+            front.consume();
         };
-        let pid = r.peer;
-        if n > 0 {
+        // Whether the loop consumed entries, without a count kept across it: under the
+        // lock, `rx_pos[i]` is the consumer's position as of the last poll (every
+        // poll that consumes stores it, as does attaching the consumer).
+        let pos = r.cons.pos();
+        let consumed = pos != self.rx_pos[i].load(Ordering::Relaxed);
+        if consumed {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
-            self.rx_pos[i].store(r.cons.pos(), Ordering::Relaxed);
+            self.rx_pos[i].store(pos, Ordering::Relaxed);
         }
+        // Found after the loop (not kept across it in a register or on the stack).
+        let s = self.seg.slot(i);
         // A sender that closed: it may have published entries after our last look at
         // its ring, so `poll_entries` drains it once more, then releases the slot.
         if more || s.state() == segment::SLOT_CLOSED {
-            return self.poll_entries(g, i, n > 0);
+            return self.poll_entries(g, i, consumed);
         }
         // Ring entries were freed: wake the sender if it sleeps waiting for them.
-        if n > 0 && s.take_sender_waits() {
+        if consumed && s.take_sender_waits() {
+            self.wake_slot_sender(g, i);
+        }
+    }
+
+    /// [`poll_slot`](Self::poll_slot) for an entry (`raw`, of slot `i`, whose sender
+    /// is `src`) that is not an inline message: when it is a message in a bounce
+    /// buffer, straight from the buffer into its receive, or held as unexpected with
+    /// a copy, the buffer then handed back to the sender; true when it was one (and
+    /// is done with). Anything else is left to [`poll_entries`](Self::poll_entries).
+    #[inline(never)]
+    fn take_bounce_msg(
+        &self,
+        rx: &mut RxEngine<Rts>,
+        b: &Bindings,
+        src: FiAddr,
+        i: usize,
+        raw: &[u8; ENTRY_PAYLOAD],
+    ) -> bool {
+        let Some(e) = Entry::decode_bounce_msg(raw) else { return false };
+        let s = self.seg.slot(i);
+        let k = e.aux as usize;
+        // SAFETY: `decode_bounce_msg` checked the index and that len <= BOUNCE_SIZE,
+        // so the bytes lie in bounce buffer `k` of slot `i` of our own segment, mapped
+        // while `self` lives; the buffer is ours (the entry hands it over, with the
+        // ring's Acquire) until the store below. A peer breaking the protocol can only
+        // make the bytes garbage.
+        let body = unsafe { std::slice::from_raw_parts(s.bounce_ptr(k), e.len as usize) };
+        let m = MsgSpec { tagged: e.flags & flags::TAGGED != 0, src, tag: e.tag };
+        let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
+        // Unexpected: held with a copy of its payload (no memory: the general path
+        // reports it, and the buffer stays the receiver's until then).
+        if !rx.deliver_eager(b, &m, e.len, data, body) && rx.hold_eager(m, e.len, data, body).is_err() {
+            return false;
+        }
+        // Release: our reads of the buffer happen before the sender reuses it.
+        s.bounce_busy[k].store(0, Ordering::Release);
+        true
+    }
+
+    /// [`wake_sender`](Self::wake_sender) for the sender of slot `i` of our segment.
+    #[cold]
+    #[inline(never)]
+    fn wake_slot_sender(&self, g: &mut Inner, i: usize) {
+        if let Some(pid) = g.by_slot[i].as_ref().map(|r| r.peer) {
             self.wake_sender(g, pid);
         }
     }
@@ -449,7 +503,8 @@ impl ShmEp {
         let e = *e;
         match e.kind {
             Kind::Msg => {
-                let src = Self::src_of(g, peer);
+                // Through the slot's cache, which it fills for `poll_slot`'s fast path.
+                let src = Self::slot_src(g, slot, peer);
                 let m = MsgSpec { tagged: e.flags & flags::TAGGED != 0, src, tag: e.tag };
                 let data = (e.flags & flags::CQ_DATA != 0).then_some(e.data);
                 match e.mode {
@@ -564,7 +619,7 @@ impl Progress for ShmEp {
                 let i = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 if !self.slot_quiet(i) {
-                    return self.progress_from(w, word, i);
+                    return self.progress_from(word, i);
                 }
             }
         }

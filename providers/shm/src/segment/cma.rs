@@ -95,6 +95,50 @@ pub unsafe fn cma_write(pid: i32, local: &[IoVec], remote: &[(u64, u64)]) -> std
 /// Largest transfer of one call: the kernel refuses totals beyond `ssize_t`.
 const MAX_CALL: usize = isize::MAX as usize;
 
+/// Most iovec elements [`cma_transfer`] passes to one call: fewer than the kernel's
+/// [`IOV_MAX`], so that both lists fit on the stack (the transfer continues with more
+/// calls when there are more pieces).
+const CALL_IOVS: usize = 64;
+const _: () = assert!(CALL_IOVS <= IOV_MAX);
+
+/// A list of at most [`CALL_IOVS`] iovecs on the stack.
+struct Iovecs {
+    v: [libc::iovec; CALL_IOVS],
+    len: usize,
+}
+
+impl Iovecs {
+    fn new() -> Iovecs {
+        Iovecs { v: [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; CALL_IOVS], len: 0 }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Append `x` (the caller checks `len() < CALL_IOVS`).
+    fn push(&mut self, x: libc::iovec) {
+        self.v[self.len] = x;
+        self.len += 1;
+    }
+
+    fn truncate(&mut self, n: usize) {
+        self.len = self.len.min(n);
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [libc::iovec] {
+        &mut self.v[..self.len]
+    }
+
+    fn as_ptr(&self) -> *const libc::iovec {
+        self.v.as_ptr()
+    }
+}
+
 /// The body of [`cma_read`] (`write` false) and [`cma_write`] (`write` true).
 ///
 /// # Safety
@@ -113,14 +157,15 @@ unsafe fn cma_transfer(
     let (mut li, mut loff) = (0usize, 0usize);
     let (mut ri, mut roff) = (0usize, 0u64);
     let mut done = 0usize;
-    let mut lv: Vec<libc::iovec> = Vec::with_capacity(local.len().min(IOV_MAX));
-    let mut rv: Vec<libc::iovec> = Vec::with_capacity(remote.len().min(IOV_MAX));
+    // On the stack: a large message's copy runs in progress, which allocates nothing.
+    let mut lv = Iovecs::new();
+    let mut rv = Iovecs::new();
     loop {
-        // The next local pieces: at most IOV_MAX of them, at most MAX_CALL bytes.
+        // The next local pieces: at most CALL_IOVS of them, at most MAX_CALL bytes.
         lv.clear();
         let mut ltotal = 0usize;
         let (mut i, mut off) = (li, loff);
-        while lv.len() < IOV_MAX && i < local.len() && ltotal < MAX_CALL {
+        while lv.len() < CALL_IOVS && i < local.len() && ltotal < MAX_CALL {
             let rem = local[i].len.saturating_sub(off);
             let take = rem.min(MAX_CALL - ltotal);
             if take > 0 {
@@ -134,7 +179,7 @@ unsafe fn cma_transfer(
         rv.clear();
         let mut rtotal = 0usize;
         let (mut j, mut off) = (ri, roff);
-        while rv.len() < IOV_MAX && j < remote.len() && rtotal < ltotal {
+        while rv.len() < CALL_IOVS && j < remote.len() && rtotal < ltotal {
             let (addr, len) = remote[j];
             let rem = len.saturating_sub(off);
             let take = rem.min((ltotal - rtotal) as u64) as usize;
@@ -159,7 +204,7 @@ unsafe fn cma_transfer(
         // Trim the local pieces to the remote bytes.
         let mut keep = rtotal;
         let mut count = 0;
-        for v in lv.iter_mut() {
+        for v in lv.as_mut_slice() {
             if keep == 0 {
                 break;
             }

@@ -1,7 +1,7 @@
 //! Liveness of a process named by pid and start time: `/proc/<pid>/stat`, `kill(pid,
 //! 0)`, pid file descriptors, and the pid namespace that gives pids their meaning.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::OnceLock;
@@ -12,9 +12,36 @@ pub(super) fn to_pid(pid: i32) -> Option<libc::pid_t> {
     Some(pid).filter(|&p| p > 0)
 }
 
+/// Bytes of `/proc/<pid>/stat` that [`proc_stat`] reads: its first 22 fields fit
+/// (a pid, a command of at most 16 bytes in parentheses, and 19 numbers of at most 20
+/// digits, with their spaces, take at most 440).
+const STAT_PREFIX: usize = 1024;
+
 /// Parse `/proc/<pid>/stat`: the state letter (field 3) and the start time (field 22).
+///
+/// Without touching the heap (progress checks its peers' liveness with it, and the
+/// data path allocates nothing): the path is formatted on the stack, and the first
+/// [`STAT_PREFIX`] bytes are read into a stack buffer.
 fn proc_stat(pid: i32) -> Option<(u8, u64)> {
-    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let mut path = [0u8; 32];
+    let n = {
+        let mut w = &mut path[..];
+        write!(w, "/proc/{pid}/stat").ok()?;
+        32 - w.len()
+    };
+    let path = std::str::from_utf8(&path[..n]).ok()?;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut buf = [0u8; STAT_PREFIX];
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(k) => len += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let text = &buf[..len];
     // Field 2, the command, is in parentheses and may hold anything, ')' included.
     let close = text.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&text[close + 1..]).ok()?;

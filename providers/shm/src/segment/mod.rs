@@ -587,6 +587,14 @@ impl Segment {
         self.header().claim.0[w].load(Ordering::Acquire)
     }
 
+    /// Owner: whether any slot of words 1 and up of the claim bitmap is claimed (all
+    /// but the first 64 slots), read once the segment's header is at hand.
+    #[inline]
+    pub fn claimed_after_first_word(&self) -> bool {
+        let [_, rest @ ..] = &self.header().claim.0;
+        rest.iter().fold(0, |a, w| a | w.load(Ordering::Acquire)) != 0
+    }
+
     /// Owner: a snapshot of the claim bitmap (bit `i % 64` of word `i / 64` set while slot
     /// `i` is claimed). A claimed slot becomes usable only once its state is
     /// [`SLOT_ACTIVE`]; until then its claimer is still setting it up.
