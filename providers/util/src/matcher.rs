@@ -332,6 +332,27 @@ impl<T, const Q: usize> Slab<T, Q> {
         val
     }
 
+    /// Remove the first entry of queue `q` (as [`Slab::remove_at`] of it, with
+    /// no predecessor to relink).
+    #[inline(always)]
+    fn pop_head(&mut self, q: usize) -> Option<T> {
+        let index = self.queues[q].head;
+        let free = self.free;
+        let s = self.slots.get_mut(index)?;
+        let next = s.next;
+        let val = s.val.take();
+        s.gen = s.gen.wrapping_add(1);
+        s.next = free;
+        self.free = index;
+        self.len -= 1;
+        self.queues[q].head = next;
+        match self.slots.get_mut(next) {
+            Some(n) => n.prev = NIL,
+            None => self.queues[q].tail = NIL,
+        }
+        val
+    }
+
     /// Move the live entry `key` names to the tail of queue `q`.
     fn move_to(&mut self, key: Key, q: usize) -> bool {
         if self.slot(key).is_none() {
@@ -474,9 +495,30 @@ impl<R, U> Matcher<R, U> {
     /// [`Matcher::match_posted`]), taken off the queue in the same search, unless
     /// `stays` says of its record that it stays posted (a multi-receive buffer
     /// with room left): then its id.
+    ///
+    /// Messages usually arrive in the order their receives were posted, so the
+    /// queue's head is looked at first and taken without walking or relinking
+    /// anything else; a match further down takes [`Matcher::take_posted_later`].
     #[inline]
     pub fn take_posted(&mut self, m: &MsgSpec, stays: impl FnOnce(&R) -> bool) -> Option<PostedMatch<R>> {
-        let (index, p) = self.posted.iter(queue_of(m.tagged)).find(|(_, p)| p.matches_queued(m))?;
+        let q = queue_of(m.tagged);
+        let head = self.posted.queues[q].head;
+        // NIL (an empty queue) is no slot.
+        let s = self.posted.slots.get(head)?;
+        let p = s.val.as_ref()?;
+        if !p.matches_queued(m) {
+            return self.take_posted_later(m, stays);
+        }
+        if stays(&p.rec) {
+            return Some(PostedMatch::Stays(PostedId(Key { index: head, gen: s.gen })));
+        }
+        self.posted.pop_head(q).map(|p| PostedMatch::Taken(p.rec))
+    }
+
+    /// [`Matcher::take_posted`] past a queue head that does not match.
+    #[inline(never)]
+    fn take_posted_later(&mut self, m: &MsgSpec, stays: impl FnOnce(&R) -> bool) -> Option<PostedMatch<R>> {
+        let (index, p) = self.posted.iter(queue_of(m.tagged)).skip(1).find(|(_, p)| p.matches_queued(m))?;
         if stays(&p.rec) {
             return Some(PostedMatch::Stays(PostedId(self.posted.key(index))));
         }
