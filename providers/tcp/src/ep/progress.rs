@@ -3,7 +3,7 @@
 //! handing them to the RDM engine, and writing the frames it queues.
 
 use super::*;
-use fabric_util::wire::HDR_LEN;
+use fabric_util::wire::{HdrFlags, HDR_LEN, MAGIC, WIRE_VERSION};
 use std::mem::MaybeUninit;
 
 /// Ready descriptors taken from one `epoll_wait`.
@@ -38,6 +38,38 @@ impl Ready {
         // SAFETY: the first n events were written by epoll_wait.
         self.evs[..self.n].iter().any(|e| unsafe { e.assume_init_ref() }.u64 as RawFd == fd)
     }
+}
+
+/// The header `hb` when it is an eager message whose payload is staged whole
+/// behind it (at most `staged` bytes), decoded inline: the frame a small-message
+/// conversation is made of. `None` for anything else (another frame, other flags,
+/// a longer payload, a header `Header::decode` would refuse), which the caller
+/// leaves to the general decode.
+#[inline(always)]
+fn staged_msg(hb: &[u8; HDR_LEN], staged: usize) -> Option<Header> {
+    // Magic, version and op in the low three bytes, the reserved byte zero, and
+    // no flag but TAGGED and CQ_DATA: one compare of the first eight bytes under
+    // a mask (as `Header::decode`'s own fast path).
+    const MASK: u64 = !(((HdrFlags::TAGGED | HdrFlags::CQ_DATA) as u64) << 32);
+    const WORD: u64 = MAGIC as u64 | (WIRE_VERSION as u64) << 8 | (OpCode::Msg as u64) << 16;
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hb[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let first = word(0);
+    let len = word(8);
+    if first & MASK != WORD || len > staged as u64 {
+        return None;
+    }
+    Some(Header {
+        op: OpCode::Msg,
+        flags: HdrFlags((first >> 32) as u32),
+        len,
+        tag: word(16),
+        data: word(24),
+        id: word(32),
+    })
 }
 
 /// What [`TcpEp::progress_solo`] did.
@@ -229,14 +261,11 @@ impl TcpEp {
                 return Solo::Full;
             };
             let hb: &[u8; HDR_LEN] = hb.try_into().expect("HDR_LEN bytes");
-            let hdr = match Header::decode(hb, i64::MAX as u64) {
-                Ok(h) => h,
-                Err(e) => return Self::solo_failed(failed, Error::Io, format!("protocol error from peer: {e}")),
-            };
-            if hdr.op != OpCode::Msg || hdr.len > (staged - HDR_LEN) as u64 {
-                // Left staged, header and all, for `read_step`.
+            let Some(hdr) = staged_msg(hb, staged - HDR_LEN) else {
+                // Another frame, or a message not staged whole: left staged,
+                // header and all, for `read_step` (which decodes it in full).
                 return Solo::Full;
-            }
+            };
             let end = lo + HDR_LEN + hdr.len as usize;
             match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo + HDR_LEN..end]) {
                 Ok(Begin::Done) => conn.stage_lo = end,
