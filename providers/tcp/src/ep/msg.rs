@@ -10,7 +10,7 @@ impl TcpEp {
     #[inline(always)]
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
-        if g.closed || !g.enabled {
+        if g.life != Life::Enabled {
             return Err(Error::OpBadState);
         }
         if inject.is_none() && g.b.tx_cq.is_none() {
@@ -53,7 +53,7 @@ impl TcpEp {
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        g.b.check_recv(g.enabled && !g.closed)?;
+        g.b.check_recv(g.life == Life::Enabled)?;
         // RDM: a directed receive's AV handle as given (FI_ADDR_UNSPEC for any).
         let src = if self.ep_type == EpType::Rdm { op.addr } else { FiAddr::UNSPEC };
         g.eng.post_recv(&g.b, op, flags, src)?;

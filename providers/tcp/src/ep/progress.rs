@@ -150,7 +150,7 @@ impl TcpEp {
     }
 
     pub(super) fn progress_locked(&self, g: &mut Inner) {
-        if g.closed {
+        if g.life == Life::Closed {
             return;
         }
         let mut failed = None;
