@@ -40,36 +40,39 @@ impl Ready {
     }
 }
 
-/// The header `hb` when it is an eager message whose payload is staged whole
-/// behind it (at most `staged` bytes), decoded inline: the frame a small-message
-/// conversation is made of. `None` for anything else (another frame, other flags,
-/// a longer payload, a header `Header::decode` would refuse), which the caller
-/// leaves to the general decode.
+/// The eager message at the front of `staged` (header and payload staged
+/// whole), its header decoded inline: the frame a small-message conversation is
+/// made of. `None` for anything else (fewer than a header's bytes, another
+/// frame, other flags, a payload not all staged, a header `Header::decode` would
+/// refuse), which the caller leaves to the general decode.
 #[inline(always)]
-fn staged_msg(hb: &[u8; HDR_LEN], staged: usize) -> Option<Header> {
+fn staged_msg(staged: &[u8]) -> Option<(Header, &[u8])> {
     // Magic, version and op in the low three bytes, the reserved byte zero, and
     // no flag but TAGGED and CQ_DATA: one compare of the first eight bytes under
     // a mask (as `Header::decode`'s own fast path).
     const MASK: u64 = !(((HdrFlags::TAGGED | HdrFlags::CQ_DATA) as u64) << 32);
     const WORD: u64 = MAGIC as u64 | (WIRE_VERSION as u64) << 8 | (OpCode::Msg as u64) << 16;
+    let (hb, rest) = staged.split_first_chunk::<HDR_LEN>()?;
     let word = |i: usize| {
         let mut w = [0u8; 8];
         w.copy_from_slice(&hb[i..i + 8]);
         u64::from_le_bytes(w)
     };
     let first = word(0);
-    let len = word(8);
-    if first & MASK != WORD || len > staged as u64 {
+    if first & MASK != WORD {
         return None;
     }
-    Some(Header {
+    let len = word(8);
+    let payload = usize::try_from(len).ok().and_then(|n| rest.get(..n))?;
+    let hdr = Header {
         op: OpCode::Msg,
         flags: HdrFlags((first >> 32) as u32),
         len,
         tag: word(16),
         data: word(24),
         id: word(32),
-    })
+    };
+    Some((hdr, payload))
 }
 
 /// What [`TcpEp::progress_solo`] did.
@@ -256,18 +259,13 @@ impl TcpEp {
         let cx = Ctx { b, objs: &self.domain.objs };
         loop {
             let lo = conn.stage_lo;
-            let staged = conn.stage_hi - lo;
-            let Some(hb) = conn.stage.get(lo..lo + HDR_LEN).filter(|_| staged >= HDR_LEN) else {
-                return Solo::Full;
-            };
-            let hb: &[u8; HDR_LEN] = hb.try_into().expect("HDR_LEN bytes");
-            let Some(hdr) = staged_msg(hb, staged - HDR_LEN) else {
+            let Some((hdr, payload)) = conn.stage.get(lo..conn.stage_hi).and_then(staged_msg) else {
                 // Another frame, or a message not staged whole: left staged,
                 // header and all, for `read_step` (which decodes it in full).
                 return Solo::Full;
             };
-            let end = lo + HDR_LEN + hdr.len as usize;
-            match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo + HDR_LEN..end]) {
+            let end = lo + HDR_LEN + payload.len();
+            match eng.frame(cx, &mut conn.pr, id, src, hdr, payload) {
                 Ok(Begin::Done) => conn.stage_lo = end,
                 // A stream's peer is never held: past the limits is its error.
                 Ok(b) => {
@@ -512,7 +510,8 @@ impl TcpEp {
     /// The AV handle of connection `c`'s peer, as [`TcpEp::src_of`].
     #[inline(always)]
     fn conn_src(&self, b: &Bindings, c: &mut Conn) -> FiAddr {
-        let Some(av) = b.av.as_ref().filter(|_| self.ep_type == EpType::Rdm) else { return FiAddr::NOTAVAIL };
+        // Only an RDM endpoint has an AV (`bind_av` refuses MSG).
+        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
         if c.av_version != v {
             Self::resolve_src(av, c, v);
