@@ -155,9 +155,12 @@ struct Inner {
     parked: Vec<Parked>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
-    /// Progress calls so far: every [`SOLO_FULL_EVERY`]th takes the full pass
-    /// even when the one-connection pass applies (the listener is looked at).
-    tick: u32,
+    /// Progress calls the one-connection pass may still take before it looks
+    /// whether the full pass has work (the listener ready, handshakes waiting,
+    /// operations parked, accepting backed off): reset to [`SOLO_FULL_EVERY`] by
+    /// that look, and to 1 by a full pass that leaves work of its own, so that
+    /// each call then looks (one compare on the hot path either way).
+    solo_left: u32,
 }
 
 /// How often (in progress calls) an endpoint with one quiet connection takes the
@@ -205,7 +208,7 @@ impl TcpEp {
             }),
             parked: Vec::new(),
             connect_param: Vec::new(),
-            tick: 0,
+            solo_left: 1,
         };
         // A passive side's endpoint adopts the pending connection from its handle.
         if let Some(h) = &info.handle {

@@ -197,6 +197,19 @@ impl TcpEp {
         if g.eng.wants_transmit() {
             self.pump(g);
         }
+        if Self::full_has_work(g) {
+            // Handshakes, parked operations or a backed-off listener have
+            // deadlines: the next call takes the full pass again.
+            g.solo_left = 1;
+        }
+    }
+
+    /// Whether the full pass has work of its own, whatever the connections do:
+    /// accepted connections waiting for their hello, operations parked for a
+    /// peer, a listener backing off. Each begins only within the full pass
+    /// (accepting, a connection's control frames), which ends by asking this.
+    fn full_has_work(g: &Inner) -> bool {
+        !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused()
     }
 
     /// The progress of an endpoint whose only connection is up and quiet (nothing
@@ -209,11 +222,9 @@ impl TcpEp {
     /// the listener) is left, where it stands, to the full pass.
     #[inline]
     fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
-        if !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused() {
-            return Solo::Full;
-        }
-        g.tick = g.tick.wrapping_add(1);
-        if g.tick % SOLO_FULL_EVERY == 0 && self.listener_ready(g) {
+        if g.solo_left > 1 {
+            g.solo_left -= 1;
+        } else if self.full_wanted(g) {
             return Solo::Full;
         }
         let Inner { slots, eng, b, .. } = g;
@@ -285,12 +296,16 @@ impl TcpEp {
         }
     }
 
-    /// Whether the listener has a connection to accept, or an `epoll_wait` could
-    /// not say (its answer was full): the periodic look of
-    /// [`TcpEp::progress_solo`].
+    /// The periodic look of [`TcpEp::progress_solo`]: whether the full pass has
+    /// work of its own, or the listener has a connection to accept (or an
+    /// `epoll_wait` could not say: its answer was full).
     #[cold]
     #[inline(never)]
-    fn listener_ready(&self, g: &Inner) -> bool {
+    fn full_wanted(&self, g: &mut Inner) -> bool {
+        g.solo_left = SOLO_FULL_EVERY;
+        if Self::full_has_work(g) {
+            return true;
+        }
         let ready = Ready::now(self.poll.fd());
         ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
     }
