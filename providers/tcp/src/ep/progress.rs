@@ -638,3 +638,68 @@ impl Progress for TcpEp {
         [hello, g.acceptor.deadline(), parked].into_iter().flatten().min()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `hdr` encoded, followed by `payload`.
+    fn frame(hdr: &Header, payload: &[u8]) -> Vec<u8> {
+        let mut v = hdr.encode().to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[test]
+    fn a_staged_message_decodes_as_header_decode_does() {
+        let payload: Vec<u8> = (0..64u8).collect();
+        for flags in [0, HdrFlags::TAGGED, HdrFlags::CQ_DATA, HdrFlags::TAGGED | HdrFlags::CQ_DATA] {
+            let hdr = Header {
+                flags: HdrFlags(flags),
+                len: payload.len() as u64,
+                tag: 0x1122_3344_5566_7788,
+                data: 0x99aa_bbcc_ddee_ff00,
+                id: 7,
+                ..Header::new(OpCode::Msg)
+            };
+            let mut staged = frame(&hdr, &payload);
+            // With more bytes behind it (the next frame), it takes its own alone.
+            staged.extend_from_slice(&[0xFB; 10]);
+            let (got, body) = staged_msg(&staged).expect("an eager message staged whole");
+            let full = Header::decode(staged[..HDR_LEN].try_into().unwrap(), u64::MAX).unwrap();
+            assert_eq!(got, full);
+            assert_eq!(got, hdr);
+            assert_eq!(body, &payload[..]);
+        }
+        // An empty message.
+        let hdr = Header::new(OpCode::Msg);
+        let empty = frame(&hdr, &[]);
+        let (got, body) = staged_msg(&empty).unwrap();
+        assert_eq!((got, body.len()), (hdr, 0));
+    }
+
+    #[test]
+    fn anything_but_a_whole_plain_message_is_left_to_the_full_decode() {
+        let msg = Header { len: 8, ..Header::new(OpCode::Msg) };
+        let whole = frame(&msg, &[1; 8]);
+        // Its payload not all staged, or not even its header.
+        assert!(staged_msg(&whole[..whole.len() - 1]).is_none());
+        assert!(staged_msg(&whole[..HDR_LEN - 1]).is_none());
+        assert!(staged_msg(&[]).is_none());
+        // Other frames, other flags, a bad magic, version or reserved byte.
+        for op in [OpCode::Rts, OpCode::Data, OpCode::Hello, OpCode::Shutdown] {
+            assert!(staged_msg(&frame(&Header { len: 0, ..Header::new(op) }, &[])).is_none(), "{op}");
+        }
+        for flags in [HdrFlags::LAST, HdrFlags::DC, 1 << 20] {
+            assert!(staged_msg(&frame(&Header { flags: HdrFlags(flags), ..msg }, &[1; 8])).is_none(), "{flags:#x}");
+        }
+        for (i, b) in [(0, 0xFA), (1, 2), (3, 1)] {
+            let mut bad = whole.clone();
+            bad[i] = b;
+            assert!(staged_msg(&bad).is_none(), "byte {i} = {b:#x}");
+        }
+        // A length past what is staged (or past any usize) is not taken.
+        let huge = Header { len: u64::MAX, ..Header::new(OpCode::Msg) };
+        assert!(staged_msg(&frame(&huge, &[0; 16])).is_none());
+    }
+}
