@@ -230,7 +230,10 @@ impl TcpEp {
         let Inner { slots, eng, b, .. } = g;
         let [slot] = &mut slots[..] else { return Solo::Full };
         let Some(conn) = slot.conn.as_ref() else { return Solo::Full };
-        if conn.want_write || !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
+        // Blocked writes have frames queued (`flush_queued` keeps `want_write`
+        // to whether the queue's head waits): the queue alone is looked at.
+        debug_assert!(!conn.want_write || !conn.txq.is_empty());
+        if !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
             return Solo::Full;
         }
         self.read_whole(slots, eng, b, 0, failed)
@@ -255,7 +258,10 @@ impl TcpEp {
     ) -> Solo {
         let Some(slot) = slots.get_mut(idx) else { return Solo::Full };
         let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
-        if !matches!(slot.rx, RxState::Header) || conn.state != ConnState::Ready || conn.paused || conn.hdr_got != 0 {
+        // A paused connection's receive side holds its request (`RxState::Parked`):
+        // the receive state alone is looked at.
+        debug_assert!(!conn.paused || !matches!(slot.rx, RxState::Header));
+        if !matches!(slot.rx, RxState::Header) || conn.state != ConnState::Ready || conn.hdr_got != 0 {
             return Solo::Full;
         }
         if conn.stage_lo == conn.stage_hi {
