@@ -348,10 +348,15 @@ pub(crate) unsafe fn recvv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
 /// Every piece must be valid for reads of its length.
 #[inline(always)]
 pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
+    let head = libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN };
+    // A message in one piece (the common case): two pieces, no loop.
+    if let [p] = payload {
+        return sendv(fd, &[head, libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len }]);
+    }
     const NONE: MaybeUninit<libc::iovec> = MaybeUninit::uninit();
     // Only the pieces used are written (and read by the kernel).
     let mut iov = [NONE; 1 + IOV_LIMIT];
-    iov[0].write(libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN });
+    iov[0].write(head);
     let k = payload.len().min(IOV_LIMIT);
     for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
         o.write(libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len });
