@@ -348,21 +348,27 @@ pub(crate) unsafe fn recvv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
 /// Every piece must be valid for reads of its length.
 #[inline(always)]
 pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
-    let head = libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN };
-    // A message in one piece (the common case): two pieces, no loop.
-    if let [p] = payload {
-        return sendv(fd, &[head, libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len }]);
-    }
     const NONE: MaybeUninit<libc::iovec> = MaybeUninit::uninit();
+    let piece = |p: &IoVec| libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
     // Only the pieces used are written (and read by the kernel).
     let mut iov = [NONE; 1 + IOV_LIMIT];
-    iov[0].write(head);
-    let k = payload.len().min(IOV_LIMIT);
-    for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
-        o.write(libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len });
-    }
-    // SAFETY: the first 1 + k pieces were written just above.
-    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, 1 + k) };
+    iov[0].write(libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN });
+    let n = match payload {
+        // A message in one piece (the common case): no loop.
+        [p] => {
+            iov[1].write(piece(p));
+            2
+        }
+        _ => {
+            let k = payload.len().min(IOV_LIMIT);
+            for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
+                o.write(piece(p));
+            }
+            1 + k
+        }
+    };
+    // SAFETY: the first n pieces were written just above.
+    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, n) };
     sendv(fd, iov)
 }
 
