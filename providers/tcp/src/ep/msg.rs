@@ -67,7 +67,7 @@ impl TcpEp {
             flags,
             inject,
             #[inline(always)]
-            |head, pieces| unsafe { send_frame(fd, head, pieces) },
+            |head, pieces| unsafe { send_frame(&mut conn.msg, fd, head, pieces) },
             |f, written| conn.txq.push_back(TxOp { f, sent: written, control: false }),
         )
     }
