@@ -134,6 +134,8 @@ pub(crate) struct Conn {
     /// The peer is owed `ANSWERS_MAX` answers: its next request waits (the
     /// socket is not read, nor watched for reading) until it takes some.
     pub paused: bool,
+    /// The `msghdr` a message written at once is sent with ([`send_frame`]).
+    pub msg: MsgHdr,
 }
 
 impl Conn {
@@ -159,6 +161,7 @@ impl Conn {
             hdr_only: false,
             pr: PeerRx::new(),
             paused: false,
+            msg: MsgHdr::default(),
         }
     }
 
@@ -347,18 +350,54 @@ pub(crate) unsafe fn recvv(fd: RawFd, iov: &[libc::iovec]) -> Result<usize> {
 /// # Safety
 /// Every piece must be valid for reads of its length.
 #[inline(always)]
-pub(crate) unsafe fn send_frame(fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
+pub(crate) unsafe fn send_frame(msg: &mut MsgHdr, fd: RawFd, head: &[u8; HDR_LEN], payload: &[IoVec]) -> Result<usize> {
     const NONE: MaybeUninit<libc::iovec> = MaybeUninit::uninit();
+    let piece = |p: &IoVec| libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
     // Only the pieces used are written (and read by the kernel).
     let mut iov = [NONE; 1 + IOV_LIMIT];
     iov[0].write(libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: HDR_LEN });
-    let k = payload.len().min(IOV_LIMIT);
-    for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
-        o.write(libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len });
+    let n = match payload {
+        // A message in one piece (the common case): no loop.
+        [p] => {
+            iov[1].write(piece(p));
+            2
+        }
+        _ => {
+            let k = payload.len().min(IOV_LIMIT);
+            for (o, p) in iov[1..].iter_mut().zip(&payload[..k]) {
+                o.write(piece(p));
+            }
+            1 + k
+        }
+    };
+    // SAFETY: the first n pieces were written just above.
+    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, n) };
+    // Only the pieces are set: the rest of the kept header stays zero.
+    msg.0.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.0.msg_iovlen = n;
+    // SAFETY: every piece points to memory valid for reads (the caller's
+    // contract, and the header above); the msghdr points at them for the call.
+    let r = unsafe { libc::sendmsg(fd, &msg.0, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if r >= 0 {
+        return Ok(r as usize);
     }
-    // SAFETY: the first 1 + k pieces were written just above.
-    let iov = unsafe { std::slice::from_raw_parts(iov.as_ptr() as *const libc::iovec, 1 + k) };
-    sendv(fd, iov)
+    sendv_failed(fd, iov)
+}
+
+/// A connection's `msghdr` for [`send_frame`], zeroed once (no name, no
+/// control data, no flags): each send sets only its pieces.
+pub(crate) struct MsgHdr(libc::msghdr);
+
+// SAFETY: the pointer it holds is set to a caller's pieces for one `sendmsg`
+// and never read (by us or the kernel) after that call: moving it to another
+// thread moves nothing it points at.
+unsafe impl Send for MsgHdr {}
+
+impl Default for MsgHdr {
+    fn default() -> MsgHdr {
+        // SAFETY: all-zero is a valid msghdr (null pointers, zero lengths).
+        MsgHdr(unsafe { std::mem::zeroed() })
+    }
 }
 
 /// `sendmsg` of pieces, never raising SIGPIPE.

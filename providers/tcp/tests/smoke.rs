@@ -291,3 +291,34 @@ fn malformed_peer_is_dropped_and_endpoint_keeps_working() {
     let r = wait(&a.cq, &b.cq).unwrap();
     assert_eq!(&dst[..r.len], b"still fine");
 }
+
+#[test]
+fn a_closed_endpoint_takes_nothing_more() {
+    let p = fabric_tcp::provider();
+    let info = p.getinfo(&Hints::new().ep_type(EpType::Rdm).node("127.0.0.1").source(true)).unwrap()[0].clone();
+    let fabric = p.fabric(&info).unwrap();
+    let dom = fabric.domain(&info).unwrap();
+    let cq = dom.cq_open(&CqAttr::default()).unwrap();
+    let av = dom.av_open(&AvAttr::default()).unwrap();
+    let mut buf = [0u8; 8];
+    let iov = [IoVec { base: buf.as_mut_ptr(), len: buf.len() }];
+    // Closed before it was ever enabled: it is not enabled (nor renamed) after.
+    let idle = dom.endpoint(&info).unwrap();
+    idle.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    idle.bind_av(&av).unwrap();
+    idle.close().unwrap();
+    assert_eq!(idle.enable(), Err(Error::OpBadState));
+    assert_eq!(idle.setname(&Address::Sockaddr("127.0.0.1:0".parse().unwrap())), Err(Error::OpBadState));
+    // Closed once enabled: sends, injects and receives are refused.
+    let r = common::rdm_endpoint(&dom, &info);
+    let me = r.av.insert(&[r.ep.getname().unwrap()]).unwrap()[0];
+    r.ep.close().unwrap();
+    // SAFETY: the buffer outlives the calls (nothing is posted: they fail).
+    unsafe {
+        assert_eq!(r.ep.post_send(&op(&iov, me, 1), OpFlags::empty()), Err(Error::OpBadState));
+        assert_eq!(r.ep.post_recv(&op(&iov, FiAddr::UNSPEC, 2), OpFlags::empty()), Err(Error::OpBadState));
+    }
+    assert_eq!(r.ep.inject(&[1, 2, 3], &op(&[], me, 3), OpFlags::empty()), Err(Error::OpBadState));
+    // Closing again is harmless.
+    r.ep.close().unwrap();
+}

@@ -14,7 +14,7 @@ impl TcpEp {
         if !flags.silent() && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
-        if g.closed || !g.enabled {
+        if g.life != Life::Enabled {
             return Err(Error::OpBadState);
         }
         let conn = self.conn_for(&mut g, a.addr)?;

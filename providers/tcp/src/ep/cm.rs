@@ -56,9 +56,13 @@ impl TcpEp {
     /// inline.
     #[inline]
     pub(super) fn conn_for(&self, g: &mut Inner, dest: FiAddr) -> Result<ConnId> {
-        if let (EpType::Rdm, Some(av), Some((a, id))) = (self.ep_type, g.b.av.as_ref(), g.last_addr) {
-            if a == dest && av.version() == g.cache_version && Self::conn_mut(g, id).is_some() {
-                return Ok(id);
+        // Only an RDM endpoint has an AV (and a last destination).
+        let last = g.last_addr;
+        if last.addr == dest {
+            if let Some(av) = g.b.av.as_ref() {
+                if av.version() == g.cache_version && Self::conn_mut(g, last.id).is_some() {
+                    return Ok(last.id);
+                }
             }
         }
         self.conn_for_any(g, dest)
@@ -79,19 +83,18 @@ impl TcpEp {
         let av = g.b.av.as_ref().ok_or(Error::NoAv)?;
         if av.version() != g.cache_version {
             g.by_addr.clear();
-            g.last_addr = None;
+            g.last_addr = LastDest::NONE;
             g.cache_version = av.version();
         }
         // The last destination first (a conversation repeats its peer), then the
         // cache; either names a connection that may have closed since.
-        if let Some((a, id)) = g.last_addr {
-            if a == dest && Self::conn_mut(g, id).is_some() {
-                return Ok(id);
-            }
+        let last = g.last_addr;
+        if last.addr == dest && Self::conn_mut(g, last.id).is_some() {
+            return Ok(last.id);
         }
         if let Some(id) = g.by_addr.get(&dest).copied() {
             if Self::conn_mut(g, id).is_some() {
-                g.last_addr = Some((dest, id));
+                g.last_addr = LastDest { addr: dest, id };
                 return Ok(id);
             }
         }
@@ -103,7 +106,7 @@ impl TcpEp {
             _ => self.start_connect(g, sa, None)?,
         };
         g.by_addr.insert(dest, id);
-        g.last_addr = Some((dest, id));
+        g.last_addr = LastDest { addr: dest, id };
         Ok(id)
     }
 

@@ -98,9 +98,36 @@ struct Slot {
     gen: u32,
 }
 
+/// Where an endpoint is in its life: one compare on every call tells whether
+/// it takes operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    /// Opened, not enabled yet.
+    Idle,
+    /// Enabled: it takes operations.
+    Enabled,
+    /// Closed (whether or not it was enabled).
+    Closed,
+}
+
+/// The last destination a send resolved: a hit is one compare of the handle
+/// (then the AV's version and the connection's generation).
+#[derive(Debug, Clone, Copy)]
+struct LastDest {
+    /// The AV handle ([`LastDest::NONE`]'s is never looked up: it is
+    /// `FI_ADDR_UNSPEC`, which no send resolves).
+    addr: FiAddr,
+    /// Its connection.
+    id: ConnId,
+}
+
+impl LastDest {
+    /// No destination: its connection names no slot.
+    const NONE: LastDest = LastDest { addr: FiAddr::UNSPEC, id: ConnId { idx: u32::MAX, gen: 0 } };
+}
+
 struct Inner {
-    enabled: bool,
-    closed: bool,
+    life: Life,
     b: Bindings,
     /// Connection slots (one for MSG).
     slots: Vec<Slot>,
@@ -110,7 +137,7 @@ struct Inner {
     by_addr: HashMap<FiAddr, ConnId>,
     /// RDM: the last lookup of `by_addr`, valid for `cache_version` while its
     /// connection lives.
-    last_addr: Option<(FiAddr, ConnId)>,
+    last_addr: LastDest,
     cache_version: u64,
     /// RDM: our listening socket and name.
     listener: Option<TcpListener>,
@@ -128,15 +155,20 @@ struct Inner {
     parked: Vec<Parked>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
-    /// Progress calls so far: every [`SOLO_FULL_EVERY`]th takes the full pass
-    /// even when the one-connection pass applies (the listener is looked at).
-    tick: u32,
+    /// Progress calls the one-connection pass may still take before it looks
+    /// whether the full pass has work (the listener ready, handshakes waiting,
+    /// operations parked, accepting backed off): reset to [`SOLO_FULL_EVERY`] by
+    /// that look, and to 1 by a full pass that leaves work of its own, so that
+    /// each call then looks (one compare on the hot path either way).
+    solo_left: u32,
 }
 
 /// How often (in progress calls) an endpoint with one quiet connection takes the
 /// full pass (`epoll_wait`, the listener) instead of reading that connection
-/// alone: a connection from a new peer waits at most this many calls.
-const SOLO_FULL_EVERY: u32 = 16;
+/// alone: a connection from a new peer waits at most this many calls (a few tens
+/// of microseconds of polling; the look costs an `epoll_wait`, about 60
+/// instructions of ours, so every 64th call adds one to a round trip's ~2000).
+const SOLO_FULL_EVERY: u32 = 64;
 
 /// An active endpoint of the tcp provider.
 pub(crate) struct TcpEp {
@@ -157,13 +189,12 @@ impl TcpEp {
         }
         let poll = Waiter::new()?;
         let mut inner = Inner {
-            enabled: false,
-            closed: false,
+            life: Life::Idle,
             b: Bindings::default(),
             slots: Vec::new(),
             by_name: HashMap::new(),
             by_addr: HashMap::new(),
-            last_addr: None,
+            last_addr: LastDest::NONE,
             cache_version: u64::MAX,
             listener: None,
             name: info.src_addr.as_ref().and_then(|a| a.sockaddr()),
@@ -177,7 +208,7 @@ impl TcpEp {
             }),
             parked: Vec::new(),
             connect_param: Vec::new(),
-            tick: 0,
+            solo_left: 1,
         };
         // A passive side's endpoint adopts the pending connection from its handle.
         if let Some(h) = &info.handle {
@@ -259,7 +290,7 @@ impl TcpEp {
     }
 
     fn close_locked(&self, g: &mut Inner) {
-        if g.closed {
+        if g.life == Life::Closed {
             return;
         }
         // Flush what is queued: an orderly shutdown frame lets a MSG peer know.
@@ -285,7 +316,7 @@ impl TcpEp {
         g.acceptor.drops.report(Instant::now(), "rdm listener", true);
         g.handshakes.clear();
         g.listener = None;
-        g.closed = true;
+        g.life = Life::Closed;
     }
 }
 
@@ -317,8 +348,10 @@ impl EndpointOps for TcpEp {
 
     fn enable(&self) -> Result<()> {
         let mut g = self.lock();
-        if g.enabled {
-            return Ok(());
+        match g.life {
+            Life::Idle => {}
+            Life::Enabled => return Ok(()),
+            Life::Closed => return Err(Error::OpBadState),
         }
         g.b.check_enable(self.ep_type == EpType::Rdm)?;
         match self.ep_type {
@@ -335,7 +368,7 @@ impl EndpointOps for TcpEp {
                 }
             }
         }
-        g.enabled = true;
+        g.life = Life::Enabled;
         Ok(())
     }
 
@@ -351,7 +384,7 @@ impl EndpointOps for TcpEp {
 
     fn setname(&self, addr: &Address) -> Result<()> {
         let mut g = self.lock();
-        if g.enabled {
+        if g.life != Life::Idle {
             return Err(Error::OpBadState);
         }
         g.name = Some(addr.sockaddr().ok_or(Error::Inval)?);
@@ -372,7 +405,7 @@ impl EndpointOps for TcpEp {
         }
         let peer = addr.sockaddr().ok_or(Error::Inval)?;
         let mut g = self.lock();
-        if !g.enabled {
+        if g.life != Life::Enabled {
             return Err(Error::OpBadState);
         }
         if g.slots.iter().any(|s| s.conn.is_some()) {
@@ -389,7 +422,7 @@ impl EndpointOps for TcpEp {
             return Err(Error::Inval);
         }
         let mut g = self.lock();
-        if !g.enabled {
+        if g.life != Life::Enabled {
             return Err(Error::OpBadState);
         }
         let i = g

@@ -3,7 +3,7 @@
 //! handing them to the RDM engine, and writing the frames it queues.
 
 use super::*;
-use fabric_util::wire::HDR_LEN;
+use fabric_util::wire::{HdrFlags, HDR_LEN, MAGIC, WIRE_VERSION};
 use std::mem::MaybeUninit;
 
 /// Ready descriptors taken from one `epoll_wait`.
@@ -38,6 +38,41 @@ impl Ready {
         // SAFETY: the first n events were written by epoll_wait.
         self.evs[..self.n].iter().any(|e| unsafe { e.assume_init_ref() }.u64 as RawFd == fd)
     }
+}
+
+/// The eager message at the front of `staged` (header and payload staged
+/// whole), its header decoded inline: the frame a small-message conversation is
+/// made of. `None` for anything else (fewer than a header's bytes, another
+/// frame, other flags, a payload not all staged, a header `Header::decode` would
+/// refuse), which the caller leaves to the general decode.
+#[inline(always)]
+fn staged_msg(staged: &[u8]) -> Option<(Header, &[u8])> {
+    // Magic, version and op in the low three bytes, the reserved byte zero, and
+    // no flag but TAGGED and CQ_DATA: one compare of the first eight bytes under
+    // a mask (as `Header::decode`'s own fast path).
+    const MASK: u64 = !(((HdrFlags::TAGGED | HdrFlags::CQ_DATA) as u64) << 32);
+    const WORD: u64 = MAGIC as u64 | (WIRE_VERSION as u64) << 8 | (OpCode::Msg as u64) << 16;
+    let (hb, rest) = staged.split_first_chunk::<HDR_LEN>()?;
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hb[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let first = word(0);
+    if first & MASK != WORD {
+        return None;
+    }
+    let len = word(8);
+    let payload = usize::try_from(len).ok().and_then(|n| rest.get(..n))?;
+    let hdr = Header {
+        op: OpCode::Msg,
+        flags: HdrFlags((first >> 32) as u32),
+        len,
+        tag: word(16),
+        data: word(24),
+        id: word(32),
+    };
+    Some((hdr, payload))
 }
 
 /// What [`TcpEp::progress_solo`] did.
@@ -118,7 +153,7 @@ impl TcpEp {
     }
 
     pub(super) fn progress_locked(&self, g: &mut Inner) {
-        if g.closed {
+        if g.life == Life::Closed {
             return;
         }
         let mut failed = None;
@@ -162,6 +197,19 @@ impl TcpEp {
         if g.eng.wants_transmit() {
             self.pump(g);
         }
+        if Self::full_has_work(g) {
+            // Handshakes, parked operations or a backed-off listener have
+            // deadlines: the next call takes the full pass again.
+            g.solo_left = 1;
+        }
+    }
+
+    /// Whether the full pass has work of its own, whatever the connections do:
+    /// accepted connections waiting for their hello, operations parked for a
+    /// peer, a listener backing off. Each begins only within the full pass
+    /// (accepting, a connection's control frames), which ends by asking this.
+    fn full_has_work(g: &Inner) -> bool {
+        !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused()
     }
 
     /// The progress of an endpoint whose only connection is up and quiet (nothing
@@ -174,17 +222,18 @@ impl TcpEp {
     /// the listener) is left, where it stands, to the full pass.
     #[inline]
     fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
-        if !g.handshakes.is_empty() || !g.parked.is_empty() || g.acceptor.paused() {
-            return Solo::Full;
-        }
-        g.tick = g.tick.wrapping_add(1);
-        if g.tick % SOLO_FULL_EVERY == 0 && self.listener_ready(g) {
+        if g.solo_left > 1 {
+            g.solo_left -= 1;
+        } else if self.full_wanted(g) {
             return Solo::Full;
         }
         let Inner { slots, eng, b, .. } = g;
         let [slot] = &mut slots[..] else { return Solo::Full };
         let Some(conn) = slot.conn.as_ref() else { return Solo::Full };
-        if conn.want_write || !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
+        // Blocked writes have frames queued (`flush_queued` keeps `want_write`
+        // to whether the queue's head waits): the queue alone is looked at.
+        debug_assert!(!conn.want_write || !conn.txq.is_empty());
+        if !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
             return Solo::Full;
         }
         self.read_whole(slots, eng, b, 0, failed)
@@ -209,7 +258,10 @@ impl TcpEp {
     ) -> Solo {
         let Some(slot) = slots.get_mut(idx) else { return Solo::Full };
         let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
-        if !matches!(slot.rx, RxState::Header) || conn.state != ConnState::Ready || conn.paused || conn.hdr_got != 0 {
+        // A paused connection's receive side holds its request (`RxState::Parked`):
+        // the receive state alone is looked at.
+        debug_assert!(!conn.paused || !matches!(slot.rx, RxState::Header));
+        if !matches!(slot.rx, RxState::Header) || conn.state != ConnState::Ready || conn.hdr_got != 0 {
             return Solo::Full;
         }
         if conn.stage_lo == conn.stage_hi {
@@ -224,21 +276,13 @@ impl TcpEp {
         let cx = Ctx { b, objs: &self.domain.objs };
         loop {
             let lo = conn.stage_lo;
-            let staged = conn.stage_hi - lo;
-            let Some(hb) = conn.stage.get(lo..lo + HDR_LEN).filter(|_| staged >= HDR_LEN) else {
+            let Some((hdr, payload)) = conn.stage.get(lo..conn.stage_hi).and_then(staged_msg) else {
+                // Another frame, or a message not staged whole: left staged,
+                // header and all, for `read_step` (which decodes it in full).
                 return Solo::Full;
             };
-            let hb: &[u8; HDR_LEN] = hb.try_into().expect("HDR_LEN bytes");
-            let hdr = match Header::decode(hb, i64::MAX as u64) {
-                Ok(h) => h,
-                Err(e) => return Self::solo_failed(failed, Error::Io, format!("protocol error from peer: {e}")),
-            };
-            if hdr.op != OpCode::Msg || hdr.len > (staged - HDR_LEN) as u64 {
-                // Left staged, header and all, for `read_step`.
-                return Solo::Full;
-            }
-            let end = lo + HDR_LEN + hdr.len as usize;
-            match eng.frame(cx, &mut conn.pr, id, src, hdr, &conn.stage[lo + HDR_LEN..end]) {
+            let end = lo + HDR_LEN + payload.len();
+            match eng.frame(cx, &mut conn.pr, id, src, hdr, payload) {
                 Ok(Begin::Done) => conn.stage_lo = end,
                 // A stream's peer is never held: past the limits is its error.
                 Ok(b) => {
@@ -258,12 +302,16 @@ impl TcpEp {
         }
     }
 
-    /// Whether the listener has a connection to accept, or an `epoll_wait` could
-    /// not say (its answer was full): the periodic look of
-    /// [`TcpEp::progress_solo`].
+    /// The periodic look of [`TcpEp::progress_solo`]: whether the full pass has
+    /// work of its own, or the listener has a connection to accept (or an
+    /// `epoll_wait` could not say: its answer was full).
     #[cold]
     #[inline(never)]
-    fn listener_ready(&self, g: &Inner) -> bool {
+    fn full_wanted(&self, g: &mut Inner) -> bool {
+        g.solo_left = SOLO_FULL_EVERY;
+        if Self::full_has_work(g) {
+            return true;
+        }
         let ready = Ready::now(self.poll.fd());
         ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
     }
@@ -483,7 +531,8 @@ impl TcpEp {
     /// The AV handle of connection `c`'s peer, as [`TcpEp::src_of`].
     #[inline(always)]
     fn conn_src(&self, b: &Bindings, c: &mut Conn) -> FiAddr {
-        let Some(av) = b.av.as_ref().filter(|_| self.ep_type == EpType::Rdm) else { return FiAddr::NOTAVAIL };
+        // Only an RDM endpoint has an AV (`bind_av` refuses MSG).
+        let Some(av) = b.av.as_ref() else { return FiAddr::NOTAVAIL };
         let v = av.version();
         if c.av_version != v {
             Self::resolve_src(av, c, v);
@@ -593,5 +642,70 @@ impl Progress for TcpEp {
         let hello = g.handshakes.front().map(|&(_, t)| t);
         let parked = g.parked.iter().map(|p| p.deadline).min();
         [hello, g.acceptor.deadline(), parked].into_iter().flatten().min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `hdr` encoded, followed by `payload`.
+    fn frame(hdr: &Header, payload: &[u8]) -> Vec<u8> {
+        let mut v = hdr.encode().to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    #[test]
+    fn a_staged_message_decodes_as_header_decode_does() {
+        let payload: Vec<u8> = (0..64u8).collect();
+        for flags in [0, HdrFlags::TAGGED, HdrFlags::CQ_DATA, HdrFlags::TAGGED | HdrFlags::CQ_DATA] {
+            let hdr = Header {
+                flags: HdrFlags(flags),
+                len: payload.len() as u64,
+                tag: 0x1122_3344_5566_7788,
+                data: 0x99aa_bbcc_ddee_ff00,
+                id: 7,
+                ..Header::new(OpCode::Msg)
+            };
+            let mut staged = frame(&hdr, &payload);
+            // With more bytes behind it (the next frame), it takes its own alone.
+            staged.extend_from_slice(&[0xFB; 10]);
+            let (got, body) = staged_msg(&staged).expect("an eager message staged whole");
+            let full = Header::decode(staged[..HDR_LEN].try_into().unwrap(), u64::MAX).unwrap();
+            assert_eq!(got, full);
+            assert_eq!(got, hdr);
+            assert_eq!(body, &payload[..]);
+        }
+        // An empty message.
+        let hdr = Header::new(OpCode::Msg);
+        let empty = frame(&hdr, &[]);
+        let (got, body) = staged_msg(&empty).unwrap();
+        assert_eq!((got, body.len()), (hdr, 0));
+    }
+
+    #[test]
+    fn anything_but_a_whole_plain_message_is_left_to_the_full_decode() {
+        let msg = Header { len: 8, ..Header::new(OpCode::Msg) };
+        let whole = frame(&msg, &[1; 8]);
+        // Its payload not all staged, or not even its header.
+        assert!(staged_msg(&whole[..whole.len() - 1]).is_none());
+        assert!(staged_msg(&whole[..HDR_LEN - 1]).is_none());
+        assert!(staged_msg(&[]).is_none());
+        // Other frames, other flags, a bad magic, version or reserved byte.
+        for op in [OpCode::Rts, OpCode::Data, OpCode::Hello, OpCode::Shutdown] {
+            assert!(staged_msg(&frame(&Header { len: 0, ..Header::new(op) }, &[])).is_none(), "{op}");
+        }
+        for flags in [HdrFlags::LAST, HdrFlags::DC, 1 << 20] {
+            assert!(staged_msg(&frame(&Header { flags: HdrFlags(flags), ..msg }, &[1; 8])).is_none(), "{flags:#x}");
+        }
+        for (i, b) in [(0, 0xFA), (1, 2), (3, 1)] {
+            let mut bad = whole.clone();
+            bad[i] = b;
+            assert!(staged_msg(&bad).is_none(), "byte {i} = {b:#x}");
+        }
+        // A length past what is staged (or past any usize) is not taken.
+        let huge = Header { len: u64::MAX, ..Header::new(OpCode::Msg) };
+        assert!(staged_msg(&frame(&huge, &[0; 16])).is_none());
     }
 }

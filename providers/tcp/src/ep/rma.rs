@@ -19,7 +19,7 @@ impl TcpEp {
         if inject.is_none() && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
-        if g.closed || !g.enabled {
+        if g.life != Life::Enabled {
             return Err(Error::OpBadState);
         }
         let conn = self.conn_for(&mut g, op.addr)?;
