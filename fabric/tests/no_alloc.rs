@@ -8,43 +8,9 @@
 #![cfg(any(feature = "tcp", feature = "verbs"))]
 
 use fabric::{AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints, Info};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter
-// only observes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ARMED.with(|a| a.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ARMED.with(|a| a.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: fabric_testkit::alloc::Counting = fabric_testkit::alloc::Counting;
 
 /// Read both queues until the operation with `ctx` has completed; its buffer.
 fn until(cqs: [&CompletionQueue; 2], slots: &mut [Option<Buf>; 4], ctx: usize) {
@@ -150,13 +116,11 @@ fn steady_state(info: &Info, sizes: &[usize]) {
         for i in 0..300 {
             round(i % 3);
         }
-        ALLOCS.store(0, Ordering::SeqCst);
-        ARMED.with(|x| x.set(true));
-        for i in 0..1500 {
-            round(i % 3);
-        }
-        ARMED.with(|x| x.set(false));
-        let n = ALLOCS.load(Ordering::SeqCst);
+        let ((), n) = fabric_testkit::alloc::count(|| {
+            for i in 0..1500 {
+                round(i % 3);
+            }
+        });
         assert_eq!(n, 0, "{n} allocations in 1500 steady-state rounds of {size} bytes");
     }
 }

@@ -7,44 +7,10 @@
 #![cfg(feature = "udp")]
 
 use fabric::{AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter
-// only observes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ARMED.with(|a| a.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ARMED.with(|a| a.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: fabric_testkit::alloc::Counting = fabric_testkit::alloc::Counting;
 
 /// How long one completion may take before the test fails instead of hanging
 /// (loopback does not drop a datagram whose receive is posted first).
@@ -117,13 +83,11 @@ fn steady_state_dgram_ping_pong_allocates_nothing() {
         for i in 0..300 {
             round(i % 2 == 1);
         }
-        ALLOCS.store(0, Ordering::SeqCst);
-        ARMED.with(|x| x.set(true));
-        for i in 0..1500 {
-            round(i % 2 == 1);
-        }
-        ARMED.with(|x| x.set(false));
-        let n = ALLOCS.load(Ordering::SeqCst);
+        let ((), n) = fabric_testkit::alloc::count(|| {
+            for i in 0..1500 {
+                round(i % 2 == 1);
+            }
+        });
         assert_eq!(n, 0, "{n} allocations in 1500 steady-state DGRAM rounds of {size} bytes");
     }
 }

@@ -24,8 +24,11 @@
 //! `root`, `pidfd`).
 //!
 //! The crate also holds what randomised tests share: [`Rng`], a seeded
-//! SplitMix64 generator, and its mixing function [`mix`].
+//! SplitMix64 generator, and its mixing function [`mix`]; and the counting
+//! global allocator of the tests that check a data path allocates nothing
+//! ([`alloc`]).
 
+pub mod alloc;
 mod rng;
 
 pub use rng::{mix, Rng};

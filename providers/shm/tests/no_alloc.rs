@@ -7,45 +7,11 @@
 
 use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, Op};
 use fabric_core::{AvAttr, BindFlags, Caps, CqAttr, CqEntry, EpType, Error, FiAddr, Hints, OpFlags};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counter
-// only observes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ARMED.with(|a| a.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ARMED.with(|a| a.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: fabric_testkit::alloc::Counting = fabric_testkit::alloc::Counting;
 
 /// How long one wait for a completion may take.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -149,18 +115,17 @@ fn steady_state(a: &Node, b: &Node, to_b: FiAddr, to_a: FiAddr, size: usize) {
     for i in 0..300 {
         round(i % 3);
     }
-    ALLOCS.store(0, Ordering::SeqCst);
-    ARMED.with(|x| x.set(true));
     // At least 1500 rounds, and long enough for progress's liveness check of the
     // peers (every 50 ms) to run inside.
-    let t = Instant::now();
-    let mut rounds = 0;
-    while rounds < 1500 || t.elapsed() < Duration::from_millis(150) {
-        round(rounds % 3);
-        rounds += 1;
-    }
-    ARMED.with(|x| x.set(false));
-    let n = ALLOCS.load(Ordering::SeqCst);
+    let (rounds, n) = fabric_testkit::alloc::count(|| {
+        let t = Instant::now();
+        let mut rounds = 0;
+        while rounds < 1500 || t.elapsed() < Duration::from_millis(150) {
+            round(rounds % 3);
+            rounds += 1;
+        }
+        rounds
+    });
     assert_eq!(n, 0, "{n} allocations in {rounds} steady-state rounds of {size} bytes");
 }
 
