@@ -81,9 +81,8 @@ mod tests {
         });
         assert_eq!(n, 0);
         let (v, n) = super::count(|| {
-            let mut v: Vec<u64> = Vec::with_capacity(1);
-            v.push(1);
-            v.push(2);
+            let mut v: Vec<u64> = std::hint::black_box(Vec::with_capacity(1));
+            v.extend([1, 2]);
             std::hint::black_box(v)
         });
         assert_eq!((v.len(), n), (2, 2), "one allocation and one reallocation");
