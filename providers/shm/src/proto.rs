@@ -251,32 +251,7 @@ impl Entry {
     /// entries are `None`, whether valid or not).
     #[inline]
     pub fn decode_inline_msg(b: &[u8; ENTRY_PAYLOAD]) -> Option<Entry> {
-        // Kind, flags and mode in one test (the reserved byte 3 is ignored, as by
-        // `decode`).
-        // One load of the first four bytes, byte 3 masked off.
-        let mut h = [0u8; 4];
-        h.copy_from_slice(&b[..4]);
-        let head = u32::from_le_bytes(h) & 0x00ff_ffff;
-        let want = Kind::Msg as u32 | (Mode::Inline as u32) << 16;
-        if head & !((flags::ALL as u32) << 8) != want {
-            return None;
-        }
-        let len = u64_at(b, 8);
-        if len > INLINE_MAX as u64 {
-            return None;
-        }
-        Some(Entry {
-            kind: Kind::Msg,
-            flags: (head >> 8) as u8,
-            mode: Mode::Inline,
-            aux: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-            len,
-            tag: u64_at(b, 16),
-            data: u64_at(b, 24),
-            id: u64_at(b, 32),
-            key: u64_at(b, 40),
-            addr: u64_at(b, 48),
-        })
+        Self::decode_msg_in(b, Mode::Inline)
     }
 
     /// [`decode`](Entry::decode) for a message with its payload in a bounce buffer
@@ -284,24 +259,36 @@ impl Entry {
     /// `None`, whether valid or not).
     #[inline]
     pub fn decode_bounce_msg(b: &[u8; ENTRY_PAYLOAD]) -> Option<Entry> {
-        let mut h = [0u8; 4];
-        h.copy_from_slice(&b[..4]);
-        let head = u32::from_le_bytes(h) & 0x00ff_ffff;
-        let want = Kind::Msg as u32 | (Mode::Bounce as u32) << 16;
+        Self::decode_msg_in(b, Mode::Bounce)
+    }
+
+    /// The two fast decodes above: a message entry whose payload travels in
+    /// `mode` (`Inline` or `Bounce`; a constant, so the checks of the other mode
+    /// fold away).
+    #[inline(always)]
+    fn decode_msg_in(b: &[u8; ENTRY_PAYLOAD], mode: Mode) -> Option<Entry> {
+        // Kind, flags and mode in one test of the first word's low bytes (the
+        // reserved byte 3 is ignored, as by `decode`); `aux` is its high half.
+        let word = u64_at(b, 0);
+        let head = word as u32 & 0x00ff_ffff;
+        let want = Kind::Msg as u32 | (mode as u32) << 16;
         if head & !((flags::ALL as u32) << 8) != want {
             return None;
         }
-        let mut a = [0u8; 4];
-        a.copy_from_slice(&b[4..8]);
-        let aux = u32::from_le_bytes(a);
+        let aux = (word >> 32) as u32;
         let len = u64_at(b, 8);
-        if aux as usize >= BOUNCE_COUNT || len > BOUNCE_SIZE as u64 {
+        let fits = match mode {
+            Mode::Inline => len <= INLINE_MAX as u64,
+            Mode::Bounce => (aux as usize) < BOUNCE_COUNT && len <= BOUNCE_SIZE as u64,
+            _ => false,
+        };
+        if !fits {
             return None;
         }
         Some(Entry {
             kind: Kind::Msg,
             flags: (head >> 8) as u8,
-            mode: Mode::Bounce,
+            mode,
             aux,
             len,
             tag: u64_at(b, 16),
