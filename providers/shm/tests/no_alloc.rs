@@ -5,8 +5,8 @@
 //! (or streamed). Its own test binary, because it installs a counting global
 //! allocator.
 
-use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, Op};
-use fabric_core::{AvAttr, BindFlags, Caps, CqAttr, CqEntry, EpType, Error, FiAddr, Hints, OpFlags};
+use fabric_core::prov::{CqOps, IoVec, Op};
+use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,26 +16,13 @@ static GLOBAL: fabric_testkit::alloc::Counting = fabric_testkit::alloc::Counting
 /// How long one wait for a completion may take.
 const LIMIT: Duration = Duration::from_secs(20);
 
-struct Node {
-    ep: Arc<dyn EndpointOps>,
-    cq: Arc<dyn CqOps>,
-    av: Arc<dyn AvOps>,
-    _dom: Arc<dyn DomainOps>,
-}
+mod common;
+
+use common::Node;
 
 /// An endpoint in a domain of its own.
 fn node() -> Node {
-    let prov = fabric_shm::provider();
-    let hints = Hints { ep_type: EpType::Rdm, ..Hints::default() };
-    let info = prov.getinfo(&hints).expect("shm getinfo").remove(0);
-    let dom = prov.fabric(&info).expect("fabric").domain(&info).expect("domain");
-    let cq = dom.cq_open(&CqAttr { size: 64, ..CqAttr::default() }).expect("cq");
-    let av = dom.av_open(&AvAttr::default()).expect("av");
-    let ep = dom.endpoint(&info).expect("endpoint");
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("enable");
-    Node { ep, cq, av, _dom: dom }
+    common::node(64)
 }
 
 fn op(iov: &[IoVec], addr: FiAddr, context: u64, tag: u64) -> Op<'_> {

@@ -9,12 +9,11 @@
 //! closing waits for the receiver to take it. Two endpoints of one process, each in
 //! its own domain; the receiver only makes progress when the test says so.
 
-use fabric_core::prov::{AvOps, CqOps, DomainOps, EndpointOps, IoVec, Op};
-use fabric_core::{AvAttr, BindFlags, Caps, CqAttr, CqEntry, EpType, Error, FiAddr, Hints, OpFlags};
+use fabric_core::prov::{IoVec, Op};
+use fabric_core::{Caps, CqEntry, Error, FiAddr, OpFlags};
 use fabric_shm::proto::INLINE_MAX;
 use fabric_shm::ring::RING_ENTRIES;
 use fabric_shm::segment::{BOUNCE_COUNT, BOUNCE_SIZE};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Sends beyond what fits in the receiver's segment.
@@ -22,26 +21,13 @@ const EXTRA: usize = 20;
 /// How long a wait for completions may take.
 const LIMIT: Duration = Duration::from_secs(20);
 
-struct Node {
-    ep: Arc<dyn EndpointOps>,
-    cq: Arc<dyn CqOps>,
-    av: Arc<dyn AvOps>,
-    _dom: Arc<dyn DomainOps>,
-}
+mod common;
+
+use common::Node;
 
 /// An endpoint in a domain of its own.
 fn node() -> Node {
-    let prov = fabric_shm::provider();
-    let hints = Hints { ep_type: EpType::Rdm, ..Hints::default() };
-    let info = prov.getinfo(&hints).expect("shm getinfo").remove(0);
-    let dom = prov.fabric(&info).expect("fabric").domain(&info).expect("domain");
-    let cq = dom.cq_open(&CqAttr { size: 1024, ..CqAttr::default() }).expect("cq");
-    let av = dom.av_open(&AvAttr::default()).expect("av");
-    let ep = dom.endpoint(&info).expect("endpoint");
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("enable");
-    Node { ep, cq, av, _dom: dom }
+    common::node(1024)
 }
 
 fn op(iov: &[IoVec], addr: FiAddr, tag: u64) -> Op<'_> {
