@@ -1,14 +1,19 @@
 //! A counting global allocator for the tests that check a data path allocates
 //! nothing.
 //!
-//! A test binary installs it once:
+//! A test binary installs it once and counts what a closure allocates on the
+//! calling thread with [`count`]:
 //!
-//! ```ignore
+//! ```
 //! #[global_allocator]
 //! static GLOBAL: fabric_testkit::alloc::Counting = fabric_testkit::alloc::Counting;
+//!
+//! fn main() {
+//!     let (v, n) = fabric_testkit::alloc::count(|| vec![1u8; 16]);
+//!     assert_eq!((v.len(), n), (16, 1));
+//! }
 //! ```
 //!
-//! and counts what a closure allocates on the calling thread with [`count`].
 //! Every call is forwarded unchanged to the system allocator; only allocations
 //! and reallocations made by the counting thread while [`count`] runs are
 //! counted, so other threads of the test harness do not disturb the figure.
