@@ -1,11 +1,11 @@
 //! The data path allocates nothing: after a warm-up, ping-pongs of messages and
 //! tagged messages (RDM, eager sizes, inject included) and messages that arrive
 //! before their receive (buffered unexpected) make no heap allocation on the
-//! thread that drives them; over tcp, and over verbs where a device is (the
-//! Soft-RoCE guest of `providers/verbs/guest/ci.sh`). Its own test binary,
+//! thread that drives them; over tcp, over shm, and over verbs where a device is
+//! (the Soft-RoCE guest of `providers/verbs/guest/ci.sh`). Its own test binary,
 //! because it installs a counting global allocator.
 
-#![cfg(any(feature = "tcp", feature = "verbs"))]
+#![cfg(any(feature = "tcp", feature = "shm", feature = "verbs"))]
 
 use fabric::{AvAttr, BindFlags, Buf, CompletionQueue, CqAttr, EpType, Error, Fabric, FiAddr, Hints, Info};
 
@@ -38,6 +38,17 @@ fn steady_state_ping_pong_allocates_nothing() {
         .unwrap()
         .remove(0);
     steady_state(&info, &[64, 4096, 65536]);
+}
+
+/// Over shm: a payload in the ring entry and one in a bounce buffer. (A larger
+/// send completes only once its receive has taken it, so the unexpected round,
+/// which waits for the send before posting the receive, cannot run at that size;
+/// `providers/shm/tests/no_alloc.rs` covers it with its own rounds.)
+#[cfg(feature = "shm")]
+#[test]
+fn shm_steady_state_ping_pong_allocates_nothing() {
+    let info = fabric::getinfo(&Hints::new().provider("shm").ep_type(EpType::Rdm)).unwrap().remove(0);
+    steady_state(&info, &[64, 4096]);
 }
 
 /// Over verbs: eager sizes (larger messages register and read per operation).
