@@ -318,13 +318,8 @@ impl Front<'_> {
     /// Consume the entry, handing it back to the producer (with Release).
     #[inline(always)]
     pub fn consume(self) {
-        let c = self.cons;
-        let pos = c.pos;
-        c.peeked.set(false);
-        // Release: our reads of the payload happen before the producer's Acquire load
-        // that sees this value, hence before it writes the entry again.
-        c.ring().entry(pos).seq.store(pos.wrapping_add(LAP), Ordering::Release);
-        c.pos = pos.wrapping_add(1);
+        self.cons.peeked.set(false);
+        self.cons.free_front();
     }
 }
 
@@ -420,15 +415,9 @@ impl Consumer {
     /// sound while the ring stays mapped and this consumer has not advanced past it.
     #[inline]
     pub fn peek_ptr(&self) -> Option<NonNull<[u8; ENTRY_PAYLOAD]>> {
-        let entry = self.ring().entry(self.pos);
-        // Acquire: as in `peek`.
-        if entry.seq.load(Ordering::Acquire) != self.pos.wrapping_add(1) {
-            self.peeked.set(false);
-            return None;
-        }
-        self.peeked.set(true);
-        // The cell's pointer is never null.
-        NonNull::new(entry.payload.with(|p| p.cast_mut()))
+        let at = self.published();
+        self.peeked.set(at.is_some());
+        at
     }
 
     /// The oldest published entry, held until [`Front::consume`] hands it back (or the
@@ -438,14 +427,32 @@ impl Consumer {
     /// published.
     #[inline(always)]
     pub fn front(&mut self) -> Option<Front<'_>> {
+        let at = self.published()?;
+        Some(Front { cons: self, at })
+    }
+
+    /// The payload of the entry at our position if it is published (Acquire, as in
+    /// `peek`), else `None`: [`peek_ptr`](Consumer::peek_ptr)'s and
+    /// [`front`](Consumer::front)'s test.
+    #[inline(always)]
+    fn published(&self) -> Option<NonNull<[u8; ENTRY_PAYLOAD]>> {
         let entry = self.ring().entry(self.pos);
-        // Acquire: as in `peek`.
         if entry.seq.load(Ordering::Acquire) != self.pos.wrapping_add(1) {
             return None;
         }
         // The cell's pointer is never null.
-        let at = NonNull::new(entry.payload.with(|p| p.cast_mut()))?;
-        Some(Front { cons: self, at })
+        NonNull::new(entry.payload.with(|p| p.cast_mut()))
+    }
+
+    /// Hand the entry at our position, seen published, back to the producer and move
+    /// on: [`advance`](Consumer::advance)'s and [`Front::consume`]'s store.
+    #[inline(always)]
+    fn free_front(&mut self) {
+        let pos = self.pos;
+        // Release: our reads of the payload happen before the producer's Acquire load
+        // that sees this value, hence before it writes the entry again.
+        self.ring().entry(pos).seq.store(pos.wrapping_add(LAP), Ordering::Release);
+        self.pos = pos.wrapping_add(1);
     }
 
     /// Consume the entry the last successful [`peek`](Consumer::peek) saw, handing it back
@@ -454,14 +461,9 @@ impl Consumer {
     /// entry this consumer has not seen published.
     #[inline]
     pub fn advance(&mut self) {
-        if !self.peeked.replace(false) {
-            return;
+        if self.peeked.replace(false) {
+            self.free_front();
         }
-        let pos = self.pos;
-        // Release: our reads of the payload (in `peek`) happen before the producer's
-        // Acquire load that sees this value, hence before it writes the entry again.
-        self.ring().entry(pos).seq.store(pos.wrapping_add(LAP), Ordering::Release);
-        self.pos = pos.wrapping_add(1);
     }
 }
 
