@@ -7,7 +7,7 @@ use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, Then, TxPath};
 use crate::attr::SCHEME;
 use crate::proto::{Entry, Mode};
 use crate::ring::{Producer, ENTRY_PAYLOAD};
-use crate::segment::{self, Segment};
+use crate::segment::{self, Segment, BOUNCE_SIZE};
 use crate::NAME;
 use fabric_core::log::Level;
 use fabric_core::prov::IoVec;
@@ -305,26 +305,43 @@ impl ShmEp {
     /// Send a payload that fits a bounce buffer to a peer we have a path to, if that
     /// can be done now: nothing queued to it, a free ring entry and a free bounce
     /// buffer. Whether it was.
-    pub(super) fn bounce_now(g: &mut Inner, id: PeerId, mut e: Entry, src: &[IoVec], len: usize) -> bool {
+    pub(super) fn bounce_now(g: &mut Inner, id: PeerId, e: Entry, src: &[IoVec], len: usize) -> bool {
         let Some(p) = Self::peer(g, id) else { return false };
         if !p.queue.is_empty() {
             return false;
         }
         let Some(t) = p.tx.as_mut() else { return false };
+        Self::bounce_on(t, e, src, len)
+    }
+
+    /// The payload of `src` (`len <= BOUNCE_SIZE` bytes) into one of our bounce
+    /// buffers on path `t`, and entry `e`, pointing at it, onto the ring, if the ring
+    /// has room and a buffer is free; the peer woken. Whether it was done (else
+    /// nothing was).
+    #[inline(always)]
+    pub(super) fn bounce_on(t: &mut TxPath, mut e: Entry, src: &[IoVec], len: usize) -> bool {
+        debug_assert!(len <= BOUNCE_SIZE);
+        // Room first: a bounce buffer, once taken, goes out with the entry.
         if !t.prod.has_room() {
             return false;
         }
         let Some(bi) = t.alloc_bounce() else { return false };
-        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and is ours until
-        // the receiver frees it; the pieces are valid for reads under the post
-        // contract.
-        unsafe { gather(src, 0, t.bounce_ptr(bi), len) };
+        let dst = t.bounce_ptr(bi);
+        match src {
+            // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and is ours
+            // until the receiver frees it; the piece (`len` bytes) is valid for reads
+            // under the post contract.
+            [v] => unsafe { std::ptr::copy_nonoverlapping(v.base, dst, len) },
+            // SAFETY: as above, for the pieces, `len` bytes in all.
+            _ => unsafe { gather(src, 0, dst, len) },
+        }
         e.mode = Mode::Bounce;
         e.aux = bi as u32;
         e.len = len as u64;
+        // We are the ring's only producer, and it had room.
         let pushed = t.prod.try_push(|b| e.encode(b));
         debug_assert!(pushed, "room was checked under the lock");
-        Self::wake(p);
+        Self::wake_tx(t);
         true
     }
 

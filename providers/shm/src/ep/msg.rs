@@ -91,34 +91,14 @@ impl ShmEp {
     /// ring, and the send complete. False (nothing done) otherwise.
     #[inline(always)]
     fn send_bounce_cached(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, v: &IoVec) -> bool {
-        let len = v.len;
-        debug_assert!(len <= BOUNCE_SIZE);
         let Some(t) = Self::tx_cached(g, op.addr) else { return false };
-        // Room first: a bounce buffer, once taken, goes out with the entry.
-        if !t.prod.has_room() {
+        let (eflags, data) = Self::msg_eflags(op, flags);
+        let e = Entry { flags: eflags, tag: op.tag, data, ..Entry::new(Kind::Msg) };
+        if !Self::bounce_on(t, e, std::slice::from_ref(v), v.len) {
             return false;
         }
-        let Some(bi) = t.alloc_bounce() else { return false };
-        // SAFETY: the bounce buffer holds BOUNCE_SIZE >= len bytes and is ours until
-        // the receiver frees it (`alloc_bounce` marked it busy); the piece is valid
-        // for reads of `len` bytes under the post contract.
-        unsafe { std::ptr::copy_nonoverlapping(v.base, t.bounce_ptr(bi), len) };
-        let (eflags, data) = Self::msg_eflags(op, flags);
-        let e = Entry {
-            flags: eflags,
-            mode: Mode::Bounce,
-            aux: bi as u32,
-            len: len as u64,
-            tag: op.tag,
-            data,
-            ..Entry::new(Kind::Msg)
-        };
-        // We are the ring's only producer, and it had room.
-        let pushed = t.prod.try_push(|b| e.encode(b));
-        debug_assert!(pushed, "room was checked under the lock");
-        Self::wake_tx(t);
         let tagged = flags.contains(OpFlags::TAGGED);
-        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject);
+        self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), v.len, flags, inject);
         true
     }
 
