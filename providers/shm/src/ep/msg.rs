@@ -119,10 +119,12 @@ impl ShmEp {
     /// without a cached path, or a full ring.
     #[inline(never)]
     fn send_general(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, iov: &[IoVec]) -> Result<()> {
+        // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
+        // completes on the receiver's `Ack`, sent once the data is in the receive.
+        let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         // One piece for a bounce buffer, to a peer we have a path to: the bounce
         // buffer's common case, without the general path's lookups and gathering.
         if let [v] = iov {
-            let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
             if !dc && v.len > INLINE_MAX && v.len <= BOUNCE_SIZE && self.send_bounce_cached(g, op, flags, inject, v) {
                 return Ok(());
             }
@@ -135,9 +137,6 @@ impl ShmEp {
             [v] => v.len,
             _ => IoVec::total(iov),
         };
-        // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
-        // completes on the receiver's `Ack`, sent once the data is in the receive.
-        let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         if len > INLINE_MAX || dc {
             return self.send_not_inline(g, op, flags, inject, iov, len);
         }
