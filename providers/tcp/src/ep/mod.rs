@@ -259,7 +259,14 @@ impl TcpEp {
     }
 
     fn conn_mut(g: &mut Inner, id: ConnId) -> Option<&mut Conn> {
-        let s = g.slots.get_mut(id.idx as usize)?;
+        Self::slot_conn(&mut g.slots, id)
+    }
+
+    /// [`conn_mut`](Self::conn_mut) over the slots alone (for a caller that
+    /// borrows other fields of the endpoint's state beside them).
+    #[inline(always)]
+    fn slot_conn(slots: &mut [Slot], id: ConnId) -> Option<&mut Conn> {
+        let s = slots.get_mut(id.idx as usize)?;
         if s.gen != id.gen {
             return None;
         }

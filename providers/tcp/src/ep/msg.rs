@@ -23,9 +23,7 @@ impl TcpEp {
         let last = g.last_addr;
         if last.addr == op.addr && g.b.av.as_ref().is_some_and(|av| av.version() == g.cache_version) {
             let Inner { slots, eng, b, .. } = &mut *g;
-            if let Some(conn) = slots.get_mut(last.id.idx as usize).filter(|s| s.gen == last.id.gen).and_then(|s| {
-                s.conn.as_mut().filter(|c| c.state == ConnState::Ready && c.txq.is_empty() && !eng.wants_transmit())
-            }) {
+            if let Some(conn) = Self::slot_conn(slots, last.id).filter(|c| Self::takes_now(c, eng)) {
                 let sent = Self::send_direct(conn, eng, b, last.id, op, flags, inject)?;
                 return self.sent(g, last.id, sent);
             }
@@ -34,14 +32,21 @@ impl TcpEp {
         // A connection with nothing queued takes an eager message at once: one
         // `sendmsg` of its header and the user's pieces, no frame queued.
         let Inner { slots, eng, b, .. } = &mut *g;
-        let conn = slots[id.idx as usize].conn.as_mut().filter(|c| c.state == ConnState::Ready && c.txq.is_empty());
-        let Some(conn) = conn.filter(|_| !eng.wants_transmit()) else {
+        let conn = slots[id.idx as usize].conn.as_mut().filter(|c| Self::takes_now(c, eng));
+        let Some(conn) = conn else {
             g.eng.post_send(&g.b, id, op, flags, inject, false)?;
             self.pump(g);
             return Ok(());
         };
         let sent = Self::send_direct(conn, eng, b, id, op, flags, inject)?;
         self.sent(g, id, sent)
+    }
+
+    /// Whether connection `c` takes an eager message at once: it is up, nothing is
+    /// queued on it, and the engine has no frame waiting to go out first.
+    #[inline(always)]
+    fn takes_now(c: &Conn, eng: &Engine<ConnId>) -> bool {
+        c.state == ConnState::Ready && c.txq.is_empty() && !eng.wants_transmit()
     }
 
     /// An eager message written at once on `conn` (up, nothing queued), the
