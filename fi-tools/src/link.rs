@@ -182,6 +182,9 @@ pub(crate) fn peer_hint(e: Error) -> &'static str {
 pub(crate) struct Watch {
     timeout: Duration,
     spins: u32,
+    /// Something completed since the clock was last read: the next look at the
+    /// clock restarts the timeout from there.
+    progressed: bool,
     last_progress: Instant,
     last_peer_check: Instant,
 }
@@ -190,14 +193,17 @@ impl Watch {
     /// A watchdog that fails after `timeout` without progress.
     pub(crate) fn new(timeout: Duration) -> Watch {
         let now = Instant::now();
-        Watch { timeout, spins: 0, last_progress: now, last_peer_check: now }
+        Watch { timeout, spins: 0, progressed: false, last_progress: now, last_peer_check: now }
     }
 
-    /// Something completed: restart the clock.
+    /// Something completed: restart the clock. The clock itself is read only at
+    /// the next periodic look (every few hundred empty polls), not on every
+    /// completion, which in a ping-pong would be once per message: the timeout then
+    /// runs from that look, a few hundred polls late at most.
     #[inline]
     pub(crate) fn progress(&mut self) {
         self.spins = 0;
-        self.last_progress = Instant::now();
+        self.progressed = true;
     }
 
     /// An empty poll: every few hundred, look at the clock; every 100 ms, at the
@@ -215,6 +221,10 @@ impl Watch {
     #[cold]
     fn check(&mut self, ctrl: Option<&mut Ctrl>, eq: Option<&EventQueue>, what: &str) -> Res<()> {
         let now = Instant::now();
+        if self.progressed {
+            self.progressed = false;
+            self.last_progress = now;
+        }
         if now.duration_since(self.last_progress) >= self.timeout {
             return Err(Failure {
                 msg: format!(
@@ -249,5 +259,38 @@ impl Watch {
             }
             Some(PeerState::Failed(why)) => Err(Failure::new(format!("the peer failed: {why}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Polls enough empty times for the watchdog to look at the clock once.
+    fn look(w: &mut Watch) -> Res<()> {
+        for _ in 0..SPINS_PER_CLOCK {
+            w.tick_checked(None, None, "a test")?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn watchdog_fails_without_progress() {
+        let mut w = Watch::new(Duration::from_millis(20));
+        look(&mut w).expect("within the timeout");
+        std::thread::sleep(Duration::from_millis(40));
+        let f = look(&mut w).expect_err("past the timeout");
+        assert!(f.msg.contains("no progress"), "{}", f.msg);
+    }
+
+    #[test]
+    fn a_completion_restarts_the_timeout_without_reading_the_clock() {
+        let mut w = Watch::new(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(40));
+        // The completion came just now: the next look must not count the time before it.
+        w.progress();
+        look(&mut w).expect("a completion restarted the timeout");
+        std::thread::sleep(Duration::from_millis(40));
+        look(&mut w).expect_err("nothing completed since");
     }
 }
