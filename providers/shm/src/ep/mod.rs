@@ -81,6 +81,25 @@ struct PeerId {
     gen: u32,
 }
 
+/// The destination of the last send that found its peer through the AV cache
+/// ([`ShmEp::tx_cached`]), for the next send to it ([`ShmEp::tx_last`]).
+///
+/// While `version` is the bound AV's version, `peers[idx]` is the peer behind
+/// `addr`, with a path to it and nothing queued to it, and the endpoint is ready
+/// with a transmit queue bound: whatever breaks that (the peer gone, an entry
+/// queued to any peer, closing) sets [`LastTx::NONE`].
+#[derive(Debug, Clone, Copy)]
+struct LastTx {
+    addr: FiAddr,
+    version: u64,
+    idx: u32,
+}
+
+impl LastTx {
+    /// No destination: its version is no AV's (they count up from 0).
+    const NONE: LastTx = LastTx { addr: FiAddr::UNSPEC, version: u64::MAX, idx: u32::MAX };
+}
+
 /// Our slot in a peer's segment: how we send to it.
 struct TxPath {
     seg: Segment,
@@ -287,6 +306,8 @@ struct Inner {
     /// only to handles the AV resolved, so to the AV's size.
     by_addr: Vec<Option<(FiAddr, PeerId)>>,
     cache_version: u64,
+    /// The last destination, for a send to it without the cache's lookups.
+    last: LastTx,
     rx: RxEngine<Rts>,
     ops: Slab<TxOp>,
     /// Operations streaming their data (ids), in order.
@@ -372,6 +393,7 @@ impl ShmEp {
             by_slot: Box::new([const { None }; SLOTS]),
             by_addr: Vec::new(),
             cache_version: u64::MAX,
+            last: LastTx::NONE,
             rx: RxEngine::new(BOUNCE_SIZE),
             ops: Slab::new(),
             streams: VecDeque::new(),
@@ -522,6 +544,7 @@ impl ShmEp {
         g.peers.clear();
         g.by_name.clear();
         g.by_addr.clear();
+        g.last = LastTx::NONE;
         self.seg.mark_closed();
         g.closed = true;
         g.ready = false;
