@@ -64,8 +64,8 @@ const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 /// [`ShmEp::rx_pos`] of a slot without a consumer.
 const NO_RX: u64 = u64::MAX;
 
-/// Progress checks that its peers live every this many calls (and at most every
-/// `LIVENESS_EVERY`).
+/// Progress goes through the lock for everything ([`ShmEp::gate`]) every this many
+/// calls, and checks that its peers live then (at most every `LIVENESS_EVERY`).
 const LIVENESS_POLLS: u32 = 64;
 
 /// Closing waits for queued injects to go out while a peer takes one at least this
@@ -320,6 +320,9 @@ struct Inner {
     cocopies: Vec<CoCopy>,
     /// Whether a sleep of ours asked peers to wake us when they free room.
     waits_marked: bool,
+    /// Calls of `progress_slow` (every [`LIVENESS_POLLS`]th checks that peers live
+    /// even while work besides the rings keeps it coming).
+    slow_polls: u32,
     /// The generation of the next shared copy (never 0).
     cocopy_gen: u32,
     /// Peers with queued entries (indices into `peers`; may repeat).
@@ -351,8 +354,11 @@ pub(crate) struct ShmEp {
     /// Set when work waits besides the rings (queued entries, streams, shared
     /// copies); progress clears it when none is left.
     work: AtomicBool,
-    /// Progress calls (every [`LIVENESS_POLLS`]th checks that peers live).
-    polls: AtomicU32,
+    /// Progress calls left before one goes through the lock for everything
+    /// (`progress_slow`): counts down from [`LIVENESS_POLLS`], and is 0 while work
+    /// waits besides the rings ([`note_work`](ShmEp::note_work)), so that progress
+    /// tests one value for both.
+    gate: AtomicU32,
     inner: SpinLock<Inner>,
     me: Weak<ShmEp>,
 }
@@ -401,6 +407,7 @@ impl ShmEp {
             rd_streams: VecDeque::new(),
             cocopies: Vec::new(),
             waits_marked: false,
+            slow_polls: 0,
             cocopy_gen: 0,
             backlog: VecDeque::new(),
             last_check: Instant::now(),
@@ -418,7 +425,7 @@ impl ShmEp {
             cma_allowed: !config().disable_cma,
             rx_pos: [const { AtomicU64::new(NO_RX) }; SLOTS],
             work: AtomicBool::new(false),
-            polls: AtomicU32::new(0),
+            gate: AtomicU32::new(0),
             inner: SpinLock::new(inner),
             me: me.clone(),
         }))
@@ -433,6 +440,7 @@ impl ShmEp {
     #[inline]
     fn note_work(&self) {
         self.work.store(true, Ordering::Relaxed);
+        self.gate.store(0, Ordering::Relaxed);
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {
