@@ -186,10 +186,13 @@ impl ShmEp {
     /// queued to it (else `None`: the caller goes the general way). Push with
     /// [`Producer::reserve`](crate::ring::Producer::reserve), then
     /// [`wake_tx`](Self::wake_tx). Called once the endpoint is found ready; the
-    /// destination becomes the last one ([`tx_last`](Self::tx_last)) when a
-    /// transmit queue is bound.
+    /// last destination ([`tx_last`](Self::tx_last)) is looked at first, and the
+    /// destination becomes the last one when a transmit queue is bound.
     #[inline(always)]
     pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<&mut TxPath> {
+        if Self::is_last(g, dest) {
+            return g.peers.get_mut(g.last.idx as usize)?.as_mut()?.tx.as_mut();
+        }
         let version = g.b.av.as_ref()?.version();
         if g.cache_version != version {
             return None;
@@ -215,11 +218,16 @@ impl ShmEp {
     /// [`tx_cached`](Self::tx_cached)).
     #[inline(always)]
     pub(super) fn tx_last(g: &mut Inner, dest: FiAddr) -> Option<&mut TxPath> {
-        let last = g.last;
-        if last.addr != dest || last.version != g.b.av.as_ref()?.version() {
+        if !Self::is_last(g, dest) {
             return None;
         }
-        g.peers.get_mut(last.idx as usize)?.as_mut()?.tx.as_mut()
+        g.peers.get_mut(g.last.idx as usize)?.as_mut()?.tx.as_mut()
+    }
+
+    /// Whether `dest` is the last destination ([`LastTx`]), for the bound AV's version.
+    #[inline(always)]
+    fn is_last(g: &Inner, dest: FiAddr) -> bool {
+        g.last.addr == dest && g.b.av.as_ref().is_some_and(|av| av.version() == g.last.version)
     }
 
     /// Put an entry, which `fill` writes whole (header and payload), on the ring of
