@@ -204,16 +204,17 @@ impl ShmEp {
         if r.src_version != version {
             return self.poll_entries(g, i, false);
         }
+        let mut next = r.cons.front();
         let more = loop {
-            let Some(front) = r.cons.front() else { break false };
+            let Some(front) = next else { break false };
             // SAFETY: as in `poll_entries`: the entry is published and ours to read
-            // until `consume` below; the ring lies in our own segment, mapped while
+            // until `consume_next` below; the ring lies in our own segment, mapped while
             // `self` lives; garbage bytes from a broken peer are checked by `decode`.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { front.ptr().as_ref() };
             let Some(e) = Entry::decode_inline_msg(raw) else {
                 // A message in a bounce buffer: as an inline one, out of line.
                 if self.take_bounce_msg(rx, b, r.src, i, raw) {
-                    front.consume();
+                    next = front.consume_next();
                     continue;
                 }
                 break true;
@@ -228,7 +229,7 @@ impl ShmEp {
             {
                 break true;
             }
-            front.consume();
+            next = front.consume_next();
         };
         // Whether the loop consumed entries, without a count kept across it: under the
         // lock, `rx_pos[i]` is the consumer's position as of the last poll (every
