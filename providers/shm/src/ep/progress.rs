@@ -240,16 +240,25 @@ impl ShmEp {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
             self.rx_pos[i].store(pos, Ordering::Relaxed);
         }
-        // Found after the loop (not kept across it in a register or on the stack).
-        let s = self.seg.slot(i);
-        // A sender that closed: it may have published entries after our last look at
-        // its ring, so `poll_entries` drains it once more, then releases the slot.
-        if more || s.state() == segment::SLOT_CLOSED {
+        if more {
             return self.poll_entries(g, i, consumed);
         }
-        // Ring entries were freed: wake the sender if it sleeps waiting for them.
-        if consumed && s.take_sender_waits() {
-            self.wake_slot_sender(g, i);
+        // Found after the loop (not kept across it in a register or on the stack).
+        let s = self.seg.slot(i);
+        if consumed {
+            // Ring entries were freed: wake the sender if it sleeps waiting for them.
+            if s.take_sender_waits() {
+                self.wake_slot_sender(g, i);
+            }
+            // A sender that closed meanwhile waits for the next poll: its ring is
+            // empty now, and the empty ring of a closed slot is never quiet
+            // (`slot_quiet`, `slot_idle`).
+            return;
+        }
+        // A sender that closed: it may have published entries after our last look at
+        // its ring, so `poll_entries` drains it once more, then releases the slot.
+        if s.state() == segment::SLOT_CLOSED {
+            self.poll_entries(g, i, false);
         }
     }
 
