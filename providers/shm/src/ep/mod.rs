@@ -295,6 +295,9 @@ struct Inner {
     closed: bool,
     /// `enabled && !closed`, in one test for the data path.
     ready: bool,
+    /// `ready` with a receive queue bound: a receive's post tests this alone (kept
+    /// by `enable`, `bind_cq` and closing).
+    recv_ok: bool,
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_name: HashMap<String, PeerId>,
@@ -393,6 +396,7 @@ impl ShmEp {
             enabled: false,
             closed: false,
             ready: false,
+            recv_ok: false,
             b: Bindings::default(),
             peers: Vec::new(),
             by_name: HashMap::new(),
@@ -556,6 +560,7 @@ impl ShmEp {
         self.seg.mark_closed();
         g.closed = true;
         g.ready = false;
+        g.recv_ok = false;
     }
 }
 
@@ -573,6 +578,8 @@ impl EndpointOps for ShmEp {
             // waiter announcing its sleep: have peers wake us always.
             self.seg.sleepers().fetch_add(1, Ordering::SeqCst);
         }
+        let mut g = self.lock();
+        g.recv_ok = g.ready && g.b.rx_cq.is_some();
         Ok(())
     }
 
@@ -596,6 +603,7 @@ impl EndpointOps for ShmEp {
         g.b.check_enable(true)?;
         g.enabled = true;
         g.ready = !g.closed;
+        g.recv_ok = g.ready && g.b.rx_cq.is_some();
         Ok(())
     }
 
