@@ -55,6 +55,9 @@ fn a_receive_queue_bound_after_enable_takes_receives() {
     }
     assert_eq!(out[0].op_context, 2);
     assert_eq!(u64::from_le_bytes(buf), 7);
+    // The send completed at the sender when its entry went into the ring.
+    assert_eq!(peer.cq.read(&mut out), Ok(1));
+    assert_eq!(out[0].op_context, 3);
 
     // Closed: refused as such.
     ep.close().expect("close");
