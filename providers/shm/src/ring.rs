@@ -306,7 +306,7 @@ pub struct Front<'a> {
     at: NonNull<[u8; ENTRY_PAYLOAD]>,
 }
 
-impl Front<'_> {
+impl<'a> Front<'a> {
     /// The entry's payload. Reading it is the caller's `unsafe`: sound while the ring
     /// stays mapped and until [`consume`](Front::consume) (the entry is published and
     /// this consumer, borrowed by the handle, has not advanced past it).
@@ -318,8 +318,33 @@ impl Front<'_> {
     /// Consume the entry, handing it back to the producer (with Release).
     #[inline(always)]
     pub fn consume(self) {
-        self.cons.peeked.set(false);
         self.cons.free_front();
+    }
+
+    /// [`consume`](Front::consume), then [`Consumer::front`] again: the next published
+    /// entry, or `None`. The ring and position are read once, before the store that
+    /// frees the entry (which the compiler cannot tell from a store to the consumer),
+    /// not again after it.
+    #[inline(always)]
+    pub fn consume_next(self) -> Option<Front<'a>> {
+        let cons = self.cons;
+        let (ring, pos) = (cons.ring, cons.pos);
+        // SAFETY: by the contract of `Consumer::new` the ring is valid for as long as
+        // the consumer lives, borrowed by the handle; all of `Ring` is
+        // interior-mutable.
+        let ring = unsafe { ring.as_ref() };
+        // Release: as in `free_front`.
+        ring.entry(pos).seq.store(pos.wrapping_add(LAP), Ordering::Release);
+        let next = pos.wrapping_add(1);
+        cons.pos = next;
+        let entry = ring.entry(next);
+        // Acquire: as in `published`.
+        if entry.seq.load(Ordering::Acquire) != next.wrapping_add(1) {
+            return None;
+        }
+        // The cell's pointer is never null.
+        let at = NonNull::new(entry.payload.with(|p| p.cast_mut()))?;
+        Some(Front { cons, at })
     }
 }
 
@@ -423,10 +448,13 @@ impl Consumer {
     /// The oldest published entry, held until [`Front::consume`] hands it back (or the
     /// handle drops, leaving it in place), or `None` when the ring is empty. The same
     /// protocol as [`peek_ptr`](Consumer::peek_ptr) then [`advance`](Consumer::advance),
-    /// without the `peeked` bookkeeping: the handle itself says the entry was seen
-    /// published.
+    /// without the `peeked` bookkeeping per entry: the handle itself says the entry was
+    /// seen published (and a `peek` before it no longer lets `advance` free anything).
     #[inline(always)]
     pub fn front(&mut self) -> Option<Front<'_>> {
+        // A pending `peek` is moot once its entry is consumed through the handle
+        // (cleared here, once, rather than by every `consume`).
+        self.peeked.set(false);
         let at = self.published()?;
         Some(Front { cons: self, at })
     }
@@ -574,6 +602,35 @@ crate::sync::std_only! {
             assert!(c.front().is_none());
             assert!(c.is_empty());
             // The freed entries are the producer's again: a whole lap fits.
+            for v in 0..RING_ENTRIES as u64 {
+                assert!(push(&mut p, v));
+            }
+            assert!(!push(&mut p, 99));
+        }
+
+        #[test]
+        fn consume_next_walks_the_published_entries() {
+            let ring = ZeroedRing::new();
+            let (mut p, mut c) = ring.ends();
+            for v in 0..3 {
+                assert!(push(&mut p, v));
+            }
+            let mut seen = Vec::new();
+            let mut next = c.front();
+            while let Some(f) = next {
+                // SAFETY: the entry is published and not consumed yet; the ring lives.
+                seen.push(u64::from_le_bytes(unsafe { f.ptr().as_ref() }[..8].try_into().unwrap()));
+                next = f.consume_next();
+            }
+            assert_eq!(seen, [0, 1, 2]);
+            assert_eq!(c.pos(), 3);
+            assert!(c.is_empty());
+            // Published later: found by the next `front`.
+            assert!(push(&mut p, 3));
+            let f = c.front().expect("published");
+            assert!(f.consume_next().is_none());
+            assert_eq!(c.pos(), 4);
+            // Every entry consumed is the producer's again: a whole lap fits.
             for v in 0..RING_ENTRIES as u64 {
                 assert!(push(&mut p, v));
             }

@@ -244,6 +244,46 @@ fn loom_front_then_consume() {
     });
 }
 
+/// `consume_next` frees the entry and hands out the next published one, against a
+/// producer that waits on a full ring and reuses the entries freed meanwhile (the Release
+/// free / the producer's Acquire, as for `advance`): every message once, in order,
+/// intact.
+#[test]
+fn loom_front_then_consume_next() {
+    loom::model(|| {
+        let ring = TestRing::new();
+        let (mut p, mut c) = ring.ends();
+        // Filled before the threads start, but for one entry.
+        for v in 0..RING_ENTRIES as u64 - 1 {
+            assert!(p.try_push(|e| fill(e, v)));
+        }
+        let producer = thread::spawn(move || {
+            for v in 0..3 {
+                push_spin(&mut p, 1000 + v);
+            }
+        });
+        let consumer = thread::spawn(move || {
+            let mut want = (0..RING_ENTRIES as u64 - 1).chain(1000..1003);
+            let mut left = RING_ENTRIES + 2;
+            while left > 0 {
+                let mut next = c.front();
+                while let Some(f) = next {
+                    // SAFETY: published and not consumed yet; the ring lives until
+                    // `ring` drops, after the join.
+                    assert_eq!(Some(read(unsafe { f.ptr().as_ref() })), want.next());
+                    left -= 1;
+                    next = f.consume_next();
+                }
+                thread::yield_now();
+            }
+            assert!(c.front().is_none());
+            assert!(c.is_empty());
+        });
+        producer.join().unwrap();
+        consumer.join().unwrap();
+    });
+}
+
 /// `advance` without a successful `peek` does nothing, even while the producer publishes
 /// concurrently: no message is ever skipped or freed unseen.
 #[test]

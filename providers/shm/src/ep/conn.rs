@@ -3,7 +3,7 @@
 //! (or queueing them while the ring is full), waking it, and noticing that it died or
 //! closed.
 
-use super::{InStream, Inner, Peer, PeerId, Pending, ShmEp, Then, TxPath};
+use super::{InStream, Inner, LastTx, Peer, PeerId, Pending, ShmEp, Then, TxPath};
 use crate::attr::SCHEME;
 use crate::proto::{Entry, Mode};
 use crate::ring::{Producer, ENTRY_PAYLOAD};
@@ -185,22 +185,49 @@ impl ShmEp {
     /// behind `dest`, when the peer is cached with a path to it and nothing is
     /// queued to it (else `None`: the caller goes the general way). Push with
     /// [`Producer::reserve`](crate::ring::Producer::reserve), then
-    /// [`wake_tx`](Self::wake_tx).
+    /// [`wake_tx`](Self::wake_tx). Called once the endpoint is found ready; the
+    /// last destination ([`tx_last`](Self::tx_last)) is looked at first, and the
+    /// destination becomes the last one when a transmit queue is bound.
     #[inline(always)]
     pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<&mut TxPath> {
-        let av = g.b.av.as_ref()?;
-        if g.cache_version != av.version() {
+        if Self::is_last(g, dest) {
+            return g.peers.get_mut(g.last.idx as usize)?.as_mut()?.tx.as_mut();
+        }
+        let version = g.b.av.as_ref()?.version();
+        if g.cache_version != version {
             return None;
         }
         let (a, id) = g.by_addr.get(dest.0 as u32 as usize)?.as_ref()?;
         if *a != dest {
             return None;
         }
+        let id = *id;
         let p = g.peers.get_mut(id.idx as usize)?.as_mut()?;
-        if p.gen != id.gen || !p.queue.is_empty() {
+        if p.gen != id.gen || !p.queue.is_empty() || p.tx.is_none() {
             return None;
         }
-        p.tx.as_mut()
+        if g.b.tx_cq.is_some() {
+            g.last = LastTx { addr: dest, version, idx: id.idx };
+        }
+        g.peers[id.idx as usize].as_mut()?.tx.as_mut()
+    }
+
+    /// Our path to `dest` when it is the last destination ([`LastTx`]) and the AV
+    /// has not changed since: then the endpoint is ready with a transmit queue, and
+    /// nothing is queued to the peer. Else `None` (see
+    /// [`tx_cached`](Self::tx_cached)).
+    #[inline(always)]
+    pub(super) fn tx_last(g: &mut Inner, dest: FiAddr) -> Option<&mut TxPath> {
+        if !Self::is_last(g, dest) {
+            return None;
+        }
+        g.peers.get_mut(g.last.idx as usize)?.as_mut()?.tx.as_mut()
+    }
+
+    /// Whether `dest` is the last destination ([`LastTx`]), for the bound AV's version.
+    #[inline(always)]
+    fn is_last(g: &Inner, dest: FiAddr) -> bool {
+        g.last.addr == dest && g.b.av.as_ref().is_some_and(|av| av.version() == g.last.version)
     }
 
     /// Put an entry, which `fill` writes whole (header and payload), on the ring of
@@ -229,6 +256,7 @@ impl ShmEp {
         }
         p.queue.push_back(Pending::Entry { entry: b, then: Then::Nothing });
         g.backlog.push_back(id);
+        g.last = LastTx::NONE;
         self.note_work();
     }
 
@@ -260,6 +288,7 @@ impl ShmEp {
         };
         p.queue.push_back(item);
         g.backlog.push_back(id);
+        g.last = LastTx::NONE;
         self.note_work();
     }
 
@@ -463,6 +492,7 @@ impl ShmEp {
     /// A peer went away (or misbehaved): fail what is in flight with it and forget
     /// our path to it. Messages it already delivered stay.
     pub(super) fn peer_down(&self, g: &mut Inner, id: PeerId, err: Error) {
+        g.last = LastTx::NONE;
         let Some(p) = Self::peer(g, id) else { return };
         let name = p.name.clone();
         fi_log!(Level::Info, NAME, "ep_data", "peer {name} is gone: failing what is in flight with it");

@@ -64,8 +64,8 @@ const NULL_IOV: IoVec = IoVec { base: std::ptr::null_mut(), len: 0 };
 /// [`ShmEp::rx_pos`] of a slot without a consumer.
 const NO_RX: u64 = u64::MAX;
 
-/// Progress checks that its peers live every this many calls (and at most every
-/// `LIVENESS_EVERY`).
+/// Progress goes through the lock for everything ([`ShmEp::gate`]) every this many
+/// calls, and checks that its peers live then (at most every `LIVENESS_EVERY`).
 const LIVENESS_POLLS: u32 = 64;
 
 /// Closing waits for queued injects to go out while a peer takes one at least this
@@ -79,6 +79,25 @@ const LINGER_MAX: Duration = Duration::from_secs(2);
 struct PeerId {
     idx: u32,
     gen: u32,
+}
+
+/// The destination of the last send that found its peer through the AV cache
+/// ([`ShmEp::tx_cached`]), for the next send to it ([`ShmEp::tx_last`]).
+///
+/// While `version` is the bound AV's version, `peers[idx]` is the peer behind
+/// `addr`, with a path to it and nothing queued to it, and the endpoint is ready
+/// with a transmit queue bound: whatever breaks that (the peer gone, an entry
+/// queued to any peer, closing) sets [`LastTx::NONE`].
+#[derive(Debug, Clone, Copy)]
+struct LastTx {
+    addr: FiAddr,
+    version: u64,
+    idx: u32,
+}
+
+impl LastTx {
+    /// No destination: its version is no AV's (they count up from 0).
+    const NONE: LastTx = LastTx { addr: FiAddr::UNSPEC, version: u64::MAX, idx: u32::MAX };
 }
 
 /// Our slot in a peer's segment: how we send to it.
@@ -276,6 +295,9 @@ struct Inner {
     closed: bool,
     /// `enabled && !closed`, in one test for the data path.
     ready: bool,
+    /// `ready` with a receive queue bound: a receive's post tests this alone (kept
+    /// by `enable`, `bind_cq` and closing).
+    recv_ok: bool,
     b: Bindings,
     peers: Vec<Option<Peer>>,
     by_name: HashMap<String, PeerId>,
@@ -287,6 +309,8 @@ struct Inner {
     /// only to handles the AV resolved, so to the AV's size.
     by_addr: Vec<Option<(FiAddr, PeerId)>>,
     cache_version: u64,
+    /// The last destination, for a send to it without the cache's lookups.
+    last: LastTx,
     rx: RxEngine<Rts>,
     ops: Slab<TxOp>,
     /// Operations streaming their data (ids), in order.
@@ -299,6 +323,9 @@ struct Inner {
     cocopies: Vec<CoCopy>,
     /// Whether a sleep of ours asked peers to wake us when they free room.
     waits_marked: bool,
+    /// Calls of `progress_slow` (every [`LIVENESS_POLLS`]th checks that peers live
+    /// even while work besides the rings keeps it coming).
+    slow_polls: u32,
     /// The generation of the next shared copy (never 0).
     cocopy_gen: u32,
     /// Peers with queued entries (indices into `peers`; may repeat).
@@ -330,8 +357,11 @@ pub(crate) struct ShmEp {
     /// Set when work waits besides the rings (queued entries, streams, shared
     /// copies); progress clears it when none is left.
     work: AtomicBool,
-    /// Progress calls (every [`LIVENESS_POLLS`]th checks that peers live).
-    polls: AtomicU32,
+    /// Progress calls left before one goes through the lock for everything
+    /// (`progress_slow`): counts down from [`LIVENESS_POLLS`], and is 0 while work
+    /// waits besides the rings ([`note_work`](ShmEp::note_work)), so that progress
+    /// tests one value for both.
+    gate: AtomicU32,
     inner: SpinLock<Inner>,
     me: Weak<ShmEp>,
 }
@@ -366,12 +396,14 @@ impl ShmEp {
             enabled: false,
             closed: false,
             ready: false,
+            recv_ok: false,
             b: Bindings::default(),
             peers: Vec::new(),
             by_name: HashMap::new(),
             by_slot: Box::new([const { None }; SLOTS]),
             by_addr: Vec::new(),
             cache_version: u64::MAX,
+            last: LastTx::NONE,
             rx: RxEngine::new(BOUNCE_SIZE),
             ops: Slab::new(),
             streams: VecDeque::new(),
@@ -379,6 +411,7 @@ impl ShmEp {
             rd_streams: VecDeque::new(),
             cocopies: Vec::new(),
             waits_marked: false,
+            slow_polls: 0,
             cocopy_gen: 0,
             backlog: VecDeque::new(),
             last_check: Instant::now(),
@@ -396,7 +429,7 @@ impl ShmEp {
             cma_allowed: !config().disable_cma,
             rx_pos: [const { AtomicU64::new(NO_RX) }; SLOTS],
             work: AtomicBool::new(false),
-            polls: AtomicU32::new(0),
+            gate: AtomicU32::new(0),
             inner: SpinLock::new(inner),
             me: me.clone(),
         }))
@@ -411,6 +444,7 @@ impl ShmEp {
     #[inline]
     fn note_work(&self) {
         self.work.store(true, Ordering::Relaxed);
+        self.gate.store(0, Ordering::Relaxed);
     }
 
     fn weak_progress(&self) -> Weak<dyn Progress> {
@@ -522,9 +556,11 @@ impl ShmEp {
         g.peers.clear();
         g.by_name.clear();
         g.by_addr.clear();
+        g.last = LastTx::NONE;
         self.seg.mark_closed();
         g.closed = true;
         g.ready = false;
+        g.recv_ok = false;
     }
 }
 
@@ -542,6 +578,8 @@ impl EndpointOps for ShmEp {
             // waiter announcing its sleep: have peers wake us always.
             self.seg.sleepers().fetch_add(1, Ordering::SeqCst);
         }
+        let mut g = self.lock();
+        g.recv_ok = g.ready && g.b.rx_cq.is_some();
         Ok(())
     }
 
@@ -565,6 +603,7 @@ impl EndpointOps for ShmEp {
         g.b.check_enable(true)?;
         g.enabled = true;
         g.ready = !g.closed;
+        g.recv_ok = g.ready && g.b.rx_cq.is_some();
         Ok(())
     }
 

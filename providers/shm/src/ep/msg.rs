@@ -47,33 +47,37 @@ unsafe fn gather_cold(iov: &[IoVec], dst: *mut u8, len: usize) {
 
 impl ShmEp {
     /// A send or an inject (`inject`: its payload). The common case, one piece that
-    /// goes inline into the ring of a peer we have a path to, is all here; anything
-    /// else goes through [`send_general`](Self::send_general). Inlined into each
-    /// caller, so that a send does not test for an inject's payload, nor an inject
-    /// for a CQ.
+    /// goes inline, without remote CQ data, into the ring of the last destination
+    /// ([`tx_last`](Self::tx_last), which also stands for the endpoint's state), is
+    /// all here; anything else goes through [`send_general`](Self::send_general).
+    /// Inlined into each caller, so that a send does not test for an inject's
+    /// payload.
     #[inline(always)]
     pub(super) fn send_common(&self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        self.check_ready(g, inject.is_none())?;
         let data_iov = inject.map(|d| [IoVec { base: d.as_ptr() as *mut u8, len: d.len() }]);
         let iov: &[IoVec] = match &data_iov {
             Some(v) => v,
             None => op.iov,
         };
-        // FI_DELIVERY_COMPLETE: as a large message whatever its size (see
-        // `send_general`).
-        let dc = inject.is_none() && flags.contains(OpFlags::DELIVERY_COMPLETE);
-        if let ([v], false) = (iov, dc) {
+        // FI_DELIVERY_COMPLETE (a send as a large message whatever its size: see
+        // `send_general`; an inject ignores it) and remote CQ data go the general way.
+        let general = if inject.is_none() {
+            OpFlags::DELIVERY_COMPLETE | OpFlags::REMOTE_CQ_DATA
+        } else {
+            OpFlags::REMOTE_CQ_DATA
+        };
+        if let [v] = iov {
             let len = v.len;
-            if len <= INLINE_MAX {
-                if let Some(t) = Self::tx_cached(g, op.addr) {
+            if len <= INLINE_MAX && !flags.intersects(general) {
+                if let Some(t) = Self::tx_last(g, op.addr) {
                     if let Some(mut r) = t.prod.reserve() {
                         let tagged = flags.contains(OpFlags::TAGGED);
-                        let (eflags, data) = Self::msg_eflags(op, flags);
+                        let eflags = if tagged { flags::TAGGED } else { 0 };
                         // The header and the payload, written in place into the ring's
                         // entry.
-                        fill_inline_msg(r.payload(), eflags, op.tag, data, iov, len);
+                        fill_inline_msg(r.payload(), eflags, op.tag, 0, iov, len);
                         r.publish();
                         Self::wake_tx(t);
                         self.send_done(g, op.context, Caps::SEND | msg_flags(tagged), len, flags, inject.is_some());
@@ -114,11 +118,13 @@ impl ShmEp {
         (eflags, data)
     }
 
-    /// [`send_common`](Self::send_common) for everything but its common case: several
-    /// pieces, a payload that does not go inline (or `FI_DELIVERY_COMPLETE`), a peer
-    /// without a cached path, or a full ring.
+    /// [`send_common`](Self::send_common) for everything but its common case: an
+    /// endpoint not ready (or without a transmit queue, for a send), several pieces, a
+    /// payload that does not go inline (or `FI_DELIVERY_COMPLETE`), remote CQ data, a
+    /// destination other than the last, or a full ring.
     #[inline(never)]
     fn send_general(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags, inject: bool, iov: &[IoVec]) -> Result<()> {
+        self.check_ready(g, !inject)?;
         // FI_DELIVERY_COMPLETE: as a large message whatever its size, which
         // completes on the receiver's `Ack`, sent once the data is in the receive.
         let dc = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
@@ -307,7 +313,10 @@ impl ShmEp {
     pub(super) fn recv_common(&self, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         let mut g = self.lock();
         let g = &mut *g;
-        g.b.check_recv(g.ready)?;
+        if !g.recv_ok {
+            // The error it is: not ready, or no receive queue.
+            g.b.check_recv(g.ready)?;
+        }
         g.rx.post(&g.b, op, flags, op.addr)?;
         self.run_rx_actions(g);
         Ok(())

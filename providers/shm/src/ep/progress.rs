@@ -92,10 +92,8 @@ impl ShmEp {
         if rest != 0 || self.seg.claimed_after_first_word() {
             self.poll_rest(g, i / 64, rest);
         }
-        // An entry may have queued work (an answer to a full ring, say).
-        if self.work.load(Ordering::Relaxed) {
-            self.progress_work(g);
-        }
+        // An entry may have queued work (an answer to a full ring, say):
+        // `note_work` closed the gate, so the next progress call does it.
     }
 
     /// The rest of [`progress_from`](Self::progress_from): the claimed slots after
@@ -168,12 +166,18 @@ impl ShmEp {
         self.work.store(work, Ordering::Relaxed);
     }
 
-    /// Progress through the lock, every slot: for the liveness check, or with work
-    /// besides the rings.
+    /// Progress through the lock, every slot, when [`ShmEp::gate`] says so: for the
+    /// liveness check, or with work besides the rings (then the liveness check only
+    /// every [`LIVENESS_POLLS`]th call). Sets the gate for the calls after it.
     #[inline(never)]
-    fn progress_slow(&self, liveness: bool) {
+    fn progress_slow(&self) {
         let mut g = self.lock();
+        g.slow_polls = g.slow_polls.wrapping_add(1);
+        let liveness = !self.work.load(Ordering::Relaxed) || g.slow_polls % LIVENESS_POLLS == 0;
         self.progress_locked(&mut g, liveness);
+        // Under the lock, as every `note_work`: none is lost in between.
+        let gate = if self.work.load(Ordering::Relaxed) { 0 } else { LIVENESS_POLLS };
+        self.gate.store(gate, Ordering::Relaxed);
     }
 
     /// Whether polling slot `i` of our segment would do nothing: its sender is
@@ -200,16 +204,17 @@ impl ShmEp {
         if r.src_version != version {
             return self.poll_entries(g, i, false);
         }
+        let mut next = r.cons.front();
         let more = loop {
-            let Some(front) = r.cons.front() else { break false };
+            let Some(front) = next else { break false };
             // SAFETY: as in `poll_entries`: the entry is published and ours to read
-            // until `consume` below; the ring lies in our own segment, mapped while
+            // until `consume_next` below; the ring lies in our own segment, mapped while
             // `self` lives; garbage bytes from a broken peer are checked by `decode`.
             let raw: &[u8; ENTRY_PAYLOAD] = unsafe { front.ptr().as_ref() };
             let Some(e) = Entry::decode_inline_msg(raw) else {
                 // A message in a bounce buffer: as an inline one, out of line.
                 if self.take_bounce_msg(rx, b, r.src, i, raw) {
-                    front.consume();
+                    next = front.consume_next();
                     continue;
                 }
                 break true;
@@ -224,7 +229,7 @@ impl ShmEp {
             {
                 break true;
             }
-            front.consume();
+            next = front.consume_next();
         };
         // Whether the loop consumed entries, without a count kept across it: under the
         // lock, `rx_pos[i]` is the consumer's position as of the last poll (every
@@ -235,16 +240,25 @@ impl ShmEp {
             // Once per poll, not per entry: `slot_quiet` reads it only as a hint.
             self.rx_pos[i].store(pos, Ordering::Relaxed);
         }
-        // Found after the loop (not kept across it in a register or on the stack).
-        let s = self.seg.slot(i);
-        // A sender that closed: it may have published entries after our last look at
-        // its ring, so `poll_entries` drains it once more, then releases the slot.
-        if more || s.state() == segment::SLOT_CLOSED {
+        if more {
             return self.poll_entries(g, i, consumed);
         }
-        // Ring entries were freed: wake the sender if it sleeps waiting for them.
-        if consumed && s.take_sender_waits() {
-            self.wake_slot_sender(g, i);
+        // Found after the loop (not kept across it in a register or on the stack).
+        let s = self.seg.slot(i);
+        if consumed {
+            // Ring entries were freed: wake the sender if it sleeps waiting for them.
+            if s.take_sender_waits() {
+                self.wake_slot_sender(g, i);
+            }
+            // A sender that closed meanwhile waits for the next poll: its ring is
+            // empty now, and the empty ring of a closed slot is never quiet
+            // (`slot_quiet`, `slot_idle`).
+            return;
+        }
+        // A sender that closed: it may have published entries after our last look at
+        // its ring, so `poll_entries` drains it once more, then releases the slot.
+        if s.state() == segment::SLOT_CLOSED {
+            self.poll_entries(g, i, false);
         }
     }
 
@@ -604,13 +618,16 @@ impl ShmEp {
 
 impl Progress for ShmEp {
     fn progress(&self) {
-        // Racy increments between threads only shift when the check runs.
-        let n = self.polls.load(Ordering::Relaxed);
-        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
-        let liveness = n % LIVENESS_POLLS == 0;
-        if liveness || self.work.load(Ordering::Relaxed) {
-            return self.progress_slow(liveness);
+        // One test for the liveness check and for work besides the rings.
+        let n = self.gate.load(Ordering::Relaxed);
+        if n == 0 {
+            return self.progress_slow();
         }
+        // Racing progress calls of several threads may store over a `note_work` of
+        // another thread: the work then waits for the gate's next 0, at most
+        // LIVENESS_POLLS calls, and never across a sleep (`prepare_sleep` and
+        // `trywait` open the gate for the progress call that precedes it).
+        self.gate.store(n - 1, Ordering::Relaxed);
         // One walk of the claim bitmap, without the lock until a slot has something
         // (see `slot_quiet`).
         for w in 0..SLOTS / 64 {
@@ -631,8 +648,10 @@ impl Progress for ShmEp {
 
     fn prepare_sleep(&self) {
         // Waiting for room at peers (queued entries, streams to push): ask them to
-        // wake us when they free some. The Waiter polls once more after this.
+        // wake us when they free some. The Waiter polls once more after this,
+        // through the lock for everything.
         let mut g = self.lock();
+        self.gate.store(0, Ordering::Relaxed);
         if !(g.backlog.is_empty() && g.streams.is_empty() && g.rd_streams.is_empty()) {
             for t in g.peers.iter().flatten().filter_map(|p| p.tx.as_ref()) {
                 t.seg.slot(t.slot).set_sender_waits(true);
@@ -644,6 +663,12 @@ impl Progress for ShmEp {
         // Pairs with the sender's fence: our next poll sees its entry, or it sees
         // us sleeping and wakes us.
         fence(Ordering::SeqCst);
+    }
+
+    fn trywait(&self) {
+        // The application blocks on the descriptor next: the progress call that
+        // precedes it does everything (see `progress`).
+        self.gate.store(0, Ordering::Relaxed);
     }
 
     fn end_sleep(&self) {

@@ -115,8 +115,8 @@ const MAGIC: u64 = u64::from_le_bytes(*b"FABSHM\x00\x01");
 /// The version of this layout; bumped with any change of it, and of the entries'
 /// (`proto::VERSION`), so that processes of builds that speak differently do not
 /// attach to each other. 3: an atomic's operation and its answer's errno moved
-/// from `aux` to `data`.
-const LAYOUT_VERSION: u32 = 3;
+/// from `aux` to `data`. 4: the claim bitmap's `high` flag.
+const LAYOUT_VERSION: u32 = 4;
 /// Words of the claim bitmap.
 const CLAIM_WORDS: usize = SLOTS / 64;
 
@@ -158,8 +158,18 @@ struct Header {
     probe_addr: AtomicU64,
     /// Nonzero while the owner sleeps or is about to: senders then wake it.
     sleepers: Line<AtomicU32>,
+    /// The claim bitmap, and whether it ever went past its first word.
+    claim: Line<Claims>,
+}
+
+/// The claim bitmap of a segment's slots ([`Header::claim`]).
+#[repr(C)]
+struct Claims {
     /// Bit `i % 64` of word `i / 64` is set while slot `i` is claimed.
-    claim: Line<[AtomicU64; CLAIM_WORDS]>,
+    words: [AtomicU64; CLAIM_WORDS],
+    /// Nonzero once a slot past the first 64 was claimed (never cleared): until
+    /// then the owner's progress looks at the first word only.
+    high: AtomicU64,
 }
 
 /// The bounce buffers of a slot, page aligned. Reached only through raw pointers.
@@ -534,7 +544,7 @@ impl Segment {
             return Err(Error::Inval);
         }
         let h = self.header();
-        for (w, word) in h.claim.0.iter().enumerate() {
+        for (w, word) in h.claim.0.words.iter().enumerate() {
             let mut cur = word.load(Ordering::Relaxed);
             while cur != u64::MAX {
                 let bit = (!cur).trailing_zeros() as usize;
@@ -544,6 +554,11 @@ impl Segment {
                 let prev = word.fetch_or(mask, Ordering::AcqRel);
                 if prev & mask == 0 {
                     let i = w * 64 + bit;
+                    if w > 0 {
+                        // Before the slot becomes active, so before any entry in it
+                        // (see `claimed_after_first_word`).
+                        h.claim.0.high.store(1, Ordering::Release);
+                    }
                     return match self.set_up_slot(i, my_name, my_pid, my_start) {
                         Ok(()) => Ok(i),
                         Err(e) => {
@@ -584,22 +599,27 @@ impl Segment {
     /// slots `64 * w` to `64 * w + 63`.
     #[inline]
     pub fn claim_word(&self, w: usize) -> u64 {
-        self.header().claim.0[w].load(Ordering::Acquire)
+        self.header().claim.0.words[w].load(Ordering::Acquire)
     }
 
-    /// Owner: whether any slot of words 1 and up of the claim bitmap is claimed (all
-    /// but the first 64 slots), read once the segment's header is at hand.
+    /// Owner: whether any slot of words 1 and up of the claim bitmap (all but the first
+    /// 64 slots) may be claimed: once one was, always true. One load, where reading
+    /// the words would be three.
+    ///
+    /// A claimer stores the flag before its slot becomes active, hence before it
+    /// publishes any entry there and before the fence that precedes its look for a
+    /// sleeping owner: an owner that fenced after that fence (a sleep's last poll)
+    /// sees the flag.
     #[inline]
     pub fn claimed_after_first_word(&self) -> bool {
-        let [_, rest @ ..] = &self.header().claim.0;
-        rest.iter().fold(0, |a, w| a | w.load(Ordering::Acquire)) != 0
+        self.header().claim.0.high.load(Ordering::Acquire) != 0
     }
 
     /// Owner: a snapshot of the claim bitmap (bit `i % 64` of word `i / 64` set while slot
     /// `i` is claimed). A claimed slot becomes usable only once its state is
     /// [`SLOT_ACTIVE`]; until then its claimer is still setting it up.
     pub fn claimed_slots(&self, out: &mut [u64; SLOTS / 64]) {
-        for (o, word) in out.iter_mut().zip(&self.header().claim.0) {
+        for (o, word) in out.iter_mut().zip(&self.header().claim.0.words) {
             *o = word.load(Ordering::Acquire);
         }
     }
@@ -619,7 +639,7 @@ impl Segment {
         slot.state.store(SLOT_FREE, Ordering::Relaxed);
         // Release: everything we did with the slot happens before the next claimer's
         // fetch_or (Acquire) that finds the bit clear.
-        self.header().claim.0[i / 64].fetch_and(!(1u64 << (i % 64)), Ordering::Release);
+        self.header().claim.0.words[i / 64].fetch_and(!(1u64 << (i % 64)), Ordering::Release);
     }
 
     /// Owner: remove the file, so that nobody attaches any more (mappings stay valid).
@@ -959,6 +979,29 @@ mod tests {
         assert_eq!(owner.slot(77).peer_name().as_deref(), Some("again"));
         assert_eq!(peer.claim_slot("late", me, start), Err(Error::Again));
         assert_eq!(peer.claim_slot("bad/name", me, start), Err(Error::Inval));
+    }
+
+    #[test]
+    fn claims_past_the_first_word_are_flagged_for_good() {
+        let name = new_name();
+        let owner = Segment::create(&name).unwrap();
+        let peer = Segment::attach(&name).unwrap();
+        let me = std::process::id() as i32;
+        let start = start_time(me).unwrap();
+        assert!(!owner.claimed_after_first_word());
+        for i in 0..64 {
+            assert_eq!(peer.claim_slot("low", me, start), Ok(i));
+        }
+        assert!(!owner.claimed_after_first_word(), "only the first word is claimed");
+        assert_eq!(peer.claim_slot("high", me, start), Ok(64));
+        assert!(owner.claimed_after_first_word());
+        // Released, the flag stays: progress looks at the words for nothing then.
+        peer.slot(64).set_state(SLOT_CLOSED);
+        owner.release_slot(64);
+        let mut bits = [0u64; SLOTS / 64];
+        owner.claimed_slots(&mut bits);
+        assert_eq!(bits[1..], [0; SLOTS / 64 - 1]);
+        assert!(owner.claimed_after_first_word());
     }
 
     #[test]
