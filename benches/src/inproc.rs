@@ -32,6 +32,7 @@ pub struct InProc {
 /// Read both queues until `na` completions came from `qa` and `nb` from `qb` (at
 /// least one pass when both are 0, to drive progress); each completion's buffer
 /// goes back to its slot.
+#[inline(always)]
 fn drive(qa: &CompletionQueue, mut na: usize, qb: &CompletionQueue, mut nb: usize, slots: &mut Slots) -> Result<()> {
     let mut once = na == 0 && nb == 0;
     while na > 0 || nb > 0 || once {
