@@ -31,7 +31,10 @@ pub struct InProc {
 
 /// Read both queues until `na` completions came from `qa` and `nb` from `qb` (at
 /// least one pass when both are 0, to drive progress); each completion's buffer
-/// goes back to its slot.
+/// goes back to its slot. Inline into each half (as `read` is into it), so that
+/// a round trip makes no call of the bench's own: what the count measures beyond
+/// the providers is the API's work, not a call frame of this program.
+#[inline(always)]
 fn drive(qa: &CompletionQueue, mut na: usize, qb: &CompletionQueue, mut nb: usize, slots: &mut Slots) -> Result<()> {
     let mut once = na == 0 && nb == 0;
     while na > 0 || nb > 0 || once {

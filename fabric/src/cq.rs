@@ -7,6 +7,7 @@ use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::CqOps;
 use fabric_core::{Caps, CqAttr, CqEntry, CqErrEntry, CqFormat, Error, FiAddr, Result};
+use fabric_util::cq::UtilCq;
 use std::fmt;
 use std::ops::Deref;
 use std::os::fd::RawFd;
@@ -25,6 +26,10 @@ pub(crate) struct CqInner {
     /// `ops` as a plain pointer, for the reads: a call through it does not
     /// locate the object inside the `Arc`'s allocation each time.
     prov: ProvCq,
+    /// `ops` as the providers' shared queue type when it is one (null
+    /// otherwise): a read then pops the entry inline rather than through the
+    /// vtable and a copy in memory.
+    util: UtilPtr,
     table: TableLock,
     /// Whether `table.pending` may be non-empty: set under the table's lock after a
     /// push, cleared under it when a pop empties it, so a read with nothing
@@ -36,6 +41,17 @@ pub(crate) struct CqInner {
 
 /// A pointer to the provider's queue, owned by the `Arc` beside it in [`CqInner`].
 struct ProvCq(*const dyn CqOps);
+
+/// The provider's queue as a [`UtilCq`] (or null), owned by the `Arc` beside it
+/// in [`CqInner`].
+struct UtilPtr(*const UtilCq);
+
+// SAFETY: the pointer is only turned into a `&UtilCq` (see `CqInner::util`), and
+// `UtilCq` is `Send + Sync` (it is a `dyn CqOps`), so sending or sharing it is as
+// sending or sharing the `Arc<dyn CqOps>` it comes from.
+unsafe impl Send for UtilPtr {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for UtilPtr {}
 
 // SAFETY: the pointer is only turned into a `&dyn CqOps` (see `CqInner::prov`),
 // and `dyn CqOps` is `Send + Sync`, so sending or sharing it is as sending or
@@ -51,6 +67,14 @@ impl CqInner {
         // SAFETY: `prov` points at the object `self.ops` owns, which lives as long
         // as `self` (the field is never replaced).
         unsafe { &*self.prov.0 }
+    }
+
+    /// The provider's queue as a [`UtilCq`], if it is one.
+    #[inline(always)]
+    fn util(&self) -> Option<&UtilCq> {
+        // SAFETY: null, or pointing at the object `self.ops` owns (as `prov`),
+        // which lives as long as `self` (the field is never replaced).
+        unsafe { self.util.0.as_ref() }
     }
 
     #[inline(always)]
@@ -128,7 +152,10 @@ impl CqInner {
             Some(i) if !matches!(t.at(i).bufs, RecBufs::Multi(_)) => i,
             _ => {
                 drop(t);
-                return self.convert_rare(e);
+                // A copy to the out-of-line call, so that `e` itself need not
+                // live in memory.
+                let copy = *e;
+                return self.convert_rare(&copy);
             }
         };
         let rec = t.take(i);
@@ -389,6 +416,7 @@ impl CompletionQueue {
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 prov: ProvCq(Arc::as_ptr(&ops)),
+                util: UtilPtr(ops.as_any().downcast_ref::<UtilCq>().map_or(std::ptr::null(), |u| u as *const UtilCq)),
                 ops,
                 table,
                 has_pending: AtomicBool::new(false),
@@ -425,6 +453,14 @@ impl CompletionQueue {
         let inner = &*self.inner;
         if inner.has_pending() {
             return inner.read_one_slow();
+        }
+        if let Some(u) = inner.util() {
+            // Popped inline (progress, when due, is a call that returns
+            // nothing), so the entry's fields stay in registers.
+            return match u.read_one_with(|e| *e) {
+                Ok(ref e) => inner.convert_one(e),
+                Err(e) => Err(e),
+            };
         }
         // Converted where the provider wrote it, not moved out of the `Result`.
         match inner.prov().read_one() {
@@ -782,4 +818,38 @@ impl fmt::Debug for RecvView {
 /// Wrap a multi-receive buffer for sharing (used when posting).
 pub(crate) fn share(buf: Buf) -> Arc<MultiRecvBuf> {
     Arc::new(MultiRecvBuf { buf })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CqAttr, EpType, Fabric, Hints};
+
+    /// The providers whose queues are the shared `UtilCq` take the inline read
+    /// path: the downcast at open finds the type (a provider that wrapped its
+    /// queue would silently lose the path, which this catches).
+    #[test]
+    fn util_queues_are_read_inline() {
+        let mut provs = Vec::new();
+        if cfg!(feature = "shm") {
+            provs.push("shm");
+        }
+        if cfg!(feature = "tcp") {
+            provs.push("tcp");
+        }
+        if cfg!(feature = "udp") {
+            provs.push("udp");
+        }
+        for prov in provs {
+            let mut hints = Hints::new().provider(prov).ep_type(EpType::Rdm);
+            if prov != "shm" {
+                hints = hints.node("127.0.0.1").source(true);
+            }
+            let info = crate::getinfo(&hints).unwrap().remove(0);
+            let fabric = Fabric::open(&info).unwrap();
+            let domain = fabric.domain(&info).unwrap();
+            let cq = domain.cq(CqAttr::default()).unwrap();
+            assert!(cq.inner.util().is_some(), "{prov}: its queue is read through the vtable");
+            assert_eq!(cq.read_one().map(|c| c.context).unwrap_err(), fabric_core::Error::Again, "{prov}: empty");
+        }
+    }
 }
