@@ -271,9 +271,7 @@ impl TcpEp {
                 Err(e) => return Self::solo_failed(failed, e, "peer closed the connection".into()),
             }
         }
-        let id = ConnId { idx: idx as u32, gen: slot.gen };
         let src = self.conn_src(b, conn);
-        let cx = Ctx { b, objs: &self.domain.objs };
         loop {
             let lo = conn.stage_lo;
             let Some((hdr, payload)) = conn.stage.get(lo..conn.stage_hi).and_then(staged_msg) else {
@@ -282,14 +280,15 @@ impl TcpEp {
                 return Solo::Full;
             };
             let end = lo + HDR_LEN + payload.len();
-            match eng.frame(cx, &mut conn.pr, id, src, hdr, payload) {
-                Ok(Begin::Done) => conn.stage_lo = end,
-                // A stream's peer is never held: past the limits is its error.
-                Ok(b) => {
-                    return Self::solo_failed(failed, Error::Io, format!("protocol error: message not taken ({b})"))
-                }
-                Err(v) => return Self::solo_failed(failed, v.err, v.why),
+            // A message matching a posted receive (the common case) lands there
+            // at once; anything else goes out of line, with the connection's id
+            // and the domain, which only it needs.
+            if !eng.frame_eager(b, &conn.pr, src, &hdr, payload)
+                && self.solo_frame_other(conn, eng, b, idx, src, hdr, lo + HDR_LEN, failed)
+            {
+                return Solo::Fail;
             }
+            conn.stage_lo = end;
             if end == conn.stage_hi {
                 // The stage used up: done when the socket was drained too (epoll
                 // would not report it), else `read_step` reads on.
@@ -300,6 +299,36 @@ impl TcpEp {
                 return Solo::Full;
             }
         }
+    }
+
+    /// A message of [`TcpEp::read_whole`] that no posted receive took at once
+    /// (`hdr` and its payload staged whole from `at` on): the engine's general
+    /// path (buffered as unexpected, matched further down the queue). `true`
+    /// when the connection failed, the error and why in `failed`.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    fn solo_frame_other(
+        &self,
+        conn: &mut Conn,
+        eng: &mut Engine<ConnId>,
+        b: &Bindings,
+        idx: usize,
+        src: FiAddr,
+        hdr: Header,
+        at: usize,
+        failed: &mut Option<(Error, String)>,
+    ) -> bool {
+        let id = ConnId { idx: idx as u32, gen: conn.gen };
+        let cx = Ctx { b, objs: &self.domain.objs };
+        let payload = &conn.stage[at..at + hdr.len as usize];
+        *failed = match eng.frame_other(cx, &mut conn.pr, id, src, hdr, payload) {
+            Ok(Begin::Done) => return false,
+            // A stream's peer is never held: past the limits is its error.
+            Ok(b) => Some((Error::Io, format!("protocol error: message not taken ({b})"))),
+            Err(v) => Some((v.err, v.why)),
+        };
+        true
     }
 
     /// The periodic look of [`TcpEp::progress_solo`]: whether the full pass has
