@@ -153,16 +153,17 @@ impl TcpEp {
     }
 
     pub(super) fn progress_locked(&self, g: &mut Inner) {
-        if g.life == Life::Closed {
-            return;
-        }
         let mut failed = None;
+        // A closed endpoint has no connection left (closing failed them all),
+        // so the one-connection pass finds nothing and says `Full`: whether it
+        // is closed is asked there alone.
         match self.progress_solo(g, &mut failed) {
             Solo::Done => {
                 if g.eng.wants_transmit() {
                     self.pump(g);
                 }
             }
+            Solo::Full if g.life == Life::Closed => {}
             Solo::Full => self.progress_all(g),
             Solo::Fail => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, failed),
         }
@@ -222,9 +223,9 @@ impl TcpEp {
     /// the listener) is left, where it stands, to the full pass.
     #[inline]
     fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
-        if g.solo_left > 1 {
-            g.solo_left -= 1;
-        } else if self.full_wanted(g) {
+        // One decrement and test of the count down to the periodic look.
+        g.solo_left = g.solo_left.wrapping_sub(1);
+        if g.solo_left == 0 && self.full_wanted(g) {
             return Solo::Full;
         }
         let Inner { slots, eng, b, .. } = g;
@@ -233,7 +234,8 @@ impl TcpEp {
         // Blocked writes have frames queued (`flush_queued` keeps `want_write`
         // to whether the queue's head waits): the queue alone is looked at.
         debug_assert!(!conn.want_write || !conn.txq.is_empty());
-        if !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
+        // Nothing queued and no answer owed: one test of the two counts.
+        if conn.txq.len() | conn.pr.answers.waiting() != 0 {
             return Solo::Full;
         }
         self.read_whole(slots, eng, b, 0, failed)
