@@ -177,3 +177,49 @@ fn a_peer_sending_garbage_after_a_whole_message_is_dropped() {
     let to_t = a.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
     assert_eq!(exchange(&a, to_t, &t, b"still fine", 100), b"still fine");
 }
+
+/// An endpoint closed while its one connection is up fails the receive it had
+/// posted, and its progress (driven by reads of its queue, past the periodic
+/// look at the listener) finds nothing more to do; the peer sees the
+/// connection go.
+#[test]
+fn progress_of_an_endpoint_closed_with_its_one_connection_up_does_nothing() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+    let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    for i in 0..3u64 {
+        assert_eq!(exchange(&a, to_b, &b, &i.to_le_bytes(), 10 * i), i.to_le_bytes());
+    }
+    let mut dst = vec![0u8; 16];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: `dst` outlives the receive, which the close below fails.
+    unsafe { b.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 77), OpFlags::empty()).unwrap() };
+    b.ep.close().unwrap();
+    assert_eq!(b.cq.read_one().err(), Some(Error::Avail), "the receive's failure waits on the queue");
+    let e = b.cq.readerr().unwrap();
+    assert_eq!((e.entry.op_context, e.err), (77, Error::Canceled));
+    // Past SOLO_FULL_EVERY progress calls: nothing completes, nothing fails.
+    for _ in 0..300 {
+        assert_eq!(b.cq.read_one().err(), Some(Error::Again));
+    }
+    assert_eq!(b.cq.readerr().err(), Some(Error::Again));
+    // a's send to the closed endpoint does not complete as delivered into b: it
+    // completes (written before the reset was seen) or fails, and a's
+    // connection is found gone.
+    let mut src = *b"after close";
+    let si = [IoVec { base: src.as_mut_ptr(), len: src.len() }];
+    // SAFETY: `src` outlives the send's completion, waited for below.
+    let posted = unsafe { a.ep.post_send(&op(&si, to_b, 5), OpFlags::empty()) };
+    if posted.is_ok() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match a.cq.read_one() {
+                Ok(c) => break assert_eq!(c.op_context, 5),
+                Err(Error::Avail) => break assert_eq!(a.cq.readerr().unwrap().entry.op_context, 5),
+                Err(Error::Again) => assert!(Instant::now() < deadline, "the send neither completed nor failed"),
+                Err(e) => panic!("reading a's queue: {e}"),
+            }
+        }
+    }
+    assert_eq!(b.cq.read_one().err(), Some(Error::Again));
+}
