@@ -76,14 +76,15 @@ fn staged_msg(staged: &[u8]) -> Option<(Header, &[u8])> {
 }
 
 /// What [`TcpEp::progress_solo`] did.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 enum Solo {
     /// All there was: nothing came, or every byte read went to the engine.
     Done,
     /// Not for it (or it stopped at something else): the full pass runs.
     Full,
-    /// The connection failed (the error and why are in the caller's slot).
-    Fail,
+    /// The connection failed, with this error, because of this (carried in
+    /// the answer, so that the usual answers leave nothing to drop).
+    Fail(Error, String),
 }
 
 impl TcpEp {
@@ -153,11 +154,10 @@ impl TcpEp {
     }
 
     pub(super) fn progress_locked(&self, g: &mut Inner) {
-        let mut failed = None;
         // A closed endpoint has no connection left (closing failed them all),
         // so the one-connection pass finds nothing and says `Full`: whether it
         // is closed is asked there alone.
-        match self.progress_solo(g, &mut failed) {
+        match self.progress_solo(g) {
             Solo::Done => {
                 if g.eng.wants_transmit() {
                     self.pump(g);
@@ -165,7 +165,7 @@ impl TcpEp {
             }
             Solo::Full if g.life == Life::Closed => {}
             Solo::Full => self.progress_all(g),
-            Solo::Fail => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, failed),
+            Solo::Fail(e, why) => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, e, why),
         }
     }
 
@@ -222,7 +222,7 @@ impl TcpEp {
     /// frame kind, a message not staged whole, a full stage, the periodic look at
     /// the listener) is left, where it stands, to the full pass.
     #[inline]
-    fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
+    fn progress_solo(&self, g: &mut Inner) -> Solo {
         // One decrement and test of the count down to the periodic look.
         g.solo_left = g.solo_left.wrapping_sub(1);
         if g.solo_left == 0 && self.full_wanted(g) {
@@ -238,7 +238,7 @@ impl TcpEp {
         if conn.txq.len() | conn.pr.answers.waiting() != 0 {
             return Solo::Full;
         }
-        self.read_whole(slots, eng, b, 0, failed)
+        self.read_whole(slots, eng, b, 0)
     }
 
     /// The whole messages connection `idx` has staged, or receives now into an
@@ -247,17 +247,10 @@ impl TcpEp {
     /// `Done` when every byte read went to the engine and the socket was drained;
     /// `Full` when it stopped at anything else (another frame kind, a message not
     /// staged whole, a full stage read, a connection not up), which it leaves
-    /// where it stands for [`TcpEp::read_step`]; `Fail` with the error and why in
-    /// `failed`.
+    /// where it stands for [`TcpEp::read_step`]; `Fail` with the error and why
+    /// when the connection failed.
     #[inline(always)]
-    fn read_whole(
-        &self,
-        slots: &mut [Slot],
-        eng: &mut Engine<ConnId>,
-        b: &Bindings,
-        idx: usize,
-        failed: &mut Option<(Error, String)>,
-    ) -> Solo {
+    fn read_whole(&self, slots: &mut [Slot], eng: &mut Engine<ConnId>, b: &Bindings, idx: usize) -> Solo {
         let Some(slot) = slots.get_mut(idx) else { return Solo::Full };
         let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
         // A paused connection's receive side holds its request (`RxState::Parked`):
@@ -270,7 +263,7 @@ impl TcpEp {
             match conn.fill() {
                 Ok(_) => {}
                 Err(Error::Again) => return Solo::Done,
-                Err(e) => return Self::solo_failed(failed, e, "peer closed the connection".into()),
+                Err(e) => return Self::solo_failed(e, "peer closed the connection".into()),
             }
         }
         let src = self.conn_src(b, conn);
@@ -285,10 +278,10 @@ impl TcpEp {
             // A message matching a posted receive (the common case) lands there
             // at once; anything else goes out of line, with the connection's id
             // and the domain, which only it needs.
-            if !eng.frame_eager(b, &conn.pr, src, &hdr, payload)
-                && self.solo_frame_other(conn, eng, b, idx, src, hdr, lo + HDR_LEN, failed)
-            {
-                return Solo::Fail;
+            if !eng.frame_eager(b, &conn.pr, src, &hdr, payload) {
+                if let Some((e, why)) = self.solo_frame_other(conn, eng, b, idx, src, hdr, lo + HDR_LEN) {
+                    return Self::solo_failed(e, why);
+                }
             }
             conn.stage_lo = end;
             if end == conn.stage_hi {
@@ -305,8 +298,8 @@ impl TcpEp {
 
     /// A message of [`TcpEp::read_whole`] that no posted receive took at once
     /// (`hdr` and its payload staged whole from `at` on): the engine's general
-    /// path (buffered as unexpected, matched further down the queue). `true`
-    /// when the connection failed, the error and why in `failed`.
+    /// path (buffered as unexpected, matched further down the queue). The
+    /// error and why when the connection failed.
     #[allow(clippy::too_many_arguments)]
     #[cold]
     #[inline(never)]
@@ -319,18 +312,16 @@ impl TcpEp {
         src: FiAddr,
         hdr: Header,
         at: usize,
-        failed: &mut Option<(Error, String)>,
-    ) -> bool {
+    ) -> Option<(Error, String)> {
         let id = ConnId { idx: idx as u32, gen: conn.gen };
         let cx = Ctx { b, objs: &self.domain.objs };
         let payload = &conn.stage[at..at + hdr.len as usize];
-        *failed = match eng.frame_other(cx, &mut conn.pr, id, src, hdr, payload) {
-            Ok(Begin::Done) => return false,
+        match eng.frame_other(cx, &mut conn.pr, id, src, hdr, payload) {
+            Ok(Begin::Done) => None,
             // A stream's peer is never held: past the limits is its error.
             Ok(b) => Some((Error::Io, format!("protocol error: message not taken ({b})"))),
             Err(v) => Some((v.err, v.why)),
-        };
-        true
+        }
     }
 
     /// The periodic look of [`TcpEp::progress_solo`]: whether the full pass has
@@ -347,20 +338,16 @@ impl TcpEp {
         ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
     }
 
-    /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`: noted
-    /// in `failed`.
+    /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`.
     #[cold]
-    fn solo_failed(failed: &mut Option<(Error, String)>, e: Error, why: String) -> Solo {
-        *failed = Some((e, why));
-        Solo::Fail
+    fn solo_failed(e: Error, why: String) -> Solo {
+        Solo::Fail(e, why)
     }
 
-    /// Connection `id` failed in [`TcpEp::read_whole`] (`failed`: with what, and
-    /// why).
+    /// Connection `id` failed in [`TcpEp::read_whole`] with `e` because `why`.
     #[cold]
     #[inline(never)]
-    fn fail_solo(&self, g: &mut Inner, id: ConnId, failed: Option<(Error, String)>) {
-        let (e, why) = failed.unwrap_or((Error::Io, String::new()));
+    fn fail_solo(&self, g: &mut Inner, id: ConnId, e: Error, why: String) {
         self.fail_conn(g, id, e, &why);
     }
 
@@ -399,11 +386,10 @@ impl TcpEp {
         let drained =
             slots.get(id.idx as usize).and_then(|s| s.conn.as_ref()).map_or(true, |c| c.staged() == 0 && c.drained);
         if !drained {
-            let mut failed = None;
-            match self.read_whole(slots, eng, b, id.idx as usize, &mut failed) {
+            match self.read_whole(slots, eng, b, id.idx as usize) {
                 Solo::Done => return self.flush_conn(g, id),
                 Solo::Full => {}
-                Solo::Fail => return self.fail_solo(g, id, failed),
+                Solo::Fail(e, why) => return self.fail_solo(g, id, e, why),
             }
         }
         // Read frames, with a budget so one busy peer cannot starve the others.
