@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, RawFd};
 pub(crate) const STAGE: usize = 64 * 1024;
 
 /// A message at least this long makes the next read take a header alone
-/// ([`Conn::hdr_only`]).
+/// ([`Conn::set_hdr_only`]).
 pub(crate) const BIG_MSG: u64 = 16 * 1024;
 
 /// Where a connection is in its life.
@@ -123,11 +123,9 @@ pub(crate) struct Conn {
     pub gen: u32,
     /// The last receive found the socket drained (returned less than asked).
     pub drained: bool,
-    /// The last header announced a message of [`BIG_MSG`] bytes or more: the next
-    /// read into an empty stage takes a header alone, so that a large payload
-    /// after it is received straight into its receive instead of partly staged
-    /// and copied (small messages keep arriving header and payload in one read).
-    pub hdr_only: bool,
+    /// How many bytes the next read into the (empty) stage asks for: all it
+    /// holds, or a header alone ([`Conn::set_hdr_only`]).
+    fill_want: usize,
     /// What the RDM engine keeps about the peer: the frame arriving, its RMA
     /// operations in progress here, the answers it is owed.
     pub pr: PeerRx,
@@ -158,11 +156,21 @@ impl Conn {
             hdr_got: 0,
             gen,
             drained: false,
-            hdr_only: false,
+            fill_want: STAGE,
             pr: PeerRx::new(),
             paused: false,
             msg: MsgHdr::default(),
         }
+    }
+
+    /// Whether the last header announced a message of [`BIG_MSG`] bytes or
+    /// more: then the next read into an empty stage takes a header alone, so
+    /// that a large payload after it is received straight into its receive
+    /// instead of partly staged and copied (small messages keep arriving header
+    /// and payload in one read).
+    #[inline]
+    pub fn set_hdr_only(&mut self, on: bool) {
+        self.fill_want = if on { HDR_LEN } else { self.stage.len() };
     }
 
     /// The socket's descriptor.
@@ -182,7 +190,7 @@ impl Conn {
         debug_assert_eq!(self.staged(), 0);
         self.stage_lo = 0;
         self.stage_hi = 0;
-        let want = if self.hdr_only { HDR_LEN } else { self.stage.len() };
+        let want = self.fill_want;
         // SAFETY: the stage is valid for writes of its length, and `want` is at
         // most that.
         let r =
@@ -506,12 +514,12 @@ mod tests {
         peer.write_all(&bytes).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         c.stage_lo = c.stage_hi;
-        c.hdr_only = true;
+        c.set_hdr_only(true);
         assert_eq!(fill_some(&mut c), HDR_LEN);
         assert_eq!(&c.stage[..HDR_LEN], &bytes[..HDR_LEN]);
         assert!(!c.drained, "a full header read does not mean the socket is drained");
         c.stage_lo = c.stage_hi;
-        c.hdr_only = false;
+        c.set_hdr_only(false);
         let mut rest = fill_some(&mut c);
         while rest < 2 * HDR_LEN {
             c.stage_lo = c.stage_hi;

@@ -436,7 +436,7 @@ impl TcpEp {
                     let hdr = Header::decode(hb, i64::MAX as u64)
                         .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
                     conn.stage_lo += HDR_LEN;
-                    conn.hdr_only = hdr.len >= BIG_MSG;
+                    conn.set_hdr_only(hdr.len >= BIG_MSG);
                     if hdr.op == OpCode::Msg && conn.state == ConnState::Ready && hdr.len <= conn.staged() as u64 {
                         // And its payload: the engine takes the frame whole.
                         self.on_frame(g, id, hdr)?;
@@ -458,7 +458,7 @@ impl TcpEp {
                 let hb = conn.hdr_buf;
                 let hdr = Header::decode(&hb, i64::MAX as u64)
                     .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
-                conn.hdr_only = hdr.len >= BIG_MSG;
+                conn.set_hdr_only(hdr.len >= BIG_MSG);
                 self.on_header(g, id, hdr)?;
                 Ok(true)
             }
