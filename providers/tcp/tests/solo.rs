@@ -223,3 +223,34 @@ fn progress_of_an_endpoint_closed_with_its_one_connection_up_does_nothing() {
     }
     assert_eq!(b.cq.read_one().err(), Some(Error::Again));
 }
+
+/// A send with more pieces than the endpoint takes is refused (`FI_EINVAL`) on
+/// the straight path to the last destination too (its connection up and
+/// idle), and leaves no trace: nothing completes on either side, and the next
+/// message arrives as usual.
+#[test]
+fn too_many_pieces_are_refused_on_the_way_to_the_last_destination() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+    let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    assert_eq!(exchange(&a, to_b, &b, b"first", 1), b"first");
+    let limit = info.tx_attr.iov_limit;
+    let mut bytes = vec![7u8; limit + 1];
+    let pieces: Vec<IoVec> = bytes.chunks_mut(1).map(|c| IoVec { base: c.as_mut_ptr(), len: 1 }).collect();
+    let mut dst = vec![0u8; 64];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: the buffers outlive the operations (the receive completes below).
+    unsafe {
+        b.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 20), OpFlags::empty()).unwrap();
+        assert_eq!(a.ep.post_send(&op(&pieces, to_b, 21), OpFlags::empty()), Err(Error::Inval));
+        assert_eq!(a.ep.post_send(&op(&pieces[..limit], to_b, 22), OpFlags::empty()), Ok(()));
+    }
+    let r = wait(&b.cq, &a.cq).unwrap();
+    assert_eq!((r.op_context, r.len), (20, limit), "the send at the limit arrives, not the refused one");
+    assert_eq!(&dst[..limit], &bytes[..limit]);
+    assert_eq!(wait(&a.cq, &b.cq).unwrap().op_context, 22);
+    for _ in 0..100 {
+        assert_eq!(a.cq.read_one().err(), Some(Error::Again));
+        assert_eq!(b.cq.read_one().err(), Some(Error::Again));
+    }
+}
