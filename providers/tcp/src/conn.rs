@@ -137,9 +137,12 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Wrap a connected or connecting non-blocking socket.
-    pub fn new(sock: TcpStream, state: ConnState, outgoing: bool, gen: u32) -> Conn {
-        Conn {
+    /// Wrap a connected or connecting socket, made non-blocking here (if it is
+    /// not already) so that no read or write of the connection ever waits:
+    /// [`Conn::fill`] relies on it.
+    pub fn new(sock: TcpStream, state: ConnState, outgoing: bool, gen: u32) -> Result<Conn> {
+        sock.set_nonblocking(true)?;
+        Ok(Conn {
             sock,
             state,
             peer: None,
@@ -160,7 +163,7 @@ impl Conn {
             pr: PeerRx::new(),
             paused: false,
             msg: MsgHdr::default(),
-        }
+        })
     }
 
     /// Whether the last header announced a message of [`BIG_MSG`] bytes or
@@ -191,10 +194,11 @@ impl Conn {
         self.stage_lo = 0;
         self.stage_hi = 0;
         let want = self.fill_want;
+        // A plain `read` (fewer arguments than `recv`'s, and the same bytes): the
+        // socket is non-blocking (`Conn::new`), so it never waits.
         // SAFETY: the stage is valid for writes of its length, and `want` is at
         // most that.
-        let r =
-            unsafe { libc::recv(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, want, libc::MSG_DONTWAIT) };
+        let r = unsafe { libc::read(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, want) };
         let n = if r > 0 { r as usize } else { self.fill_failed(r)? };
         self.stage_hi = n;
         // A short read drained the socket: the next read would most likely find
@@ -203,8 +207,8 @@ impl Conn {
         Ok(n)
     }
 
-    /// [`Conn::fill`] whose `recv` returned `r` (0 or less): end of stream, no
-    /// data yet, an error; interrupted, it receives again.
+    /// [`Conn::fill`] whose `read` returned `r` (0 or less): end of stream, no
+    /// data yet, an error; interrupted, it receives again (as many bytes).
     #[cold]
     #[inline(never)]
     fn fill_failed(&mut self, r: isize) -> Result<usize> {
@@ -213,7 +217,8 @@ impl Conn {
         }
         let e = std::io::Error::last_os_error();
         if e.kind() == std::io::ErrorKind::Interrupted {
-            return recv(self.fd(), &mut self.stage);
+            let want = self.fill_want;
+            return recv(self.fd(), &mut self.stage[..want]);
         }
         Err(e.into())
     }
@@ -480,8 +485,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (ours, _) = l.accept().unwrap();
-        ours.set_nonblocking(true).unwrap();
-        (Conn::new(ours, ConnState::Ready, false, 0), peer)
+        (Conn::new(ours, ConnState::Ready, false, 0).unwrap(), peer)
     }
 
     /// Fill until something arrives (the peer's bytes may still be in flight).
@@ -494,6 +498,26 @@ mod tests {
             }
         }
         panic!("nothing arrived");
+    }
+
+    #[test]
+    fn a_connection_never_waits_to_read_even_from_a_socket_that_was_blocking() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        // Accepted sockets block by default; the connection makes it not.
+        let mut c = Conn::new(ours, ConnState::Ready, false, 0).unwrap();
+        // Should a read wait after all, the peer's late bytes end it (and the
+        // time taken fails the test) rather than hang it.
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            let _ = peer.write_all(b"late");
+            peer
+        });
+        let t = std::time::Instant::now();
+        assert_eq!(c.fill().err(), Some(Error::Again));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "the read waited");
+        drop(late.join());
     }
 
     #[test]

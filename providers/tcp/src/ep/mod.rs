@@ -215,7 +215,7 @@ impl TcpEp {
         if let Some(h) = &info.handle {
             let pending = h.0.clone().downcast::<crate::pep::Pending>().map_err(|_| Error::Inval)?;
             let (sock, peer) = pending.take().ok_or(Error::Inval)?;
-            let mut c = Conn::new(sock, ConnState::AwaitAccept, false, 0);
+            let mut c = Conn::new(sock, ConnState::AwaitAccept, false, 0)?;
             c.peer = Some(peer);
             poll.add_fd(c.fd())?;
             inner.slots.push(Slot { conn: Some(c), rx: RxState::Header, gen: 0 });
