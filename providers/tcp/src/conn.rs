@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, RawFd};
 pub(crate) const STAGE: usize = 64 * 1024;
 
 /// A message at least this long makes the next read take a header alone
-/// ([`Conn::hdr_only`]).
+/// ([`Conn::set_hdr_only`]).
 pub(crate) const BIG_MSG: u64 = 16 * 1024;
 
 /// Where a connection is in its life.
@@ -123,11 +123,9 @@ pub(crate) struct Conn {
     pub gen: u32,
     /// The last receive found the socket drained (returned less than asked).
     pub drained: bool,
-    /// The last header announced a message of [`BIG_MSG`] bytes or more: the next
-    /// read into an empty stage takes a header alone, so that a large payload
-    /// after it is received straight into its receive instead of partly staged
-    /// and copied (small messages keep arriving header and payload in one read).
-    pub hdr_only: bool,
+    /// How many bytes the next read into the (empty) stage asks for: all it
+    /// holds, or a header alone ([`Conn::set_hdr_only`]).
+    fill_want: usize,
     /// What the RDM engine keeps about the peer: the frame arriving, its RMA
     /// operations in progress here, the answers it is owed.
     pub pr: PeerRx,
@@ -139,9 +137,12 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Wrap a connected or connecting non-blocking socket.
-    pub fn new(sock: TcpStream, state: ConnState, outgoing: bool, gen: u32) -> Conn {
-        Conn {
+    /// Wrap a connected or connecting socket, made non-blocking here (if it is
+    /// not already) so that no read or write of the connection ever waits:
+    /// [`Conn::fill`] relies on it.
+    pub fn new(sock: TcpStream, state: ConnState, outgoing: bool, gen: u32) -> Result<Conn> {
+        sock.set_nonblocking(true)?;
+        Ok(Conn {
             sock,
             state,
             peer: None,
@@ -158,11 +159,21 @@ impl Conn {
             hdr_got: 0,
             gen,
             drained: false,
-            hdr_only: false,
+            fill_want: STAGE,
             pr: PeerRx::new(),
             paused: false,
             msg: MsgHdr::default(),
-        }
+        })
+    }
+
+    /// Whether the last header announced a message of [`BIG_MSG`] bytes or
+    /// more: then the next read into an empty stage takes a header alone, so
+    /// that a large payload after it is received straight into its receive
+    /// instead of partly staged and copied (small messages keep arriving header
+    /// and payload in one read).
+    #[inline]
+    pub fn set_hdr_only(&mut self, on: bool) {
+        self.fill_want = if on { HDR_LEN } else { self.stage.len() };
     }
 
     /// The socket's descriptor.
@@ -182,11 +193,12 @@ impl Conn {
         debug_assert_eq!(self.staged(), 0);
         self.stage_lo = 0;
         self.stage_hi = 0;
-        let want = if self.hdr_only { HDR_LEN } else { self.stage.len() };
+        let want = self.fill_want;
+        // A plain `read` (fewer arguments than `recv`'s, and the same bytes): the
+        // socket is non-blocking (`Conn::new`), so it never waits.
         // SAFETY: the stage is valid for writes of its length, and `want` is at
         // most that.
-        let r =
-            unsafe { libc::recv(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, want, libc::MSG_DONTWAIT) };
+        let r = unsafe { libc::read(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, want) };
         let n = if r > 0 { r as usize } else { self.fill_failed(r)? };
         self.stage_hi = n;
         // A short read drained the socket: the next read would most likely find
@@ -195,8 +207,8 @@ impl Conn {
         Ok(n)
     }
 
-    /// [`Conn::fill`] whose `recv` returned `r` (0 or less): end of stream, no
-    /// data yet, an error; interrupted, it receives again.
+    /// [`Conn::fill`] whose `read` returned `r` (0 or less): end of stream, no
+    /// data yet, an error; interrupted, it receives again (as many bytes).
     #[cold]
     #[inline(never)]
     fn fill_failed(&mut self, r: isize) -> Result<usize> {
@@ -205,7 +217,8 @@ impl Conn {
         }
         let e = std::io::Error::last_os_error();
         if e.kind() == std::io::ErrorKind::Interrupted {
-            return recv(self.fd(), &mut self.stage);
+            let want = self.fill_want;
+            return recv(self.fd(), &mut self.stage[..want]);
         }
         Err(e.into())
     }
@@ -472,8 +485,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (ours, _) = l.accept().unwrap();
-        ours.set_nonblocking(true).unwrap();
-        (Conn::new(ours, ConnState::Ready, false, 0), peer)
+        (Conn::new(ours, ConnState::Ready, false, 0).unwrap(), peer)
     }
 
     /// Fill until something arrives (the peer's bytes may still be in flight).
@@ -486,6 +498,26 @@ mod tests {
             }
         }
         panic!("nothing arrived");
+    }
+
+    #[test]
+    fn a_connection_never_waits_to_read_even_from_a_socket_that_was_blocking() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        // Accepted sockets block by default; the connection makes it not.
+        let mut c = Conn::new(ours, ConnState::Ready, false, 0).unwrap();
+        // Should a read wait after all, the peer's late bytes end it (and the
+        // time taken fails the test) rather than hang it.
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            let _ = peer.write_all(b"late");
+            peer
+        });
+        let t = std::time::Instant::now();
+        assert_eq!(c.fill().err(), Some(Error::Again));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "the read waited");
+        drop(late.join());
     }
 
     #[test]
@@ -506,12 +538,12 @@ mod tests {
         peer.write_all(&bytes).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         c.stage_lo = c.stage_hi;
-        c.hdr_only = true;
+        c.set_hdr_only(true);
         assert_eq!(fill_some(&mut c), HDR_LEN);
         assert_eq!(&c.stage[..HDR_LEN], &bytes[..HDR_LEN]);
         assert!(!c.drained, "a full header read does not mean the socket is drained");
         c.stage_lo = c.stage_hi;
-        c.hdr_only = false;
+        c.set_hdr_only(false);
         let mut rest = fill_some(&mut c);
         while rest < 2 * HDR_LEN {
             c.stage_lo = c.stage_hi;

@@ -177,3 +177,80 @@ fn a_peer_sending_garbage_after_a_whole_message_is_dropped() {
     let to_t = a.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
     assert_eq!(exchange(&a, to_t, &t, b"still fine", 100), b"still fine");
 }
+
+/// An endpoint closed while its one connection is up fails the receive it had
+/// posted, and its progress (driven by reads of its queue, past the periodic
+/// look at the listener) finds nothing more to do; the peer sees the
+/// connection go.
+#[test]
+fn progress_of_an_endpoint_closed_with_its_one_connection_up_does_nothing() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+    let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    for i in 0..3u64 {
+        assert_eq!(exchange(&a, to_b, &b, &i.to_le_bytes(), 10 * i), i.to_le_bytes());
+    }
+    let mut dst = vec![0u8; 16];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: `dst` outlives the receive, which the close below fails.
+    unsafe { b.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 77), OpFlags::empty()).unwrap() };
+    b.ep.close().unwrap();
+    assert_eq!(b.cq.read_one().err(), Some(Error::Avail), "the receive's failure waits on the queue");
+    let e = b.cq.readerr().unwrap();
+    assert_eq!((e.entry.op_context, e.err), (77, Error::Canceled));
+    // Past SOLO_FULL_EVERY progress calls: nothing completes, nothing fails.
+    for _ in 0..300 {
+        assert_eq!(b.cq.read_one().err(), Some(Error::Again));
+    }
+    assert_eq!(b.cq.readerr().err(), Some(Error::Again));
+    // a's send to the closed endpoint does not complete as delivered into b: it
+    // completes (written before the reset was seen) or fails, and a's
+    // connection is found gone.
+    let mut src = *b"after close";
+    let si = [IoVec { base: src.as_mut_ptr(), len: src.len() }];
+    // SAFETY: `src` outlives the send's completion, waited for below.
+    let posted = unsafe { a.ep.post_send(&op(&si, to_b, 5), OpFlags::empty()) };
+    if posted.is_ok() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match a.cq.read_one() {
+                Ok(c) => break assert_eq!(c.op_context, 5),
+                Err(Error::Avail) => break assert_eq!(a.cq.readerr().unwrap().entry.op_context, 5),
+                Err(Error::Again) => assert!(Instant::now() < deadline, "the send neither completed nor failed"),
+                Err(e) => panic!("reading a's queue: {e}"),
+            }
+        }
+    }
+    assert_eq!(b.cq.read_one().err(), Some(Error::Again));
+}
+
+/// A send with more pieces than the endpoint takes is refused (`FI_EINVAL`) on
+/// the straight path to the last destination too (its connection up and
+/// idle), and leaves no trace: nothing completes on either side, and the next
+/// message arrives as usual.
+#[test]
+fn too_many_pieces_are_refused_on_the_way_to_the_last_destination() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+    let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+    assert_eq!(exchange(&a, to_b, &b, b"first", 1), b"first");
+    let limit = info.tx_attr.iov_limit;
+    let mut bytes = vec![7u8; limit + 1];
+    let pieces: Vec<IoVec> = bytes.chunks_mut(1).map(|c| IoVec { base: c.as_mut_ptr(), len: 1 }).collect();
+    let mut dst = vec![0u8; 64];
+    let ri = [IoVec { base: dst.as_mut_ptr(), len: dst.len() }];
+    // SAFETY: the buffers outlive the operations (the receive completes below).
+    unsafe {
+        b.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 20), OpFlags::empty()).unwrap();
+        assert_eq!(a.ep.post_send(&op(&pieces, to_b, 21), OpFlags::empty()), Err(Error::Inval));
+        assert_eq!(a.ep.post_send(&op(&pieces[..limit], to_b, 22), OpFlags::empty()), Ok(()));
+    }
+    let r = wait(&b.cq, &a.cq).unwrap();
+    assert_eq!((r.op_context, r.len), (20, limit), "the send at the limit arrives, not the refused one");
+    assert_eq!(&dst[..limit], &bytes[..limit]);
+    assert_eq!(wait(&a.cq, &b.cq).unwrap().op_context, 22);
+    for _ in 0..100 {
+        assert_eq!(a.cq.read_one().err(), Some(Error::Again));
+        assert_eq!(b.cq.read_one().err(), Some(Error::Again));
+    }
+}

@@ -139,7 +139,7 @@ impl TcpEp {
             Err(e) => return Err(e.into()),
         }
         let stream: TcpStream = sock.into();
-        let mut conn = Conn::new(stream, ConnState::Connecting, true, 0);
+        let mut conn = Conn::new(stream, ConnState::Connecting, true, 0)?;
         conn.peer = Some(peer);
         conn.want_write = true;
         // Hello: our name (RDM) then the connection data (MSG).
@@ -177,13 +177,10 @@ impl TcpEp {
         }
         let cfg = config();
         for (s, peer) in accepted {
-            if s.set_nonblocking(true).is_err() {
-                continue;
-            }
             if cfg.nodelay {
                 let _ = s.set_nodelay(true);
             }
-            let mut c = Conn::new(s, ConnState::AwaitHello, false, 0);
+            let Ok(mut c) = Conn::new(s, ConnState::AwaitHello, false, 0) else { continue };
             c.peer = Some(peer);
             if g.handshakes.len() >= cfg.handshake_max {
                 // Forget the entries of connections that identified themselves or

@@ -155,11 +155,12 @@ struct Inner {
     parked: Vec<Parked>,
     /// MSG: the connection data to send with the hello (active side).
     connect_param: Vec<u8>,
-    /// Progress calls the one-connection pass may still take before it looks
-    /// whether the full pass has work (the listener ready, handshakes waiting,
-    /// operations parked, accepting backed off): reset to [`SOLO_FULL_EVERY`] by
-    /// that look, and to 1 by a full pass that leaves work of its own, so that
-    /// each call then looks (one compare on the hot path either way).
+    /// Progress calls until the one-connection pass looks whether the full pass
+    /// has work (the listener ready, handshakes waiting, operations parked,
+    /// accepting backed off): the call that brings it to 0 looks. Reset to
+    /// [`SOLO_FULL_EVERY`] by that look, and to 1 by a full pass that leaves
+    /// work of its own, so that the next call looks (one decrement and test on
+    /// the hot path either way).
     solo_left: u32,
 }
 
@@ -214,7 +215,7 @@ impl TcpEp {
         if let Some(h) = &info.handle {
             let pending = h.0.clone().downcast::<crate::pep::Pending>().map_err(|_| Error::Inval)?;
             let (sock, peer) = pending.take().ok_or(Error::Inval)?;
-            let mut c = Conn::new(sock, ConnState::AwaitAccept, false, 0);
+            let mut c = Conn::new(sock, ConnState::AwaitAccept, false, 0)?;
             c.peer = Some(peer);
             poll.add_fd(c.fd())?;
             inner.slots.push(Slot { conn: Some(c), rx: RxState::Header, gen: 0 });

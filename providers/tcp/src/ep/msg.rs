@@ -16,10 +16,10 @@ impl TcpEp {
         if inject.is_none() && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
         }
-        Self::check_iov(op.iov)?;
         let g = &mut *g;
         // The conversation's peer again, its connection up and idle (the common
-        // case): found and written to in one straight line.
+        // case): found and written to in one straight line (`send_now` refuses
+        // too many pieces, as `check_iov` does).
         let last = g.last_addr;
         if last.addr == op.addr && g.b.av.as_ref().is_some_and(|av| av.version() == g.cache_version) {
             let Inner { slots, eng, b, .. } = &mut *g;
@@ -28,6 +28,8 @@ impl TcpEp {
                 return self.sent(g, last.id, sent);
             }
         }
+        // Too many pieces is refused before any connection is started for it.
+        Self::check_iov(op.iov)?;
         let id = self.conn_for(g, op.addr)?;
         // A connection with nothing queued takes an eager message at once: one
         // `sendmsg` of its header and the user's pieces, no frame queued.

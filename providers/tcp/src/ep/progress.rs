@@ -76,14 +76,15 @@ fn staged_msg(staged: &[u8]) -> Option<(Header, &[u8])> {
 }
 
 /// What [`TcpEp::progress_solo`] did.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 enum Solo {
     /// All there was: nothing came, or every byte read went to the engine.
     Done,
     /// Not for it (or it stopped at something else): the full pass runs.
     Full,
-    /// The connection failed (the error and why are in the caller's slot).
-    Fail,
+    /// The connection failed, with this error, because of this (carried in
+    /// the answer, so that the usual answers leave nothing to drop).
+    Fail(Error, String),
 }
 
 impl TcpEp {
@@ -153,18 +154,18 @@ impl TcpEp {
     }
 
     pub(super) fn progress_locked(&self, g: &mut Inner) {
-        if g.life == Life::Closed {
-            return;
-        }
-        let mut failed = None;
-        match self.progress_solo(g, &mut failed) {
+        // A closed endpoint has no connection left (closing failed them all),
+        // so the one-connection pass finds nothing and says `Full`: whether it
+        // is closed is asked there alone.
+        match self.progress_solo(g) {
             Solo::Done => {
                 if g.eng.wants_transmit() {
                     self.pump(g);
                 }
             }
+            Solo::Full if g.life == Life::Closed => {}
             Solo::Full => self.progress_all(g),
-            Solo::Fail => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, failed),
+            Solo::Fail(e, why) => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, e, why),
         }
     }
 
@@ -221,10 +222,10 @@ impl TcpEp {
     /// frame kind, a message not staged whole, a full stage, the periodic look at
     /// the listener) is left, where it stands, to the full pass.
     #[inline]
-    fn progress_solo(&self, g: &mut Inner, failed: &mut Option<(Error, String)>) -> Solo {
-        if g.solo_left > 1 {
-            g.solo_left -= 1;
-        } else if self.full_wanted(g) {
+    fn progress_solo(&self, g: &mut Inner) -> Solo {
+        // One decrement and test of the count down to the periodic look.
+        g.solo_left = g.solo_left.wrapping_sub(1);
+        if g.solo_left == 0 && self.full_wanted(g) {
             return Solo::Full;
         }
         let Inner { slots, eng, b, .. } = g;
@@ -233,10 +234,11 @@ impl TcpEp {
         // Blocked writes have frames queued (`flush_queued` keeps `want_write`
         // to whether the queue's head waits): the queue alone is looked at.
         debug_assert!(!conn.want_write || !conn.txq.is_empty());
-        if !conn.txq.is_empty() || conn.pr.answers.waiting() > 0 {
+        // Nothing queued and no answer owed: one test of the two counts.
+        if conn.txq.len() | conn.pr.answers.waiting() != 0 {
             return Solo::Full;
         }
-        self.read_whole(slots, eng, b, 0, failed)
+        self.read_whole(slots, eng, b, 0)
     }
 
     /// The whole messages connection `idx` has staged, or receives now into an
@@ -245,17 +247,10 @@ impl TcpEp {
     /// `Done` when every byte read went to the engine and the socket was drained;
     /// `Full` when it stopped at anything else (another frame kind, a message not
     /// staged whole, a full stage read, a connection not up), which it leaves
-    /// where it stands for [`TcpEp::read_step`]; `Fail` with the error and why in
-    /// `failed`.
+    /// where it stands for [`TcpEp::read_step`]; `Fail` with the error and why
+    /// when the connection failed.
     #[inline(always)]
-    fn read_whole(
-        &self,
-        slots: &mut [Slot],
-        eng: &mut Engine<ConnId>,
-        b: &Bindings,
-        idx: usize,
-        failed: &mut Option<(Error, String)>,
-    ) -> Solo {
+    fn read_whole(&self, slots: &mut [Slot], eng: &mut Engine<ConnId>, b: &Bindings, idx: usize) -> Solo {
         let Some(slot) = slots.get_mut(idx) else { return Solo::Full };
         let Some(conn) = slot.conn.as_mut() else { return Solo::Full };
         // A paused connection's receive side holds its request (`RxState::Parked`):
@@ -268,12 +263,10 @@ impl TcpEp {
             match conn.fill() {
                 Ok(_) => {}
                 Err(Error::Again) => return Solo::Done,
-                Err(e) => return Self::solo_failed(failed, e, "peer closed the connection".into()),
+                Err(e) => return Self::solo_failed(e, "peer closed the connection".into()),
             }
         }
-        let id = ConnId { idx: idx as u32, gen: slot.gen };
         let src = self.conn_src(b, conn);
-        let cx = Ctx { b, objs: &self.domain.objs };
         loop {
             let lo = conn.stage_lo;
             let Some((hdr, payload)) = conn.stage.get(lo..conn.stage_hi).and_then(staged_msg) else {
@@ -282,14 +275,15 @@ impl TcpEp {
                 return Solo::Full;
             };
             let end = lo + HDR_LEN + payload.len();
-            match eng.frame(cx, &mut conn.pr, id, src, hdr, payload) {
-                Ok(Begin::Done) => conn.stage_lo = end,
-                // A stream's peer is never held: past the limits is its error.
-                Ok(b) => {
-                    return Self::solo_failed(failed, Error::Io, format!("protocol error: message not taken ({b})"))
+            // A message matching a posted receive (the common case) lands there
+            // at once; anything else goes out of line, with the connection's id
+            // and the domain, which only it needs.
+            if !eng.frame_eager(b, &conn.pr, src, &hdr, payload) {
+                if let Some((e, why)) = self.solo_frame_other(conn, eng, b, idx, src, hdr, lo + HDR_LEN) {
+                    return Self::solo_failed(e, why);
                 }
-                Err(v) => return Self::solo_failed(failed, v.err, v.why),
             }
+            conn.stage_lo = end;
             if end == conn.stage_hi {
                 // The stage used up: done when the socket was drained too (epoll
                 // would not report it), else `read_step` reads on.
@@ -299,6 +293,34 @@ impl TcpEp {
                 }
                 return Solo::Full;
             }
+        }
+    }
+
+    /// A message of [`TcpEp::read_whole`] that no posted receive took at once
+    /// (`hdr` and its payload staged whole from `at` on): the engine's general
+    /// path (buffered as unexpected, matched further down the queue). The
+    /// error and why when the connection failed.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    fn solo_frame_other(
+        &self,
+        conn: &mut Conn,
+        eng: &mut Engine<ConnId>,
+        b: &Bindings,
+        idx: usize,
+        src: FiAddr,
+        hdr: Header,
+        at: usize,
+    ) -> Option<(Error, String)> {
+        let id = ConnId { idx: idx as u32, gen: conn.gen };
+        let cx = Ctx { b, objs: &self.domain.objs };
+        let payload = &conn.stage[at..at + hdr.len as usize];
+        match eng.frame_other(cx, &mut conn.pr, id, src, hdr, payload) {
+            Ok(Begin::Done) => None,
+            // A stream's peer is never held: past the limits is its error.
+            Ok(b) => Some((Error::Io, format!("protocol error: message not taken ({b})"))),
+            Err(v) => Some((v.err, v.why)),
         }
     }
 
@@ -316,20 +338,16 @@ impl TcpEp {
         ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
     }
 
-    /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`: noted
-    /// in `failed`.
+    /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`.
     #[cold]
-    fn solo_failed(failed: &mut Option<(Error, String)>, e: Error, why: String) -> Solo {
-        *failed = Some((e, why));
-        Solo::Fail
+    fn solo_failed(e: Error, why: String) -> Solo {
+        Solo::Fail(e, why)
     }
 
-    /// Connection `id` failed in [`TcpEp::read_whole`] (`failed`: with what, and
-    /// why).
+    /// Connection `id` failed in [`TcpEp::read_whole`] with `e` because `why`.
     #[cold]
     #[inline(never)]
-    fn fail_solo(&self, g: &mut Inner, id: ConnId, failed: Option<(Error, String)>) {
-        let (e, why) = failed.unwrap_or((Error::Io, String::new()));
+    fn fail_solo(&self, g: &mut Inner, id: ConnId, e: Error, why: String) {
         self.fail_conn(g, id, e, &why);
     }
 
@@ -368,11 +386,10 @@ impl TcpEp {
         let drained =
             slots.get(id.idx as usize).and_then(|s| s.conn.as_ref()).map_or(true, |c| c.staged() == 0 && c.drained);
         if !drained {
-            let mut failed = None;
-            match self.read_whole(slots, eng, b, id.idx as usize, &mut failed) {
+            match self.read_whole(slots, eng, b, id.idx as usize) {
                 Solo::Done => return self.flush_conn(g, id),
                 Solo::Full => {}
-                Solo::Fail => return self.fail_solo(g, id, failed),
+                Solo::Fail(e, why) => return self.fail_solo(g, id, e, why),
             }
         }
         // Read frames, with a budget so one busy peer cannot starve the others.
@@ -419,7 +436,7 @@ impl TcpEp {
                     let hdr = Header::decode(hb, i64::MAX as u64)
                         .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
                     conn.stage_lo += HDR_LEN;
-                    conn.hdr_only = hdr.len >= BIG_MSG;
+                    conn.set_hdr_only(hdr.len >= BIG_MSG);
                     if hdr.op == OpCode::Msg && conn.state == ConnState::Ready && hdr.len <= conn.staged() as u64 {
                         // And its payload: the engine takes the frame whole.
                         self.on_frame(g, id, hdr)?;
@@ -441,7 +458,7 @@ impl TcpEp {
                 let hb = conn.hdr_buf;
                 let hdr = Header::decode(&hb, i64::MAX as u64)
                     .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
-                conn.hdr_only = hdr.len >= BIG_MSG;
+                conn.set_hdr_only(hdr.len >= BIG_MSG);
                 self.on_header(g, id, hdr)?;
                 Ok(true)
             }

@@ -122,20 +122,32 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         hdr: Header,
         body: &[u8],
     ) -> Result<Begin, Violation> {
-        if hdr.op == OpCode::Msg && pr.arriving.is_none() && body.len() as u64 == hdr.len {
-            // A message matching a posted receive lands there at once.
-            let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
-            let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
-            if self.rx.deliver_eager(cx.b, &m, hdr.len, data, body) {
-                return Ok(Begin::Done);
-            }
+        if self.frame_eager(cx.b, pr, src, &hdr, body) {
+            return Ok(Begin::Done);
         }
         self.frame_other(cx, pr, peer, src, hdr, body)
     }
 
-    /// [`Engine::frame`] of any frame but a message matching a posted receive.
+    /// The common half of [`Engine::frame`]: a whole eager message from a peer
+    /// with no frame arriving that matches a posted receive lands there at
+    /// once (and completes it); `false` for anything else, which is the
+    /// transport's to hand to [`Engine::frame_other`]. For a transport whose
+    /// fast path keeps what only the rest needs (the peer, the domain) out of
+    /// its way.
+    #[inline(always)]
+    pub fn frame_eager(&mut self, b: &Bindings, pr: &PeerRx, src: FiAddr, hdr: &Header, body: &[u8]) -> bool {
+        if hdr.op != OpCode::Msg || pr.arriving.is_some() || body.len() as u64 != hdr.len {
+            return false;
+        }
+        let m = MsgSpec { tagged: hdr.flags.has(HdrFlags::TAGGED), src, tag: hdr.tag };
+        let data = hdr.flags.has(HdrFlags::CQ_DATA).then_some(hdr.data);
+        self.rx.deliver_eager(b, &m, hdr.len, data, body)
+    }
+
+    /// [`Engine::frame`] of a frame [`Engine::frame_eager`] did not take (any
+    /// frame but a message matching a posted receive).
     #[inline(never)]
-    fn frame_other(
+    pub fn frame_other(
         &mut self,
         cx: Ctx<'_>,
         pr: &mut PeerRx,

@@ -1184,3 +1184,96 @@ fn begin_reads_as_words_in_a_log_line() {
         assert_ne!(*w, format!("{b:?}"), "Display must not be the debug name");
     }
 }
+
+/// `send_now` as a stream transport uses it: an eager message the stream takes
+/// whole completes at once with no frame; one it takes in part (or refuses: an
+/// error counts as nothing written) goes to `park` as the frame of the same
+/// bytes with the count written, and completes once that frame is sent; a
+/// message past the eager limit is queued. What the receiver gets is the
+/// message sent, tag and CQ data included, in every case.
+#[test]
+fn send_now_writes_whole_in_part_or_queues() {
+    // (bytes the stream takes, of a frame of HDR_LEN + 100; None: an error)
+    for (take, inject) in [(Some(usize::MAX), false), (Some(17), false), (Some(HDR_LEN + 3), true), (None, false)] {
+        let mut p = Pair::new(11);
+        let mut s = pattern(100, 3);
+        let v = [piece(&mut s)];
+        let mut o = op(&v, 1, 0x77);
+        o.data = 0xDA7A;
+        let flags = OpFlags::TAGGED | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
+        let data = s.clone();
+        let mut wire = Vec::new();
+        let mut parked = None;
+        let now = p.a.eng.send_now(
+            &p.a.b,
+            1,
+            &o,
+            flags,
+            inject.then_some(&data[..]),
+            |head, pieces| {
+                let mut all = head.to_vec();
+                for q in pieces {
+                    // SAFETY: (test) the pieces are the test's buffer or the inject's data.
+                    all.extend_from_slice(unsafe { std::slice::from_raw_parts(q.base, q.len) });
+                }
+                assert_eq!(all.len(), HDR_LEN + 100);
+                let Some(n) = take else { return Err(Error::Again) };
+                let n = n.min(all.len());
+                wire.extend_from_slice(&all[..n]);
+                Ok(n)
+            },
+            |f, written| parked = Some((f, written)),
+        );
+        let what = format!("take {take:?}, inject {inject}");
+        match take {
+            Some(usize::MAX) => {
+                assert!(matches!(now, Ok(SendNow::Done)), "{what}");
+                assert!(parked.is_none(), "{what}");
+            }
+            _ => {
+                assert!(matches!(now, Ok(SendNow::Partial)), "{what}");
+                let (f, written) = parked.take().expect("the rest is parked");
+                assert_eq!(written, wire.len(), "{what}");
+                // The parked frame is the whole message: the bytes already
+                // written are its first ones.
+                let all = bytes_of(&f);
+                assert_eq!(&all[..written], &wire[..], "{what}");
+                wire = all;
+                assert!(End::comps(&p.a.tx).is_empty(), "{what}: not complete before the rest is sent");
+                let cx = Ctx { b: &p.a.b, objs: &p.a.objs };
+                p.a.eng.frame_done(cx, 1, Some(&mut p.a.pr), f);
+            }
+        }
+        // An inject completes nothing; a send completes once, whole.
+        let tx = End::comps(&p.a.tx);
+        assert_eq!(tx.len(), usize::from(!inject), "{what}");
+        if let Some(c) = tx.first() {
+            assert_eq!((c.op_context, c.len), (1, 100), "{what}");
+        }
+        let mut d = vec![0u8; 100];
+        let dv = [piece(&mut d)];
+        p.b.eng.post_recv(&p.b.b, &op(&dv, 2, 0x77), OpFlags::TAGGED | OpFlags::COMPLETION, FiAddr::UNSPEC).unwrap();
+        p.ab.push_back(wire);
+        p.run();
+        assert!(p.b.violation.is_none(), "{what}");
+        assert_eq!(d, data, "{what}");
+        let rx = End::comps(&p.b.rx);
+        assert_eq!(rx.len(), 1, "{what}");
+        assert_eq!((rx[0].tag, rx[0].data, rx[0].len), (0x77, 0xDA7A, 100), "{what}");
+    }
+    // Past the eager limit: queued (an announcement), nothing written.
+    let mut p = Pair::new(12);
+    let mut s = pattern(EAGER + 1, 5);
+    let v = [piece(&mut s)];
+    let now = p.a.eng.send_now(
+        &p.a.b,
+        1,
+        &op(&v, 1, 0),
+        OpFlags::COMPLETION,
+        None,
+        |_, _| panic!("a rendezvous message is not written at once"),
+        |_, _| panic!("nor parked"),
+    );
+    assert!(matches!(now, Ok(SendNow::Queued)));
+    assert!(matches!(p.a.eng.poll_transmit(), Some((1, f)) if f.op == OpCode::Rts));
+}

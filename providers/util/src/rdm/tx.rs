@@ -210,8 +210,9 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         if !eager {
             return self.send_later(b, peer, op, flags, inject);
         }
-        let hdr = msg_header(op, flags, len);
-        let head = hdr.encode();
+        // Only the encoded header lives on: a partial write builds its frame's
+        // header again (out of line), so the fast path keeps no decoded copy.
+        let head = msg_header(op, flags, len).encode();
         let piece;
         let pieces = match inject {
             Some(d) => {
@@ -232,7 +233,7 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
             }
             return Ok(SendNow::Done);
         }
-        park(self.partial_frame(&hdr, op, flags, inject), wrote);
+        park(self.partial_frame(op, flags, inject, len), wrote);
         Ok(SendNow::Partial)
     }
 
@@ -259,17 +260,17 @@ impl<P: Copy + PartialEq + fmt::Debug> Engine<P> {
         Ok(SendNow::Queued)
     }
 
-    /// The frame of [`Engine::send_now`]'s eager message of header `hdr`, written
+    /// The frame of [`Engine::send_now`]'s eager message of `len` bytes, written
     /// in part: its payload copied (an inject) or its pieces kept.
     #[cold]
     #[inline(never)]
-    fn partial_frame(&mut self, hdr: &Header, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>) -> Frame {
+    fn partial_frame(&mut self, op: &Op<'_>, flags: OpFlags, inject: Option<&[u8]>, len: usize) -> Frame {
+        let hdr = &msg_header(op, flags, len);
         match inject {
             Some(d) => self.inject_frame(hdr, d),
             None => {
                 let cq_flags = Caps::SEND | msg_flags(flags.contains(OpFlags::TAGGED));
                 let comp = flags.contains(OpFlags::COMPLETION);
-                let len = hdr.len as usize;
                 Frame::build(
                     hdr,
                     &[],
