@@ -282,28 +282,28 @@ impl<T, const Q: usize> Slab<T, Q> {
         }
     }
 
-    /// Insert `val` at the tail of queue `q`.
+    /// Insert `val` at the tail of queue `q`. A vacant slot is made first when
+    /// there is none (out of line), so that the entry is written straight into
+    /// the one slot it goes to rather than built aside and copied there.
     #[inline(always)]
     fn insert(&mut self, q: usize, val: T) -> Key {
+        if self.free == NIL {
+            self.add_vacant();
+        }
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
+        let tail = self.queues[q].tail;
+        let index = self.free;
         // Fill and link the slot through one access (link_tail and key would
         // each index it again).
-        let tail = self.queues[q].tail;
-        let (index, gen) = if self.free != NIL {
-            let index = self.free;
-            let s = &mut self.slots[index];
-            self.free = s.next;
-            s.val = Some(val);
-            s.seq = seq;
-            s.queue = q;
-            s.prev = tail;
-            s.next = NIL;
-            (index, s.gen)
-        } else {
-            self.slots.push(Slot { gen: 0, prev: tail, next: NIL, queue: q, seq, val: Some(val) });
-            (self.slots.len() - 1, 0)
-        };
+        let s = &mut self.slots[index];
+        self.free = s.next;
+        s.val = Some(val);
+        s.seq = seq;
+        s.queue = q;
+        s.prev = tail;
+        s.next = NIL;
+        let gen = s.gen;
         match self.slots.get_mut(tail) {
             Some(t) => t.next = index,
             None => self.queues[q].head = index,
@@ -311,6 +311,14 @@ impl<T, const Q: usize> Slab<T, Q> {
         self.queues[q].tail = index;
         self.len += 1;
         Key { index, gen }
+    }
+
+    /// Add a vacant slot to the (empty) free list: the slab grows by one.
+    #[cold]
+    #[inline(never)]
+    fn add_vacant(&mut self) {
+        self.slots.push(Slot { gen: 0, prev: NIL, next: self.free, queue: 0, seq: 0, val: None });
+        self.free = self.slots.len() - 1;
     }
 
     /// Remove the entry `key` names, if live.
@@ -513,6 +521,27 @@ impl<R, U> Matcher<R, U> {
             return Some(PostedMatch::Stays(PostedId(Key { index: head, gen: s.gen })));
         }
         self.posted.pop_head(q).map(|p| PostedMatch::Taken(p.rec))
+    }
+
+    /// The record of the posted receive at the head of the queue of `m`'s kind,
+    /// if that receive matches `m`: the usual first match (messages mostly
+    /// arrive in the order their receives were posted), looked at where it is
+    /// stored. The caller then takes it off with [`Matcher::drop_posted_head`]
+    /// once done with the record, or uses [`Matcher::take_posted`].
+    #[inline(always)]
+    pub fn posted_head(&self, m: &MsgSpec) -> Option<&R> {
+        let head = self.posted.queues[queue_of(m.tagged)].head;
+        // NIL (an empty queue) is no slot.
+        let p = self.posted.slots.get(head)?.val.as_ref()?;
+        p.matches_queued(m).then_some(&p.rec)
+    }
+
+    /// Remove the posted receive at the head of the queue of `tagged` receives
+    /// (the one [`Matcher::posted_head`] returned), dropping its record. Nothing
+    /// happens when that queue is empty.
+    #[inline(always)]
+    pub fn drop_posted_head(&mut self, tagged: bool) {
+        drop(self.posted.pop_head(queue_of(tagged)));
     }
 
     /// [`Matcher::take_posted`] past a queue head that does not match.
