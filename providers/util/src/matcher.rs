@@ -609,9 +609,17 @@ impl<R, U> Matcher<R, U> {
         self.unexpected.remove(id.0).map(|u| (u.spec, u.rec))
     }
 
+    /// Whether an unexpected message of this kind (tagged or not) that is not
+    /// claimed is queued: if none is, a newly posted receive of this kind
+    /// matches nothing and [`Matcher::match_unexpected`] need not look.
+    #[inline(always)]
+    pub fn has_unexpected(&self, tagged: bool) -> bool {
+        self.unexpected.queues[queue_of(tagged)].head != NIL
+    }
+
     /// Queue a receive that matched no unexpected message, at the end of posting
     /// order.
-    #[inline]
+    #[inline(always)]
     pub fn push_posted(&mut self, r: RecvSpec, rec: R) -> PostedId {
         PostedId(self.posted.insert(queue_of(r.tagged), Posted::new(&r, rec)))
     }

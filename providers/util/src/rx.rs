@@ -290,6 +290,37 @@ impl<R> RxEngine<R> {
     /// [`IOV_LIMIT`] pieces is `FI_EINVAL`.
     #[inline(always)]
     pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
+        let tagged = flags.contains(OpFlags::TAGGED);
+        // The usual receive: one piece, no special flag, and no unexpected
+        // message of its kind waiting, so it goes to the tail of its queue with
+        // its record written straight into the matcher's slot.
+        if let [piece] = op.iov {
+            if !flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV)
+                && !self.matcher.has_unexpected(tagged)
+            {
+                let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
+                let rec = PostedRecv {
+                    context: op.context,
+                    first: *piece,
+                    list: NO_LIST,
+                    niov: 1,
+                    cap: piece.len,
+                    tagged,
+                    completion: flags.contains(OpFlags::COMPLETION),
+                    multi: NO_MULTI,
+                };
+                self.matcher.push_posted(spec, rec);
+                return Ok(());
+            }
+        }
+        self.post_general(b, op, flags, src)
+    }
+
+    /// [`RxEngine::post`] past its usual case: several pieces (or none), a
+    /// peek, claim, discard or multi-receive buffer, or unexpected messages
+    /// waiting that it may match.
+    #[inline(never)]
+    fn post_general(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
@@ -1041,6 +1072,32 @@ mod tests {
         assert_eq!((err.entry.op_context, err.err, err.olen), (3, Error::Trunc, 1));
         assert_eq!(&d3, b"ab");
         assert!(!rx.deliver_eager(&b, &m2, 1, None, b"z"), "every receive was taken once");
+    }
+
+    #[test]
+    fn a_receive_takes_an_unexpected_message_of_its_own_kind_only() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(1 << 10);
+        // An untagged message waits; a tagged receive does not take it (the
+        // short path: nothing tagged is waiting) and stays posted.
+        rx.hold_eager(spec(), 2, None, b"hi").unwrap();
+        let (mut d1, mut d2) = ([0u8; 4], [0u8; 4]);
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        let o = op(&mut d1, &mut iov, 1);
+        rx.post(&b, &Op { tag: 9, ..o }, OpFlags::TAGGED, FiAddr::UNSPEC).unwrap();
+        assert!(read_one(&b).is_none());
+        assert_eq!((rx.matcher.posted_len(), rx.matcher.unexpected_len()), (1, 1));
+        // An untagged receive takes it at once.
+        let mut iov2 = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut d2, &mut iov2, 2), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        assert_eq!(read_one(&b).map(|e| (e.op_context, e.len)), Some((2, 2)));
+        assert_eq!(&d2[..2], b"hi");
+        assert_eq!((rx.matcher.posted_len(), rx.matcher.unexpected_len()), (1, 0));
+        // The tagged receive is still there for its message.
+        let m = MsgSpec { tagged: true, src: FiAddr(3), tag: 9 };
+        assert!(rx.deliver_eager(&b, &m, 3, None, b"abc"));
+        assert_eq!(read_one(&b).map(|e| (e.op_context, e.tag)), Some((1, 9)));
+        assert_eq!(&d1[..3], b"abc");
     }
 
     #[test]
