@@ -80,6 +80,26 @@ struct Queue {
 }
 
 impl Queue {
+    /// The ring slot of the `n`-th success pushed (`n` on the `pushed` scale),
+    /// without a bounds check: `n & mask` is always inside the ring.
+    #[inline(always)]
+    fn at(&self, n: u64) -> &CqEntry {
+        debug_assert_eq!(self.slots.len(), self.mask + 1);
+        // SAFETY: `slots.len()` is a power of two and `mask` is `slots.len() - 1`
+        // (set together in `UtilCq::new` and `Queue::grow`, and nowhere else),
+        // so `n & mask < slots.len()`.
+        unsafe { self.slots.get_unchecked(n as usize & self.mask) }
+    }
+
+    /// [`Queue::at`], to write the slot.
+    #[inline(always)]
+    fn at_mut(&mut self, n: u64) -> &mut CqEntry {
+        debug_assert_eq!(self.slots.len(), self.mask + 1);
+        let i = n as usize & self.mask;
+        // SAFETY: as in `at`: `i = n & mask < slots.len()`.
+        unsafe { self.slots.get_unchecked_mut(i) }
+    }
+
     /// Successes queued.
     #[inline]
     fn succ_len(&self) -> usize {
@@ -110,8 +130,7 @@ impl Queue {
         if self.len >= self.limit {
             self.push_full(size);
         }
-        let i = self.pushed as usize & self.mask;
-        self.slots[i] = e;
+        *self.at_mut(self.pushed) = e;
         self.pushed += 1;
         self.len += 1;
     }
@@ -147,7 +166,7 @@ impl Queue {
     fn pop_into(&mut self, out: &mut [CqEntry], n: usize) {
         if n == 1 {
             if let Some(dst) = out.first_mut() {
-                *dst = self.slots[self.popped as usize & self.mask];
+                *dst = *self.at(self.popped);
             }
             self.popped += 1;
         } else {
@@ -201,7 +220,7 @@ impl Queue {
             if self.len == 0 {
                 return Err(Error::Again);
             }
-            let e = self.slots[self.popped as usize & self.mask];
+            let e = *self.at(self.popped);
             self.popped += 1;
             self.len -= 1;
             return Ok(e);
@@ -219,7 +238,7 @@ impl Queue {
             if self.len == 0 {
                 return Err(Error::Again);
             }
-            let r = f(&self.slots[self.popped as usize & self.mask]);
+            let r = f(self.at(self.popped));
             self.popped += 1;
             self.len -= 1;
             return Ok(r);
