@@ -215,15 +215,13 @@ struct Slab<T, const Q: usize> {
     /// The queues; every occupied slot is in exactly the queue its `queue` names,
     /// every vacant slot in none.
     queues: [Queue; Q],
-    /// Number of occupied slots.
-    len: usize,
     /// The `seq` the next inserted entry gets.
     next_seq: u64,
 }
 
 impl<T, const Q: usize> Slab<T, Q> {
     fn with_capacity(n: usize) -> Self {
-        Slab { slots: Vec::with_capacity(n), free: NIL, queues: [Queue::EMPTY; Q], len: 0, next_seq: 0 }
+        Slab { slots: Vec::with_capacity(n), free: NIL, queues: [Queue::EMPTY; Q], next_seq: 0 }
     }
 
     /// The occupied slot `key` names, if it is live.
@@ -309,7 +307,6 @@ impl<T, const Q: usize> Slab<T, Q> {
             None => self.queues[q].head = index,
         }
         self.queues[q].tail = index;
-        self.len += 1;
         Key { index, gen }
     }
 
@@ -336,7 +333,6 @@ impl<T, const Q: usize> Slab<T, Q> {
         s.gen = s.gen.wrapping_add(1);
         s.next = self.free;
         self.free = index;
-        self.len -= 1;
         val
     }
 
@@ -352,7 +348,6 @@ impl<T, const Q: usize> Slab<T, Q> {
         s.gen = s.gen.wrapping_add(1);
         s.next = free;
         self.free = index;
-        self.len -= 1;
         self.queues[q].head = next;
         match self.slots.get_mut(next) {
             Some(n) => n.prev = NIL,
@@ -369,6 +364,12 @@ impl<T, const Q: usize> Slab<T, Q> {
         self.unlink(key.index);
         self.link_tail(q, key.index);
         true
+    }
+
+    /// The number of entries, counted by walking the queues (no count is kept:
+    /// inserting and removing stay a few stores shorter).
+    fn count(&self) -> usize {
+        (0..Q).map(|q| self.iter(q).count()).sum()
     }
 
     /// The entries of queue `q`, oldest first, with their slot indices.
@@ -466,6 +467,9 @@ pub struct Matcher<R, U> {
     /// ones in `TAGGED_Q` (each in arrival order), claimed ones of either kind in
     /// `CLAIMED_Q` (in claim order).
     unexpected: Slab<Unexp<U>, 3>,
+    /// Unexpected messages queued, claimed ones included (the posted receives
+    /// are not counted: only tests and `Debug` ask, and they walk the queues).
+    unexpected_len: usize,
 }
 
 impl<R, U> Default for Matcher<R, U> {
@@ -476,7 +480,7 @@ impl<R, U> Default for Matcher<R, U> {
 
 impl<R, U> fmt::Debug for Matcher<R, U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Matcher").field("posted", &self.posted.len).field("unexpected", &self.unexpected.len).finish()
+        f.debug_struct("Matcher").field("posted", &self.posted_len()).field("unexpected", &self.unexpected_len).finish()
     }
 }
 
@@ -489,7 +493,7 @@ impl<R, U> Matcher<R, U> {
     /// An empty matcher with room for `posted` receives and `unexpected` messages
     /// before anything allocates.
     pub fn with_capacity(posted: usize, unexpected: usize) -> Self {
-        Matcher { posted: Slab::with_capacity(posted), unexpected: Slab::with_capacity(unexpected) }
+        Matcher { posted: Slab::with_capacity(posted), unexpected: Slab::with_capacity(unexpected), unexpected_len: 0 }
     }
 
     // ----- arrival side -----
@@ -581,6 +585,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Queue a message that matched no posted receive, at the end of arrival order.
     pub fn push_unexpected(&mut self, m: MsgSpec, u: U) -> UnexpId {
+        self.unexpected_len += 1;
         UnexpId(self.unexpected.insert(queue_of(m.tagged), Unexp { spec: m, claimed: None, rec: u }))
     }
 
@@ -606,7 +611,9 @@ impl<R, U> Matcher<R, U> {
 
     /// Remove an unexpected message (claimed or not).
     pub fn remove_unexpected(&mut self, id: UnexpId) -> Option<(MsgSpec, U)> {
-        self.unexpected.remove(id.0).map(|u| (u.spec, u.rec))
+        let u = self.unexpected.remove(id.0)?;
+        self.unexpected_len -= 1;
+        Some((u.spec, u.rec))
     }
 
     /// Whether an unexpected message of this kind (tagged or not) that is not
@@ -678,23 +685,27 @@ impl<R, U> Matcher<R, U> {
 
     /// Remove every unexpected message, claimed or not, in arrival order.
     pub fn drain_unexpected(&mut self) -> Vec<(MsgSpec, U)> {
+        self.unexpected_len = 0;
         self.unexpected.remove_where(|_| true).into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
     }
 
-    /// Number of posted receives.
+    /// Number of posted receives, counted by walking the queues: linear in it
+    /// (for tests and diagnostics, not the data path).
     pub fn posted_len(&self) -> usize {
-        self.posted.len
+        self.posted.count()
     }
 
     /// Number of unexpected messages, claimed ones included.
     pub fn unexpected_len(&self) -> usize {
-        self.unexpected.len
+        self.unexpected_len
     }
 
     /// Remove every unexpected message (claimed or not) whose source is `src`, in
     /// arrival order: the peer went away, or was removed from the address vector.
     pub fn remove_unexpected_from(&mut self, src: FiAddr) -> Vec<(MsgSpec, U)> {
-        self.unexpected.remove_where(|u| u.spec.src == src).into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
+        let gone = self.unexpected.remove_where(|u| u.spec.src == src);
+        self.unexpected_len -= gone.len();
+        gone.into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
     }
 }
 
