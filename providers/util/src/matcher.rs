@@ -285,9 +285,17 @@ impl<T, const Q: usize> Slab<T, Q> {
     /// the one slot it goes to rather than built aside and copied there.
     #[inline(always)]
     fn insert(&mut self, q: usize, val: T) -> Key {
+        self.insert_with(q, || val)
+    }
+
+    /// [`Slab::insert`] of the value `f` makes, once a vacant slot is sure:
+    /// what `f` reads is not held across the call that grows the slab.
+    #[inline(always)]
+    fn insert_with(&mut self, q: usize, f: impl FnOnce() -> T) -> Key {
         if self.free == NIL {
             self.add_vacant();
         }
+        let val = f();
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
         let tail = self.queues[q].tail;
@@ -622,6 +630,18 @@ impl<R, U> Matcher<R, U> {
     #[inline(always)]
     pub fn has_unexpected(&self, tagged: bool) -> bool {
         self.unexpected.queues[queue_of(tagged)].head != NIL
+    }
+
+    /// [`Matcher::push_posted`] of the receive and record `f` makes (a
+    /// receive of kind `tagged`, which must be the spec's), made once the
+    /// matcher has a slot for them.
+    #[inline(always)]
+    pub fn push_posted_with(&mut self, tagged: bool, f: impl FnOnce() -> (RecvSpec, R)) -> PostedId {
+        PostedId(self.posted.insert_with(queue_of(tagged), || {
+            let (r, rec) = f();
+            debug_assert_eq!(r.tagged, tagged, "a receive queued with the other kind");
+            Posted::new(&r, rec)
+        }))
     }
 
     /// Queue a receive that matched no unexpected message, at the end of posting

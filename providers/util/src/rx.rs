@@ -298,18 +298,20 @@ impl<R> RxEngine<R> {
             if !flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV)
                 && !self.matcher.has_unexpected(tagged)
             {
-                let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
-                let rec = PostedRecv {
-                    context: op.context,
-                    first: *piece,
-                    list: NO_LIST,
-                    niov: 1,
-                    cap: piece.len,
-                    tagged,
-                    completion: flags.contains(OpFlags::COMPLETION),
-                    multi: NO_MULTI,
-                };
-                self.matcher.push_posted(spec, rec);
+                self.matcher.push_posted_with(tagged, || {
+                    let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
+                    let rec = PostedRecv {
+                        context: op.context,
+                        first: *piece,
+                        list: NO_LIST,
+                        niov: 1,
+                        cap: piece.len,
+                        tagged,
+                        completion: flags.contains(OpFlags::COMPLETION),
+                        multi: NO_MULTI,
+                    };
+                    (spec, rec)
+                });
                 return Ok(());
             }
         }
