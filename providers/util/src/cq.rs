@@ -80,6 +80,26 @@ struct Queue {
 }
 
 impl Queue {
+    /// The ring slot of the `n`-th success pushed (`n` on the `pushed` scale),
+    /// without a bounds check: `n & mask` is always inside the ring.
+    #[inline(always)]
+    fn at(&self, n: u64) -> &CqEntry {
+        debug_assert_eq!(self.slots.len(), self.mask + 1);
+        // SAFETY: `slots.len()` is a power of two and `mask` is `slots.len() - 1`
+        // (set together in `UtilCq::new` and `Queue::grow`, and nowhere else),
+        // so `n & mask < slots.len()`.
+        unsafe { self.slots.get_unchecked(n as usize & self.mask) }
+    }
+
+    /// [`Queue::at`], to write the slot.
+    #[inline(always)]
+    fn at_mut(&mut self, n: u64) -> &mut CqEntry {
+        debug_assert_eq!(self.slots.len(), self.mask + 1);
+        let i = n as usize & self.mask;
+        // SAFETY: as in `at`: `i = n & mask < slots.len()`.
+        unsafe { self.slots.get_unchecked_mut(i) }
+    }
+
     /// Successes queued.
     #[inline]
     fn succ_len(&self) -> usize {
@@ -110,8 +130,7 @@ impl Queue {
         if self.len >= self.limit {
             self.push_full(size);
         }
-        let i = self.pushed as usize & self.mask;
-        self.slots[i] = e;
+        *self.at_mut(self.pushed) = e;
         self.pushed += 1;
         self.len += 1;
     }
@@ -147,7 +166,7 @@ impl Queue {
     fn pop_into(&mut self, out: &mut [CqEntry], n: usize) {
         if n == 1 {
             if let Some(dst) = out.first_mut() {
-                *dst = self.slots[self.popped as usize & self.mask];
+                *dst = *self.at(self.popped);
             }
             self.popped += 1;
         } else {
@@ -201,7 +220,7 @@ impl Queue {
             if self.len == 0 {
                 return Err(Error::Again);
             }
-            let e = self.slots[self.popped as usize & self.mask];
+            let e = *self.at(self.popped);
             self.popped += 1;
             self.len -= 1;
             return Ok(e);
@@ -219,7 +238,7 @@ impl Queue {
             if self.len == 0 {
                 return Err(Error::Again);
             }
-            let r = f(&self.slots[self.popped as usize & self.mask]);
+            let r = f(self.at(self.popped));
             self.popped += 1;
             self.len -= 1;
             return Ok(r);
@@ -374,9 +393,23 @@ impl UtilCq {
         self.waiter.bind(obj)
     }
 
-    /// Unbind an object bound with [`UtilCq::bind`].
+    /// Bind an object and hold it until it is unbound ([`Waiter::bind_owned`]):
+    /// reads drive its progress without upgrading a `Weak`. Its close must
+    /// call [`UtilCq::unbind_addr`] (an endpoint holds its queues, so the two
+    /// would keep each other alive).
+    pub fn bind_owned(&self, obj: Arc<dyn Progress>) -> Result<()> {
+        self.waiter.bind_owned(obj)
+    }
+
+    /// Unbind an object bound with [`UtilCq::bind`] or [`UtilCq::bind_owned`].
     pub fn unbind(&self, obj: &Arc<dyn Progress>) {
         self.waiter.unbind(obj)
+    }
+
+    /// Unbind the object at `addr`, whose wait descriptor is `fd`
+    /// ([`Waiter::unbind_addr`]): what an endpoint's close calls with itself.
+    pub fn unbind_addr(&self, addr: *const (), fd: Option<RawFd>) {
+        self.waiter.unbind_addr(addr, fd)
     }
 
     /// The wait object the queue was opened with.
@@ -973,6 +1006,55 @@ mod tests {
         let calls = p.calls.load(Ordering::SeqCst);
         assert_eq!(q.read(&mut out), Err(Error::Again));
         assert_eq!(p.calls.load(Ordering::SeqCst), calls, "unbound: no more progress");
+    }
+
+    /// An endpoint stand-in that holds its queue, as an endpoint's bindings do.
+    struct Holder {
+        /// Held only, as an endpoint's bindings hold its queue.
+        _cq: Arc<UtilCq>,
+        calls: AtomicUsize,
+    }
+
+    impl Progress for Holder {
+        fn progress(&self) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wait_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn an_owned_binding_keeps_the_object_until_unbound_and_then_no_cycle_remains() {
+        let q = cq(4);
+        let h = Arc::new(Holder { _cq: q.clone(), calls: AtomicUsize::new(0) });
+        let addr = Arc::as_ptr(&h) as *const ();
+        let d: Arc<dyn Progress> = h.clone();
+        q.bind_owned(d.clone()).unwrap();
+        // Bound twice (transmit, then receive): still one object, progressed once a read.
+        q.bind_owned(d).unwrap();
+        let (weak_h, weak_q) = (Arc::downgrade(&h), Arc::downgrade(&q));
+        drop(h);
+        let mut out = empty();
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+        let calls = weak_h.upgrade().expect("the queue holds the bound object").calls.load(Ordering::SeqCst);
+        assert_eq!(calls, 1, "one progress call per read");
+        // The object's close unbinds it (by address): it goes, and with it the
+        // last reference it held to the queue once ours is dropped too.
+        q.unbind_addr(addr, None);
+        assert!(weak_h.upgrade().is_none(), "unbound: the object was dropped");
+        assert_eq!(q.read(&mut out), Err(Error::Again));
+        drop(q);
+        assert!(weak_q.upgrade().is_none(), "no cycle keeps the queue alive");
+        // A weak binding never kept anything alive.
+        let q = cq(4);
+        let h = Arc::new(Holder { _cq: q.clone(), calls: AtomicUsize::new(0) });
+        let d: Arc<dyn Progress> = h.clone();
+        q.bind(Arc::downgrade(&d)).unwrap();
+        let weak_h = Arc::downgrade(&h);
+        drop((h, d));
+        assert!(weak_h.upgrade().is_none());
+        assert_eq!(q.read(&mut out), Err(Error::Again), "a dead weak binding is skipped");
     }
 
     #[test]

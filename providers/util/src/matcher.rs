@@ -215,15 +215,13 @@ struct Slab<T, const Q: usize> {
     /// The queues; every occupied slot is in exactly the queue its `queue` names,
     /// every vacant slot in none.
     queues: [Queue; Q],
-    /// Number of occupied slots.
-    len: usize,
     /// The `seq` the next inserted entry gets.
     next_seq: u64,
 }
 
 impl<T, const Q: usize> Slab<T, Q> {
     fn with_capacity(n: usize) -> Self {
-        Slab { slots: Vec::with_capacity(n), free: NIL, queues: [Queue::EMPTY; Q], len: 0, next_seq: 0 }
+        Slab { slots: Vec::with_capacity(n), free: NIL, queues: [Queue::EMPTY; Q], next_seq: 0 }
     }
 
     /// The occupied slot `key` names, if it is live.
@@ -282,35 +280,50 @@ impl<T, const Q: usize> Slab<T, Q> {
         }
     }
 
-    /// Insert `val` at the tail of queue `q`.
+    /// Insert `val` at the tail of queue `q`. A vacant slot is made first when
+    /// there is none (out of line), so that the entry is written straight into
+    /// the one slot it goes to rather than built aside and copied there.
     #[inline(always)]
     fn insert(&mut self, q: usize, val: T) -> Key {
+        self.insert_with(q, || val)
+    }
+
+    /// [`Slab::insert`] of the value `f` makes, once a vacant slot is sure:
+    /// what `f` reads is not held across the call that grows the slab.
+    #[inline(always)]
+    fn insert_with(&mut self, q: usize, f: impl FnOnce() -> T) -> Key {
+        if self.free == NIL {
+            self.add_vacant();
+        }
+        let val = f();
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
+        let tail = self.queues[q].tail;
+        let index = self.free;
         // Fill and link the slot through one access (link_tail and key would
         // each index it again).
-        let tail = self.queues[q].tail;
-        let (index, gen) = if self.free != NIL {
-            let index = self.free;
-            let s = &mut self.slots[index];
-            self.free = s.next;
-            s.val = Some(val);
-            s.seq = seq;
-            s.queue = q;
-            s.prev = tail;
-            s.next = NIL;
-            (index, s.gen)
-        } else {
-            self.slots.push(Slot { gen: 0, prev: tail, next: NIL, queue: q, seq, val: Some(val) });
-            (self.slots.len() - 1, 0)
-        };
+        let s = &mut self.slots[index];
+        self.free = s.next;
+        s.val = Some(val);
+        s.seq = seq;
+        s.queue = q;
+        s.prev = tail;
+        s.next = NIL;
+        let gen = s.gen;
         match self.slots.get_mut(tail) {
             Some(t) => t.next = index,
             None => self.queues[q].head = index,
         }
         self.queues[q].tail = index;
-        self.len += 1;
         Key { index, gen }
+    }
+
+    /// Add a vacant slot to the (empty) free list: the slab grows by one.
+    #[cold]
+    #[inline(never)]
+    fn add_vacant(&mut self) {
+        self.slots.push(Slot { gen: 0, prev: NIL, next: self.free, queue: 0, seq: 0, val: None });
+        self.free = self.slots.len() - 1;
     }
 
     /// Remove the entry `key` names, if live.
@@ -328,7 +341,6 @@ impl<T, const Q: usize> Slab<T, Q> {
         s.gen = s.gen.wrapping_add(1);
         s.next = self.free;
         self.free = index;
-        self.len -= 1;
         val
     }
 
@@ -344,7 +356,6 @@ impl<T, const Q: usize> Slab<T, Q> {
         s.gen = s.gen.wrapping_add(1);
         s.next = free;
         self.free = index;
-        self.len -= 1;
         self.queues[q].head = next;
         match self.slots.get_mut(next) {
             Some(n) => n.prev = NIL,
@@ -361,6 +372,12 @@ impl<T, const Q: usize> Slab<T, Q> {
         self.unlink(key.index);
         self.link_tail(q, key.index);
         true
+    }
+
+    /// The number of entries, counted by walking the queues (no count is kept:
+    /// inserting and removing stay a few stores shorter).
+    fn count(&self) -> usize {
+        (0..Q).map(|q| self.iter(q).count()).sum()
     }
 
     /// The entries of queue `q`, oldest first, with their slot indices.
@@ -458,6 +475,9 @@ pub struct Matcher<R, U> {
     /// ones in `TAGGED_Q` (each in arrival order), claimed ones of either kind in
     /// `CLAIMED_Q` (in claim order).
     unexpected: Slab<Unexp<U>, 3>,
+    /// Unexpected messages queued, claimed ones included (the posted receives
+    /// are not counted: only tests and `Debug` ask, and they walk the queues).
+    unexpected_len: usize,
 }
 
 impl<R, U> Default for Matcher<R, U> {
@@ -468,7 +488,7 @@ impl<R, U> Default for Matcher<R, U> {
 
 impl<R, U> fmt::Debug for Matcher<R, U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Matcher").field("posted", &self.posted.len).field("unexpected", &self.unexpected.len).finish()
+        f.debug_struct("Matcher").field("posted", &self.posted_len()).field("unexpected", &self.unexpected_len).finish()
     }
 }
 
@@ -481,7 +501,7 @@ impl<R, U> Matcher<R, U> {
     /// An empty matcher with room for `posted` receives and `unexpected` messages
     /// before anything allocates.
     pub fn with_capacity(posted: usize, unexpected: usize) -> Self {
-        Matcher { posted: Slab::with_capacity(posted), unexpected: Slab::with_capacity(unexpected) }
+        Matcher { posted: Slab::with_capacity(posted), unexpected: Slab::with_capacity(unexpected), unexpected_len: 0 }
     }
 
     // ----- arrival side -----
@@ -513,6 +533,27 @@ impl<R, U> Matcher<R, U> {
             return Some(PostedMatch::Stays(PostedId(Key { index: head, gen: s.gen })));
         }
         self.posted.pop_head(q).map(|p| PostedMatch::Taken(p.rec))
+    }
+
+    /// The record of the posted receive at the head of the queue of `m`'s kind,
+    /// if that receive matches `m`: the usual first match (messages mostly
+    /// arrive in the order their receives were posted), looked at where it is
+    /// stored. The caller then takes it off with [`Matcher::drop_posted_head`]
+    /// once done with the record, or uses [`Matcher::take_posted`].
+    #[inline(always)]
+    pub fn posted_head(&self, m: &MsgSpec) -> Option<&R> {
+        let head = self.posted.queues[queue_of(m.tagged)].head;
+        // NIL (an empty queue) is no slot.
+        let p = self.posted.slots.get(head)?.val.as_ref()?;
+        p.matches_queued(m).then_some(&p.rec)
+    }
+
+    /// Remove the posted receive at the head of the queue of `tagged` receives
+    /// (the one [`Matcher::posted_head`] returned), dropping its record. Nothing
+    /// happens when that queue is empty.
+    #[inline(always)]
+    pub fn drop_posted_head(&mut self, tagged: bool) {
+        drop(self.posted.pop_head(queue_of(tagged)));
     }
 
     /// [`Matcher::take_posted`] past a queue head that does not match.
@@ -552,6 +593,7 @@ impl<R, U> Matcher<R, U> {
 
     /// Queue a message that matched no posted receive, at the end of arrival order.
     pub fn push_unexpected(&mut self, m: MsgSpec, u: U) -> UnexpId {
+        self.unexpected_len += 1;
         UnexpId(self.unexpected.insert(queue_of(m.tagged), Unexp { spec: m, claimed: None, rec: u }))
     }
 
@@ -577,12 +619,34 @@ impl<R, U> Matcher<R, U> {
 
     /// Remove an unexpected message (claimed or not).
     pub fn remove_unexpected(&mut self, id: UnexpId) -> Option<(MsgSpec, U)> {
-        self.unexpected.remove(id.0).map(|u| (u.spec, u.rec))
+        let u = self.unexpected.remove(id.0)?;
+        self.unexpected_len -= 1;
+        Some((u.spec, u.rec))
+    }
+
+    /// Whether an unexpected message of this kind (tagged or not) that is not
+    /// claimed is queued: if none is, a newly posted receive of this kind
+    /// matches nothing and [`Matcher::match_unexpected`] need not look.
+    #[inline(always)]
+    pub fn has_unexpected(&self, tagged: bool) -> bool {
+        self.unexpected.queues[queue_of(tagged)].head != NIL
+    }
+
+    /// [`Matcher::push_posted`] of the receive and record `f` makes (a
+    /// receive of kind `tagged`, which must be the spec's), made once the
+    /// matcher has a slot for them.
+    #[inline(always)]
+    pub fn push_posted_with(&mut self, tagged: bool, f: impl FnOnce() -> (RecvSpec, R)) -> PostedId {
+        PostedId(self.posted.insert_with(queue_of(tagged), || {
+            let (r, rec) = f();
+            debug_assert_eq!(r.tagged, tagged, "a receive queued with the other kind");
+            Posted::new(&r, rec)
+        }))
     }
 
     /// Queue a receive that matched no unexpected message, at the end of posting
     /// order.
-    #[inline]
+    #[inline(always)]
     pub fn push_posted(&mut self, r: RecvSpec, rec: R) -> PostedId {
         PostedId(self.posted.insert(queue_of(r.tagged), Posted::new(&r, rec)))
     }
@@ -641,23 +705,27 @@ impl<R, U> Matcher<R, U> {
 
     /// Remove every unexpected message, claimed or not, in arrival order.
     pub fn drain_unexpected(&mut self) -> Vec<(MsgSpec, U)> {
+        self.unexpected_len = 0;
         self.unexpected.remove_where(|_| true).into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
     }
 
-    /// Number of posted receives.
+    /// Number of posted receives, counted by walking the queues: linear in it
+    /// (for tests and diagnostics, not the data path).
     pub fn posted_len(&self) -> usize {
-        self.posted.len
+        self.posted.count()
     }
 
     /// Number of unexpected messages, claimed ones included.
     pub fn unexpected_len(&self) -> usize {
-        self.unexpected.len
+        self.unexpected_len
     }
 
     /// Remove every unexpected message (claimed or not) whose source is `src`, in
     /// arrival order: the peer went away, or was removed from the address vector.
     pub fn remove_unexpected_from(&mut self, src: FiAddr) -> Vec<(MsgSpec, U)> {
-        self.unexpected.remove_where(|u| u.spec.src == src).into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
+        let gone = self.unexpected.remove_where(|u| u.spec.src == src);
+        self.unexpected_len -= gone.len();
+        gone.into_iter().map(|(_, u)| (u.spec, u.rec)).collect()
     }
 }
 

@@ -16,6 +16,19 @@
 //! callback in the kernel for every packet it receives (measured here on udp DGRAM's
 //! 64 B ping-pong: 2.99 us per message with the socket in the set from bind, 2.80
 //! without, medians of 9).
+//!
+//! # Lifetimes
+//!
+//! A bound object is held either weakly ([`Waiter::bind`]: event queues,
+//! counters, a domain's progress thread; a dead one is skipped and pruned) or
+//! strongly ([`Waiter::bind_owned`]: an endpoint bound to a completion queue),
+//! which saves each progress call the upgrade of a `Weak`. An owned object
+//! stays alive while it is bound, so its owner must unbind it when it closes
+//! (`scaffold::bind_cq` binds an endpoint so, and `endpoint_tail!`'s close
+//! unbinds it): an endpoint holds its queues, and the two would otherwise keep
+//! each other alive. Either way progress runs with no lock held, on a strong
+//! reference taken for the call: the object's last reference may end there,
+//! and its `Drop` may unbind from this very waiter.
 
 use fabric_core::sync::SpinLock;
 use fabric_core::{Error, Result};
@@ -54,6 +67,49 @@ pub trait Progress: Send + Sync {
     }
 }
 
+/// An object bound to a [`Waiter`]: held weakly (its owner may drop it whenever
+/// it likes; a dead one is skipped and pruned), or strongly while bound
+/// ([`Waiter::bind_owned`]: an endpoint bound to a completion queue, which its
+/// close unbinds), so that progress reaches it without upgrading a `Weak`.
+enum BoundObj {
+    /// Held by the waiter until unbound.
+    Owned(Arc<dyn Progress>),
+    /// Held by someone else; progress skips it once it is gone.
+    Weak(Weak<dyn Progress>),
+}
+
+impl BoundObj {
+    /// The object, if it is alive.
+    #[inline(always)]
+    fn get(&self) -> Option<Arc<dyn Progress>> {
+        match self {
+            BoundObj::Owned(a) => Some(a.clone()),
+            BoundObj::Weak(w) => w.upgrade(),
+        }
+    }
+
+    /// Whether it may still be alive (an owned one always is).
+    fn alive(&self) -> bool {
+        match self {
+            BoundObj::Owned(_) => true,
+            BoundObj::Weak(w) => w.strong_count() > 0,
+        }
+    }
+
+    /// The object's address (its identity).
+    fn addr(&self) -> *const () {
+        match self {
+            BoundObj::Owned(a) => Arc::as_ptr(a) as *const (),
+            BoundObj::Weak(w) => w.as_ptr() as *const (),
+        }
+    }
+
+    /// Whether it is the object at `addr` (by identity).
+    fn is(&self, addr: *const ()) -> bool {
+        std::ptr::addr_eq(self.addr(), addr)
+    }
+}
+
 /// How long a blocking wait spins before it sleeps, by default.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
@@ -64,8 +120,9 @@ pub struct Waiter {
     epfd: OwnedFd,
     /// Written by `signal`, read (drained) after each sleep.
     evfd: OwnedFd,
-    /// Objects bound to this queue; dead ones are pruned on the next bind.
-    bound: SpinLock<Vec<Weak<dyn Progress>>>,
+    /// Objects bound to this queue; dead weak ones are pruned on the next bind,
+    /// owned ones are dropped when unbound (or with the waiter).
+    bound: SpinLock<Vec<BoundObj>>,
     /// Whether the bound objects' descriptors are in the epoll set: false until
     /// something may block on it ([`Waiter::arm`]), then true for good. Written
     /// only under `bound`'s lock, so a bind either sees it set (and registers its
@@ -179,16 +236,38 @@ impl Waiter {
     }
 
     /// Bind an object: reads drive its progress, waits watch its descriptor.
+    /// It is held weakly: its owner may drop it at any time.
     pub fn bind(&self, obj: Weak<dyn Progress>) -> Result<()> {
         let fd = obj.upgrade().and_then(|o| o.wait_fd());
+        self.bind_obj(fd, BoundObj::Weak(obj))
+    }
+
+    /// Bind an object and hold it (a strong reference) until
+    /// [`Waiter::unbind`] or [`Waiter::unbind_addr`], or until the waiter
+    /// goes: progress then reaches it without upgrading a `Weak` (one atomic
+    /// increment instead of a compare-and-swap loop). The object's owner must
+    /// unbind it when it closes, or the two keep each other alive if it holds
+    /// this waiter's queue (an endpoint does).
+    pub fn bind_owned(&self, obj: Arc<dyn Progress>) -> Result<()> {
+        let fd = obj.wait_fd();
+        self.bind_obj(fd, BoundObj::Owned(obj))
+    }
+
+    /// Bind `obj` (wait descriptor `fd`), once: an object bound already (the
+    /// same endpoint bound for transmit and then for receive) stays bound as
+    /// it was, and its progress runs once per read.
+    fn bind_obj(&self, fd: Option<RawFd>, obj: BoundObj) -> Result<()> {
+        let addr = obj.addr();
         let mut b = self.bound.lock();
         if self.armed.load(Ordering::Relaxed) {
             if let Some(fd) = fd {
                 self.add_fd(fd)?;
             }
         }
-        b.retain(|w| w.strong_count() > 0);
-        b.push(obj);
+        b.retain(BoundObj::alive);
+        if !b.iter().any(|o| o.is(addr)) {
+            b.push(obj);
+        }
         Ok(())
     }
 
@@ -213,7 +292,7 @@ impl Waiter {
             if self.armed.load(Ordering::Relaxed) {
                 return;
             }
-            live.extend(b.iter().filter_map(Weak::upgrade));
+            live.extend(b.iter().filter_map(BoundObj::get));
             for o in &live {
                 if let Some(fd) = o.wait_fd() {
                     if let Err(e) = self.add_fd(fd) {
@@ -231,14 +310,37 @@ impl Waiter {
         drop(live);
     }
 
-    /// Unbind an object (by identity).
+    /// Unbind an object (by identity), weakly bound or owned.
     pub fn unbind(&self, obj: &Arc<dyn Progress>) {
-        let fd = obj.wait_fd();
-        let mut b = self.bound.lock();
-        if let Some(fd) = fd.filter(|_| self.armed.load(Ordering::Relaxed)) {
-            self.del_fd(fd);
+        self.unbind_at(obj.wait_fd(), Arc::as_ptr(obj) as *const ());
+    }
+
+    /// Unbind the object at `addr` (what `Arc::as_ptr` gives for it; an
+    /// endpoint's own `self as *const _`), with its wait descriptor `fd`: the
+    /// form an object's own close uses. An owned object's reference is
+    /// dropped after the lock is released (it may be the last one, and the
+    /// object's `Drop` may unbind from this very waiter).
+    pub fn unbind_addr(&self, addr: *const (), fd: Option<RawFd>) {
+        self.unbind_at(fd, addr);
+    }
+
+    fn unbind_at(&self, fd: Option<RawFd>, addr: *const ()) {
+        let mut gone = Vec::new();
+        {
+            let mut b = self.bound.lock();
+            if let Some(fd) = fd.filter(|_| self.armed.load(Ordering::Relaxed)) {
+                self.del_fd(fd);
+            }
+            let mut i = 0;
+            while i < b.len() {
+                if !b[i].alive() || b[i].is(addr) {
+                    gone.push(b.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
         }
-        b.retain(|w| w.strong_count() > 0 && !std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(obj)));
+        drop(gone);
     }
 
     /// Drive progress of every bound object once.
@@ -308,7 +410,8 @@ impl Waiter {
     /// Call `f` on every bound object that is still alive. No lock is held while
     /// `f` runs (an object's progress may push into this very queue, or drop the
     /// last reference to an object whose `Drop` unbinds it). The usual case, one
-    /// bound object, costs one lock and one upgrade; more are collected first
+    /// bound object, costs one lock and one reference taken (an increment when
+    /// it is owned, an upgrade when weak); more are collected first
     /// ([`Waiter::each_bound_many`]).
     #[inline(always)]
     fn each_bound(&self, mut f: impl FnMut(&Arc<dyn Progress>)) {
@@ -316,7 +419,7 @@ impl Waiter {
             let b = self.bound.lock();
             match b.len() {
                 0 => return,
-                1 => b[0].upgrade(),
+                1 => b[0].get(),
                 _ => None,
             }
         };
@@ -540,8 +643,8 @@ impl Drop for AutoProgress {
 /// A tiny fixed-capacity collection of upgraded objects, so that progress does not
 /// allocate for the common case of a few bound objects.
 mod smallvec_free {
-    use super::Progress;
-    use std::sync::{Arc, Weak};
+    use super::{BoundObj, Progress};
+    use std::sync::Arc;
 
     const INLINE: usize = 8;
 
@@ -551,11 +654,11 @@ mod smallvec_free {
     }
 
     impl Objs {
-        pub(super) fn collect(list: &[Weak<dyn Progress>]) -> Objs {
+        pub(super) fn collect(list: &[BoundObj]) -> Objs {
             let mut o = Objs { inline: Default::default(), spill: Vec::new() };
             let mut n = 0;
             for w in list {
-                if let Some(a) = w.upgrade() {
+                if let Some(a) = w.get() {
                     if n < INLINE {
                         o.inline[n] = Some(a);
                         n += 1;

@@ -290,6 +290,39 @@ impl<R> RxEngine<R> {
     /// [`IOV_LIMIT`] pieces is `FI_EINVAL`.
     #[inline(always)]
     pub fn post(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
+        let tagged = flags.contains(OpFlags::TAGGED);
+        // The usual receive: one piece, no special flag, and no unexpected
+        // message of its kind waiting, so it goes to the tail of its queue with
+        // its record written straight into the matcher's slot.
+        if let [piece] = op.iov {
+            if !flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV)
+                && !self.matcher.has_unexpected(tagged)
+            {
+                self.matcher.push_posted_with(tagged, || {
+                    let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
+                    let rec = PostedRecv {
+                        context: op.context,
+                        first: *piece,
+                        list: NO_LIST,
+                        niov: 1,
+                        cap: piece.len,
+                        tagged,
+                        completion: flags.contains(OpFlags::COMPLETION),
+                        multi: NO_MULTI,
+                    };
+                    (spec, rec)
+                });
+                return Ok(());
+            }
+        }
+        self.post_general(b, op, flags, src)
+    }
+
+    /// [`RxEngine::post`] past its usual case: several pieces (or none), a
+    /// peek, claim, discard or multi-receive buffer, or unexpected messages
+    /// waiting that it may match.
+    #[inline(never)]
+    fn post_general(&mut self, b: &Bindings, op: &Op<'_>, flags: OpFlags, src: FiAddr) -> Result<()> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::Inval);
         }
@@ -565,6 +598,25 @@ impl<R> RxEngine<R> {
     /// matches: the caller holds the message as unexpected.
     #[inline(always)]
     pub fn deliver_eager(&mut self, b: &Bindings, m: &MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> bool {
+        // The usual case: the head of the queue, a plain one-piece receive that
+        // holds the whole message, filled and completed from where it is stored
+        // (its record is not moved out), then dropped from the queue.
+        if let Some(rec) = self.matcher.posted_head(m) {
+            if rec.multi == NO_MULTI && rec.list == NO_LIST && body.len() <= rec.cap && body.len() as u64 == len {
+                fill_one(rec, body);
+                one_piece_done(b, rec, m.tagged, m.tag, data, m.src, body.len());
+                self.matcher.drop_posted_head(m.tagged);
+                return true;
+            }
+        }
+        self.deliver_eager_general(b, m, len, data, body)
+    }
+
+    /// [`RxEngine::deliver_eager`] past its usual case: a receive further down
+    /// the queue, one of several pieces or a multi-receive buffer, a message
+    /// that does not fit, or no receive at all.
+    #[inline(never)]
+    fn deliver_eager_general(&mut self, b: &Bindings, m: &MsgSpec, len: u64, data: Option<u64>, body: &[u8]) -> bool {
         match self.matcher.take_posted(m, |r| r.multi != NO_MULTI) {
             None => false,
             Some(PostedMatch::Taken(rec)) => {
@@ -986,6 +1038,68 @@ mod tests {
             assert_eq!(bytes.iter().filter(|&&x| x != 0).count(), len.min(cap * n), "bytes placed");
             assert_eq!(run(2), (got, bytes), "eager: cap {cap} x {n}, len {len}");
         }
+    }
+
+    #[test]
+    fn deliver_eager_takes_the_first_match_in_posting_order() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(0);
+        fn tagged(tag: u64, context: u64, iov: &[IoVec; 1]) -> Op<'_> {
+            Op { iov, addr: FiAddr::UNSPEC, context, user_context: context, data: 0, tag, ignore: 0 }
+        }
+        let (mut d1, mut d2, mut d3) = ([0u8; 8], [0u8; 8], [0u8; 2]);
+        let i1 = [IoVec { base: d1.as_mut_ptr(), len: 8 }];
+        let i2 = [IoVec { base: d2.as_mut_ptr(), len: 8 }];
+        let i3 = [IoVec { base: d3.as_mut_ptr(), len: 2 }];
+        rx.post(&b, &tagged(1, 1, &i1), OpFlags::TAGGED, FiAddr::UNSPEC).unwrap();
+        rx.post(&b, &tagged(2, 2, &i2), OpFlags::TAGGED, FiAddr::UNSPEC).unwrap();
+        rx.post(&b, &tagged(2, 3, &i3), OpFlags::TAGGED, FiAddr::UNSPEC).unwrap();
+        // Tag 2: not the head (tag 1), the first tag-2 receive below it.
+        let m2 = MsgSpec { tagged: true, src: FiAddr(3), tag: 2 };
+        assert!(rx.deliver_eager(&b, &m2, 3, None, b"abc"));
+        assert_eq!(read_one(&b).map(|e| (e.op_context, e.len, e.tag)), Some((2, 3, 2)));
+        assert_eq!(&d2[..3], b"abc");
+        // Tag 1: the head, delivered in place; the untagged queue is untouched.
+        let m1 = MsgSpec { tagged: true, src: FiAddr(3), tag: 1 };
+        assert!(!rx.deliver_eager(&b, &spec(), 1, None, b"x"), "no untagged receive");
+        assert!(rx.deliver_eager(&b, &m1, 4, Some(7), b"wxyz"));
+        let e = read_one(&b).expect("completed");
+        assert_eq!((e.op_context, e.len, e.data, e.flags), (1, 4, 7, Caps::RECV | Caps::TAGGED | Caps::REMOTE_CQ_DATA));
+        assert_eq!(&d1[..4], b"wxyz");
+        // The head now holds 2 bytes: a longer message goes the general way and
+        // reports the truncation.
+        assert!(rx.deliver_eager(&b, &m2, 3, None, b"abc"));
+        assert!(read_one(&b).is_none());
+        let err = fabric_core::prov::CqOps::readerr(&**b.rx_cq.as_ref().unwrap()).expect("truncated");
+        assert_eq!((err.entry.op_context, err.err, err.olen), (3, Error::Trunc, 1));
+        assert_eq!(&d3, b"ab");
+        assert!(!rx.deliver_eager(&b, &m2, 1, None, b"z"), "every receive was taken once");
+    }
+
+    #[test]
+    fn a_receive_takes_an_unexpected_message_of_its_own_kind_only() {
+        let b = bindings();
+        let mut rx: RxEngine<u32> = RxEngine::new(1 << 10);
+        // An untagged message waits; a tagged receive does not take it (the
+        // short path: nothing tagged is waiting) and stays posted.
+        rx.hold_eager(spec(), 2, None, b"hi").unwrap();
+        let (mut d1, mut d2) = ([0u8; 4], [0u8; 4]);
+        let mut iov = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        let o = op(&mut d1, &mut iov, 1);
+        rx.post(&b, &Op { tag: 9, ..o }, OpFlags::TAGGED, FiAddr::UNSPEC).unwrap();
+        assert!(read_one(&b).is_none());
+        assert_eq!((rx.matcher.posted_len(), rx.matcher.unexpected_len()), (1, 1));
+        // An untagged receive takes it at once.
+        let mut iov2 = [IoVec { base: std::ptr::null_mut(), len: 0 }];
+        rx.post(&b, &op(&mut d2, &mut iov2, 2), OpFlags::empty(), FiAddr::UNSPEC).unwrap();
+        assert_eq!(read_one(&b).map(|e| (e.op_context, e.len)), Some((2, 2)));
+        assert_eq!(&d2[..2], b"hi");
+        assert_eq!((rx.matcher.posted_len(), rx.matcher.unexpected_len()), (1, 0));
+        // The tagged receive is still there for its message.
+        let m = MsgSpec { tagged: true, src: FiAddr(3), tag: 9 };
+        assert!(rx.deliver_eager(&b, &m, 3, None, b"abc"));
+        assert_eq!(read_one(&b).map(|e| (e.op_context, e.tag)), Some((1, 9)));
+        assert_eq!(&d1[..3], b"abc");
     }
 
     #[test]

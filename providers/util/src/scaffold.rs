@@ -260,8 +260,14 @@ macro_rules! endpoint_tail {
         }
 
         fn close(&self) -> fabric_core::Result<()> {
-            let mut g = self.lock();
-            self.close_locked(&mut g);
+            let cqs = {
+                let mut g = self.lock();
+                self.close_locked(&mut g);
+                [g.b.tx_cq.clone(), g.b.rx_cq.clone()]
+            };
+            // Outside the lock: the queues let go of the endpoint they hold
+            // since `scaffold::bind_cq`.
+            $crate::scaffold::unbind_cqs(self, &cqs);
             Ok(())
         }
     };
@@ -282,11 +288,33 @@ macro_rules! close_on_drop {
 
 /// `fi_ep_bind` of a completion queue: found among the domain's, recorded
 /// with its flags, and driving the endpoint's progress. Returns the queue.
-pub fn bind_cq<E: Bound>(ep: &E, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<Arc<UtilCq>> {
+///
+/// The queue holds the endpoint ([`UtilCq::bind_owned`]) until the endpoint's
+/// close ([`endpoint_tail!`]'s, through [`unbind_cqs`]) unbinds it, so that a
+/// read reaches the endpoint's progress without upgrading a `Weak`. A queue
+/// this binding replaces in both directions lets go of the endpoint at once.
+pub fn bind_cq<E: Bound + Progress>(ep: &E, cq: &Arc<dyn CqOps>, flags: BindFlags) -> Result<Arc<UtilCq>> {
     let ucq = ep.objs().find_cq(cq.fid()).ok_or(Error::Domain)?;
-    ep.with_bindings(|b| b.set_cq(&ucq, flags))?;
-    ucq.bind(ep.as_progress())?;
+    let me = ep.as_progress().upgrade().ok_or(Error::OpBadState)?;
+    let (old, now) = ep.with_bindings(|b| {
+        let old = [b.tx_cq.clone(), b.rx_cq.clone()];
+        b.set_cq(&ucq, flags).map(|()| (old, [b.tx_cq.clone(), b.rx_cq.clone()]))
+    })?;
+    ucq.bind_owned(me)?;
+    // A queue no longer bound in either direction must not keep the endpoint.
+    let replaced = old.map(|o| o.filter(|o| !now.iter().flatten().any(|n| Arc::ptr_eq(n, o))));
+    unbind_cqs(ep, &replaced);
     Ok(ucq)
+}
+
+/// The endpoint `ep` is closing (or no longer uses these queues): each of
+/// `cqs` lets go of it ([`UtilCq::unbind_addr`], by the endpoint's address).
+pub fn unbind_cqs<E: Progress>(ep: &E, cqs: &[Option<Arc<UtilCq>>]) {
+    let addr = ep as *const E as *const ();
+    let fd = ep.wait_fd();
+    for cq in cqs.iter().flatten() {
+        cq.unbind_addr(addr, fd);
+    }
 }
 
 /// `fi_ep_bind` of a counter.
