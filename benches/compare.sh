@@ -57,9 +57,11 @@ fi
 # The floor: ../shared/tools/limits/rawpp.c, compiled once into a temporary directory.
 limits=${LIMITS:-$(cd .. && pwd)/shared/tools/limits}
 rawpp=
+rawdir=$(mktemp -d)
+touch "$rawdir/start"
+# A libfabric fi_pingpong stopped by its timeout leaves its shm regions behind.
+trap 'benches/lf-shm-clean.sh "$rawdir/start"; rm -rf "$rawdir"' EXIT
 if [ -f "$limits/rawpp.c" ] && command -v cc >/dev/null; then
-  rawdir=$(mktemp -d)
-  trap 'rm -rf "$rawdir"' EXIT
   cc -O2 -o "$rawdir/rawpp" "$limits/rawpp.c" && rawpp=$rawdir/rawpp
 fi
 

@@ -24,7 +24,9 @@ provs=(shm tcp udp)
 size=${2:-64}
 anchor=${ANCHOR26:-$(cd .. && pwd)/shared/anchors/libfabric-2.6.0}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+touch "$work/start"
+# lf_inproc never closes its endpoints, so libfabric's shm leaves its regions behind.
+trap 'benches/lf-shm-clean.sh "$work/start"; rm -rf "$work"' EXIT
 
 # Our two programs, from this very build (wherever cargo puts it).
 rust=$(fi-tools/built.sh build --release -q -p fabric-benches --bin inproc | awk '$1 == "inproc" { print $2 }' | tail -1)
