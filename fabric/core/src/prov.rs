@@ -535,5 +535,11 @@ pub trait EndpointOps: Send + Sync {
     /// Close: cancel everything posted (flushed as `FI_ECANCELED` completions),
     /// disconnect, and release every buffer. After it returns the provider touches
     /// none of the buffers it was given.
+    ///
+    /// Call it before dropping the last reference, as `fi_close` must be called in
+    /// C: a completion queue the endpoint is bound to holds the endpoint (so that a
+    /// read of the queue reaches its progress without upgrading a weak reference),
+    /// and lets it go only here. An endpoint dropped unclosed stays open, with its
+    /// queue, until the process ends. (`fabric::Endpoint` closes on drop.)
     fn close(&self) -> Result<()>;
 }

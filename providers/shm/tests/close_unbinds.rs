@@ -10,7 +10,7 @@ mod common;
 
 #[test]
 fn an_endpoint_closed_while_its_queue_lives_is_dropped() {
-    let common::Node { ep, cq, av, _dom } = common::node(16);
+    let (ep, cq, av, _dom) = common::parts(16);
     let weak_ep = Arc::downgrade(&ep);
     let weak_cq = Arc::downgrade(&cq);
     let mut out = [CqEntry::new(0, Caps::empty())];
@@ -27,7 +27,7 @@ fn an_endpoint_closed_while_its_queue_lives_is_dropped() {
 
 #[test]
 fn an_endpoint_bound_twice_to_its_queue_is_let_go_by_one_close() {
-    let common::Node { ep, cq, av, _dom } = common::node(16);
+    let (ep, cq, av, _dom) = common::parts(16);
     // Bound again for one direction: still one binding to let go of.
     ep.bind_cq(&cq, fabric_core::BindFlags::RECV).expect("bind again");
     let weak_ep = Arc::downgrade(&ep);
@@ -39,7 +39,7 @@ fn an_endpoint_bound_twice_to_its_queue_is_let_go_by_one_close() {
 
 #[test]
 fn a_queue_replaced_in_both_directions_lets_go_of_the_endpoint() {
-    let common::Node { ep, cq, av, _dom } = common::node(16);
+    let (ep, cq, av, _dom) = common::parts(16);
     let other = _dom.cq_open(&fabric_core::CqAttr::default()).expect("second queue");
     ep.bind_cq(&other, fabric_core::BindFlags::RECV).expect("receive queue replaced");
     ep.bind_cq(&other, fabric_core::BindFlags::TRANSMIT).expect("transmit queue replaced");

@@ -7,6 +7,7 @@ use fabric_core::{AvAttr, BindFlags, CqAttr, EpType, Hints};
 use std::sync::Arc;
 
 /// An enabled RDM endpoint with its queue, address vector and domain.
+#[allow(dead_code)]
 pub struct Node {
     /// The endpoint.
     pub ep: Arc<dyn EndpointOps>,
@@ -19,7 +20,19 @@ pub struct Node {
 }
 
 /// An endpoint in a domain of its own, its completion queue `cq_size` entries.
+#[allow(dead_code)]
 pub fn node(cq_size: usize) -> Node {
+    let (ep, cq, av, _dom) = parts(cq_size);
+    Node { ep, cq, av, _dom }
+}
+
+/// An endpoint, its queue, its address vector and its domain.
+pub type Parts = (Arc<dyn EndpointOps>, Arc<dyn CqOps>, Arc<dyn AvOps>, Arc<dyn DomainOps>);
+
+/// [`node`]'s objects as they are, for a test that closes the endpoint itself
+/// (a [`Node`] closes it when dropped).
+#[allow(dead_code)]
+pub fn parts(cq_size: usize) -> Parts {
     let prov = fabric_shm::provider();
     let hints = Hints { ep_type: EpType::Rdm, ..Hints::default() };
     let info = prov.getinfo(&hints).expect("shm getinfo").remove(0);
@@ -30,5 +43,13 @@ pub fn node(cq_size: usize) -> Node {
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV).expect("bind cq");
     ep.bind_av(&av).expect("bind av");
     ep.enable().expect("enable");
-    Node { ep, cq, av, _dom: dom }
+    (ep, cq, av, dom)
+}
+
+impl Drop for Node {
+    /// Close the endpoint, as `fi_close` and `fabric::Endpoint`'s drop do: its
+    /// completion queue holds it while it is bound, so dropping it is not enough.
+    fn drop(&mut self) {
+        let _ = self.ep.close();
+    }
 }
