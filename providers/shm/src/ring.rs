@@ -44,6 +44,14 @@ pub const RING_ENTRIES: usize = 64;
 const LAP: u64 = RING_ENTRIES as u64;
 /// Reduces a position to the index of its entry.
 const INDEX_MASK: u64 = LAP - 1;
+/// How far ahead of its position the producer looks for freed entries: one Acquire
+/// load that finds the entry of `pos + LOOKAHEAD` free proves all of `pos ..= pos +
+/// LOOKAHEAD` free (the consumer frees in order), so the next `LOOKAHEAD + 1` pushes
+/// load no sequence number at all. In a ping-pong the entry at `pos` is the very
+/// cache line the consumer spins on; loading it before each write would pull the
+/// line over once more on every message, on the message's critical path.
+const LOOKAHEAD: u64 = LAP / 4;
+const _: () = assert!(LOOKAHEAD < LAP);
 
 const _: () = assert!(RING_ENTRIES.is_power_of_two());
 // The shared-memory layout: 256-byte, 64-byte aligned entries, sequence number first. The
@@ -169,6 +177,10 @@ pub struct Producer {
     /// below it has been published; its entry is ours to fill once its `seq` equals `pos`,
     /// and stays ours until we store `pos + 1` there.
     pos: u64,
+    /// How many entries from `pos` on are known free for us: their `seq` has been seen
+    /// (with Acquire) to equal their position, directly or through a later entry of the
+    /// same lap (the consumer frees in order). At most `LOOKAHEAD + 1`; 0 means look.
+    known_free: u64,
 }
 
 // SAFETY: a `Producer` is only a pointer into the ring plus a private position. Everything
@@ -187,7 +199,7 @@ impl Producer {
     /// (in any process) since that `init`. (A peer that breaks the protocol cannot make this
     /// producer misbehave; see the [module documentation](self).)
     pub unsafe fn new(ring: NonNull<Ring>) -> Producer {
-        Producer { ring, pos: 0 }
+        Producer { ring, pos: 0, known_free: 0 }
     }
 
     #[inline(always)]
@@ -202,23 +214,54 @@ impl Producer {
     /// room later: the consumer frees entries at any time.)
     #[inline]
     pub fn has_room(&self) -> bool {
-        self.ring().entry(self.pos).seq.load(Ordering::Acquire) == self.pos
+        self.known_free > 0 || self.ring().entry(self.pos).seq.load(Ordering::Acquire) == self.pos
+    }
+
+    /// Whether the entry of `pos` is free for us, learning how many are: `known_free`
+    /// is left at least 1 when true. Looks `LOOKAHEAD` entries ahead first, then at
+    /// `pos` itself.
+    ///
+    /// Acquire on either load: pairs with the consumer's Release store that freed
+    /// the entry loaded, which comes after its reads of every earlier entry (it
+    /// frees in order), so those reads happen before our writes to any entry up to
+    /// the one loaded. (A broken consumer that stores a "free" value early only
+    /// spoils its own reads: we write nothing outside the ring.)
+    #[inline(always)]
+    fn look(&mut self) -> bool {
+        if self.known_free > 0 {
+            return true;
+        }
+        let pos = self.pos;
+        let ahead = pos.wrapping_add(LOOKAHEAD);
+        if self.ring().entry(ahead).seq.load(Ordering::Acquire) == ahead {
+            self.known_free = LOOKAHEAD + 1;
+            return true;
+        }
+        self.look_here()
+    }
+
+    /// [`Producer::look`] at `pos` alone, when the entry ahead was not free yet.
+    #[inline(never)]
+    fn look_here(&mut self) -> bool {
+        let pos = self.pos;
+        // `pos - LAP + 1` there: the consumer has not freed it yet, i.e. full. Anything
+        // else is a broken peer; treat it as full as well.
+        let free = self.ring().entry(pos).seq.load(Ordering::Acquire) == pos;
+        self.known_free = u64::from(free);
+        free
     }
 
     /// Reserve the next free entry (see [`Reserved`]); `None` when the ring is full.
     #[inline(always)]
     pub fn reserve(&mut self) -> Option<Reserved<'_>> {
-        // Acquire: as in `try_push`, pairs with the consumer's Release store that freed
-        // the entry, so its reads of the previous message happen before our writes.
+        // As in `try_push`: the entry is ours once `look` saw it free (Acquire).
+        if !self.look() {
+            return None;
+        }
         let pos = self.pos;
         // The entry, by pointer: it lies in the ring, not in `self`, which the handle
         // borrows mutably.
         let entry = NonNull::from(self.ring().entry(pos));
-        // SAFETY: `entry` points into the ring, valid while `self` lives (contract of
-        // `new`).
-        if unsafe { entry.as_ref() }.seq.load(Ordering::Acquire) != pos {
-            return None;
-        }
         Some(Reserved { prod: self, entry, pos })
     }
 
@@ -230,17 +273,17 @@ impl Producer {
     /// published and the next push reuses the same entry.
     #[inline(always)]
     pub fn try_push(&mut self, fill: impl FnOnce(&mut [u8; ENTRY_PAYLOAD])) -> bool {
-        let pos = self.pos;
-        let entry = self.ring().entry(pos);
-        // Acquire: pairs with the Release store by which the consumer freed the entry, so
-        // its reads of the previous message happen before our writes below.
-        if entry.seq.load(Ordering::Acquire) != pos {
-            // `pos - LAP + 1`: the consumer has not freed it yet, i.e. full. Anything else is
-            // a broken peer; treat it as full as well.
+        // Acquire (in `look`): pairs with the Release store by which the consumer freed
+        // the entry (or a later one), so its reads of the previous message happen before
+        // our writes below.
+        if !self.look() {
             return false;
         }
+        let pos = self.pos;
+        let entry = self.ring().entry(pos);
         entry.payload.with_mut(|payload| {
-            // SAFETY: `seq == pos` (loaded above) makes the entry ours: the consumer reads it
+            // SAFETY: `seq == pos` (seen by `look`, directly or through a later entry the
+            // consumer freed after this one) makes the entry ours: the consumer reads it
             // only once `seq == pos + 1`, which only we store, below, after `fill` returns,
             // and we are the only producer (contract of `new`). Its previous reads of the
             // entry happen before this write by the Acquire/Release pair on `seq`. The
@@ -252,6 +295,7 @@ impl Producer {
         // sees `pos + 1`, hence before its reads.
         entry.seq.store(pos.wrapping_add(1), Ordering::Release);
         self.pos = pos.wrapping_add(1);
+        self.known_free -= 1;
         true
     }
 }
@@ -278,7 +322,7 @@ impl Reserved<'_> {
     #[inline(always)]
     pub fn payload(&mut self) -> &mut [u8; ENTRY_PAYLOAD] {
         // SAFETY: `entry` is the entry of `pos` in the ring, mapped while the producer
-        // (borrowed by `self`) lives. As in `try_push`: `reserve` saw `seq == pos`,
+        // (borrowed by `self`) lives. As in `try_push`: `reserve` saw `seq == pos` (through `look`),
         // which makes the entry ours (the consumer reads it only once
         // `seq == pos + 1`, which only `publish` stores, and we are the only producer,
         // borrowed mutably by `self` for as long as the reference lives). The pointer
@@ -295,6 +339,8 @@ impl Reserved<'_> {
         // SAFETY: `entry` is valid while the producer is borrowed (see `payload`).
         unsafe { self.entry.as_ref() }.seq.store(pos.wrapping_add(1), Ordering::Release);
         self.prod.pos = pos.wrapping_add(1);
+        // `reserve` made it at least 1.
+        self.prod.known_free -= 1;
     }
 }
 

@@ -148,6 +148,47 @@ fn loom_full_then_consumer_frees() {
     });
 }
 
+/// The producer's look ahead: on a full ring it may learn that an entry is free from a
+/// LATER entry of the same lap, which the consumer thread freed after it, and then write
+/// the earlier entry without loading its own sequence number. The consumer's reads of
+/// the earlier entry must still happen before those writes (loom's cell tracking fails
+/// the model otherwise), and nothing is lost or torn.
+#[test]
+fn loom_lookahead_reuses_entries_freed_in_order() {
+    loom::model(|| {
+        let ring = TestRing::new();
+        let (mut p, mut c) = ring.ends();
+        for v in 0..RING_ENTRIES as u64 {
+            assert!(p.try_push(|e| fill(e, v)));
+        }
+        // The first lap's entries up to the one looked ahead at are read in the thread.
+        let ahead = RING_ENTRIES as u64 / 4;
+        let producer = thread::spawn(move || {
+            push_spin(&mut p, 1000);
+            p
+        });
+        let consumer = thread::spawn(move || {
+            for v in 0..=ahead {
+                assert_eq!(pop_spin(&mut c), v);
+            }
+            c
+        });
+        let mut p = producer.join().unwrap();
+        let mut c = consumer.join().unwrap();
+        // Whichever way the producer found room, the rest of the first lap's freed
+        // entries are its to fill, in order.
+        for v in 1..=ahead {
+            assert!(p.try_push(|e| fill(e, 1000 + v)));
+        }
+        assert!(!p.has_room());
+        for v in (ahead + 1..RING_ENTRIES as u64).chain(1000..=1000 + ahead) {
+            assert_eq!(c.peek(read), Some(v));
+            c.advance();
+        }
+        assert!(c.is_empty());
+    });
+}
+
 /// `reserve` then `publish` hands entries over as `try_push` does: in order and intact,
 /// with the producer reusing entries the consumer thread frees meanwhile; a reservation
 /// dropped unpublished shows nothing.
