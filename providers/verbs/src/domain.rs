@@ -268,9 +268,9 @@ impl DomainOps for VerbsDomain {
         if base.is_null() && len > 0 {
             return Err(Error::Inval);
         }
+        let flags = ibv_access(access);
         // SAFETY: the caller keeps the memory allocated while registered (mr_reg's
         // contract), which is ibv::Mr::new's.
-        let flags = ibv_access(access);
         let mr = unsafe { ibv::Mr::new(&self.pd, base, len, flags) }.map_err(|e| {
             fi_log!(Level::Warn, NAME, "mr", "ibv_reg_mr of {len} bytes failed: {e}");
             Error::from(e)
