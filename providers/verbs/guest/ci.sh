@@ -11,7 +11,7 @@
 #      FABRIC_REQUIRE=verbs, so a test that finds no verbs device fails, and the
 #      skips the provider's Info explains counted and listed (fabric/testkit),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
-#      1 MiB, side by side in the same guest, five alternating runs each, with
+#      1 MiB, and -e msg at 64 B, 4 KiB and 64 KiB, side by side in the same guest, five alternating runs each, with
 #      the ratios of the medians and of the best runs printed (only when
 #      libfabric's fi_pingpong is installed; emulation sets the absolute figures),
 #   5. the source GID of the QPs: the domain's by default, FI_VERBS_GID_IDX's when
@@ -197,7 +197,7 @@ if [ -x "$LF_PINGPONG" ] && [ -x "$LF_INFO" ]; then
     pp $LF_PINGPONG rdm -m tagged -S 4096 -I 100 -c || die "Debian's fi_pingpong -e rdm -m tagged over our libfabric.so.1"
     unset LD_LIBRARY_PATH
 
-    step "ours vs libfabric: fi_pingpong -p verbs -e rdm, usec/xfer (5 alternating runs each: median, best)"
+    step "ours vs libfabric: fi_pingpong -p verbs -e rdm and -e msg, usec/xfer (5 alternating runs each: median, best)"
     # libfabric's rxm sizes its CQ by FI_UNIVERSE_SIZE (256 by default), past
     # rxe's 32767 entries; 64 peers is plenty here.
     export FI_UNIVERSE_SIZE=64
@@ -231,6 +231,12 @@ if [ -x "$LF_PINGPONG" ] && [ -x "$LF_INFO" ]; then
     for s in 64 4096 1048576; do
         case $s in 64) it=2000 ;; 4096) it=1000 ;; *) it=50 ;; esac
         side_by_side VERBS-RATIO rdm $s $it
+    done
+    # MSG endpoints over rxe0 too (no rxm on libfabric's side: its verbs
+    # provider posts the application's buffers directly).
+    for s in 64 4096 65536; do
+        case $s in 64) it=1000 ;; 4096) it=500 ;; *) it=100 ;; esac
+        side_by_side "VERBS-RATIO msg" msg $s $it
     done
 else
     echo "libfabric's fi_pingpong is not installed: no comparison"

@@ -97,14 +97,20 @@ impl VerbsDomain {
         }
     }
 
-    /// The application's region covering `base..base+len`, if any is open.
-    pub(crate) fn find_region(&self, base: *const u8, len: usize) -> Option<Arc<VerbsMr>> {
+    /// The application's region covering `base..base+len`, if any is open,
+    /// and one a peer may read when `remote_read`.
+    pub(crate) fn find_region(&self, base: *const u8, len: usize, remote_read: bool) -> Option<Arc<VerbsMr>> {
         let (lo, hi) = (base as usize, (base as usize).checked_add(len)?);
         let mut g = self.regions.lock().unwrap_or_else(|e| e.into_inner());
         let mut found = None;
         g.retain(|w| match w.upgrade() {
             Some(r) => {
-                if found.is_none() && r.is_open() && r.base <= lo && hi <= r.base + r.len {
+                if found.is_none()
+                    && r.is_open()
+                    && (r.remote_read || !remote_read)
+                    && r.base <= lo
+                    && hi <= r.base + r.len
+                {
                     found = Some(r);
                 }
                 true
@@ -149,6 +155,9 @@ impl VerbsDomain {
 pub(crate) struct VerbsMr {
     base: usize,
     len: usize,
+    /// Registered with `IBV_ACCESS_REMOTE_READ` (a peer may read it: the
+    /// pieces of a rendezvous send are announced with its key).
+    remote_read: bool,
     mr: Mutex<Option<ibv::Mr>>,
     lkey: u32,
     rkey: u32,
@@ -160,6 +169,11 @@ impl VerbsMr {
     /// The local key.
     pub(crate) fn lkey(&self) -> u32 {
         self.lkey
+    }
+
+    /// The remote key.
+    pub(crate) fn rkey(&self) -> u32 {
+        self.rkey
     }
 
     fn is_open(&self) -> bool {
@@ -254,9 +268,10 @@ impl DomainOps for VerbsDomain {
         if base.is_null() && len > 0 {
             return Err(Error::Inval);
         }
+        let flags = ibv_access(access);
         // SAFETY: the caller keeps the memory allocated while registered (mr_reg's
         // contract), which is ibv::Mr::new's.
-        let mr = unsafe { ibv::Mr::new(&self.pd, base, len, ibv_access(access)) }.map_err(|e| {
+        let mr = unsafe { ibv::Mr::new(&self.pd, base, len, flags) }.map_err(|e| {
             fi_log!(Level::Warn, NAME, "mr", "ibv_reg_mr of {len} bytes failed: {e}");
             Error::from(e)
         })?;
@@ -266,6 +281,7 @@ impl DomainOps for VerbsDomain {
         let r = Arc::new(VerbsMr {
             base: base as usize,
             len,
+            remote_read: flags & sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0 != 0,
             mr: Mutex::new(Some(mr)),
             lkey,
             rkey,

@@ -616,7 +616,12 @@ impl VerbsEp {
         Ok(())
     }
 
-    /// or a registration made now and kept in `tmp` until the operation ends.
+    /// The local key of `len` bytes at `base`, and their remote key when
+    /// `remote_read` (a rendezvous send's piece, which the receiver READs):
+    /// the application's region covering them (one a peer may read when
+    /// `remote_read`: a region registered for sending is, so the announce
+    /// costs no registration), or a registration made now and kept in `tmp`
+    /// until the operation ends.
     pub(super) fn lkey_for(
         &self,
         base: *mut u8,
@@ -624,10 +629,8 @@ impl VerbsEp {
         remote_read: bool,
         tmp: &mut Vec<ibv::Mr>,
     ) -> Result<(u32, u32)> {
-        if !remote_read {
-            if let Some(r) = self.domain.find_region(base, len) {
-                return Ok((r.lkey(), 0));
-            }
+        if let Some(r) = self.domain.find_region(base, len, remote_read) {
+            return Ok((r.lkey(), if remote_read { r.rkey() } else { 0 }));
         }
         let mut access = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
         if remote_read {
