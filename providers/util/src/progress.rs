@@ -312,7 +312,7 @@ impl Waiter {
 
     /// Unbind an object (by identity), weakly bound or owned.
     pub fn unbind(&self, obj: &Arc<dyn Progress>) {
-        self.unbind_at(obj.wait_fd(), Arc::as_ptr(obj) as *const ());
+        self.unbind_addr(Arc::as_ptr(obj) as *const (), obj.wait_fd());
     }
 
     /// Unbind the object at `addr` (what `Arc::as_ptr` gives for it; an
@@ -321,10 +321,6 @@ impl Waiter {
     /// dropped after the lock is released (it may be the last one, and the
     /// object's `Drop` may unbind from this very waiter).
     pub fn unbind_addr(&self, addr: *const (), fd: Option<RawFd>) {
-        self.unbind_at(fd, addr);
-    }
-
-    fn unbind_at(&self, fd: Option<RawFd>, addr: *const ()) {
         let mut gone = Vec::new();
         {
             let mut b = self.bound.lock();
