@@ -55,7 +55,32 @@ const NO_LIST: u32 = u32::MAX;
 /// [`PostedRecv::multi`] of a receive that is not a multi-receive buffer.
 const NO_MULTI: u32 = u32::MAX;
 
+/// The receive flags [`RxEngine::post`]'s usual case has none of: a peek, claim
+/// or discard, or a multi-receive buffer.
+const SPECIAL_RECV: OpFlags = OpFlags::PEEK.union(OpFlags::CLAIM).union(OpFlags::DISCARD).union(OpFlags::MULTI_RECV);
+
+/// What the matcher matches a receive posted by `op` (of kind `tagged`) on.
+#[inline(always)]
+fn recv_spec(op: &Op<'_>, tagged: bool, src: FiAddr) -> RecvSpec {
+    RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context }
+}
+
 impl PostedRecv {
+    /// The record of a receive into one piece, `piece`.
+    #[inline(always)]
+    fn one(context: u64, piece: IoVec, tagged: bool, completion: bool) -> PostedRecv {
+        PostedRecv {
+            context,
+            first: piece,
+            list: NO_LIST,
+            niov: 1,
+            cap: piece.len,
+            tagged,
+            completion,
+            multi: NO_MULTI,
+        }
+    }
+
     /// The multi-receive buffer this receive stands for, if it is one.
     #[inline]
     fn multi(&self) -> Option<usize> {
@@ -295,22 +320,10 @@ impl<R> RxEngine<R> {
         // message of its kind waiting, so it goes to the tail of its queue with
         // its record written straight into the matcher's slot.
         if let [piece] = op.iov {
-            if !flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV)
-                && !self.matcher.has_unexpected(tagged)
-            {
+            if !flags.intersects(SPECIAL_RECV) && !self.matcher.has_unexpected(tagged) {
                 self.matcher.push_posted_with(tagged, || {
-                    let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
-                    let rec = PostedRecv {
-                        context: op.context,
-                        first: *piece,
-                        list: NO_LIST,
-                        niov: 1,
-                        cap: piece.len,
-                        tagged,
-                        completion: flags.contains(OpFlags::COMPLETION),
-                        multi: NO_MULTI,
-                    };
-                    (spec, rec)
+                    let rec = PostedRecv::one(op.context, *piece, tagged, flags.contains(OpFlags::COMPLETION));
+                    (recv_spec(op, tagged, src), rec)
                 });
                 return Ok(());
             }
@@ -328,8 +341,8 @@ impl<R> RxEngine<R> {
         }
         let tagged = flags.contains(OpFlags::TAGGED);
         let completion = flags.contains(OpFlags::COMPLETION);
-        let spec = RecvSpec { tagged, src, tag: op.tag, ignore: op.ignore, user_context: op.user_context };
-        if flags.intersects(OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV) {
+        let spec = recv_spec(op, tagged, src);
+        if flags.intersects(SPECIAL_RECV) {
             return self.post_special(b, op, flags, spec);
         }
         let rec = self.recv(op.context, op.iov, tagged, completion);
@@ -357,7 +370,7 @@ impl<R> RxEngine<R> {
         let n = iov.len().min(IOV_LIMIT);
         let (first, list, cap) = match n {
             0 => (IoVec { base: std::ptr::null_mut(), len: 0 }, NO_LIST, 0),
-            1 => (iov[0], NO_LIST, iov[0].len),
+            1 => return PostedRecv::one(context, iov[0], tagged, completion),
             _ => (IoVec { base: std::ptr::null_mut(), len: 0 }, self.store_list(&iov[..n]), IoVec::total(&iov[..n])),
         };
         PostedRecv { context, first, list, niov: n as u32, cap, tagged, completion, multi: NO_MULTI }
