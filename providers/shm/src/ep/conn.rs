@@ -191,7 +191,7 @@ impl ShmEp {
     #[inline(always)]
     pub(super) fn tx_cached(g: &mut Inner, dest: FiAddr) -> Option<&mut TxPath> {
         if Self::is_last(g, dest) {
-            return g.peers.get_mut(g.last.idx as usize)?.as_mut()?.tx.as_mut();
+            return Self::last_path(g);
         }
         let version = g.b.av.as_ref()?.version();
         if g.cache_version != version {
@@ -221,6 +221,13 @@ impl ShmEp {
         if !Self::is_last(g, dest) {
             return None;
         }
+        Self::last_path(g)
+    }
+
+    /// Our path to the peer of the last destination (once [`is_last`](Self::is_last)
+    /// said it is still that).
+    #[inline(always)]
+    fn last_path(g: &mut Inner) -> Option<&mut TxPath> {
         g.peers.get_mut(g.last.idx as usize)?.as_mut()?.tx.as_mut()
     }
 

@@ -337,6 +337,14 @@ struct Inner {
     pool: Vec<Vec<u8>>,
 }
 
+impl Inner {
+    /// Set `recv_ok` from what it stands for (ready, with a receive queue bound):
+    /// after `enable` and `bind_cq`.
+    fn update_recv_ok(&mut self) {
+        self.recv_ok = self.ready && self.b.rx_cq.is_some();
+    }
+}
+
 /// An shm endpoint.
 pub(crate) struct ShmEp {
     fid: u64,
@@ -578,8 +586,7 @@ impl EndpointOps for ShmEp {
             // waiter announcing its sleep: have peers wake us always.
             self.seg.sleepers().fetch_add(1, Ordering::SeqCst);
         }
-        let mut g = self.lock();
-        g.recv_ok = g.ready && g.b.rx_cq.is_some();
+        self.lock().update_recv_ok();
         Ok(())
     }
 
@@ -603,7 +610,7 @@ impl EndpointOps for ShmEp {
         g.b.check_enable(true)?;
         g.enabled = true;
         g.ready = !g.closed;
-        g.recv_ok = g.ready && g.b.rx_cq.is_some();
+        g.update_recv_ok();
         Ok(())
     }
 
