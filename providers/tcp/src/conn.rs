@@ -176,6 +176,13 @@ impl Conn {
         self.fill_want = if on { HDR_LEN } else { self.stage.len() };
     }
 
+    /// How many bytes the next read into the (empty) stage asks for (see
+    /// [`Conn::set_hdr_only`]).
+    #[inline]
+    pub fn fill_want(&self) -> usize {
+        self.fill_want
+    }
+
     /// The socket's descriptor.
     pub fn fd(&self) -> RawFd {
         self.sock.as_raw_fd()

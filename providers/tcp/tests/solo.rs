@@ -254,3 +254,58 @@ fn too_many_pieces_are_refused_on_the_way_to_the_last_destination() {
         assert_eq!(b.cq.read_one().err(), Some(Error::Again));
     }
 }
+
+/// Large messages back to back, each read straight into its receive together with
+/// what follows it (the next header, staged by the same `recvmsg`): every one
+/// arrives whole in its own receive (matched in order), with one endpoint's
+/// connection alone and among several.
+#[test]
+fn large_messages_back_to_back_arrive_whole_and_in_order() {
+    for others in [false, true] {
+        let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+        let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
+        let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+        let c = rdm_endpoint(&dom, &info);
+        if others {
+            let c_to_b = c.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
+            assert_eq!(exchange(&c, c_to_b, &b, b"another", 50), b"another");
+        }
+        assert_eq!(exchange(&a, to_b, &b, b"hello", 1), b"hello");
+        let sizes = [40_000usize, 65_536, 100_000, 0, 70_000, 33_000, 65_536, 1, 200_000, 32_768, 64];
+        let byte = |k: usize, i: usize| (k * 31 + i * 7 + i / 251) as u8;
+        let mut srcs: Vec<Vec<u8>> =
+            sizes.iter().enumerate().map(|(k, &n)| (0..n).map(|i| byte(k, i)).collect()).collect();
+        let mut dsts: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0xeeu8; n + 8]).collect();
+        for (k, d) in dsts.iter_mut().enumerate() {
+            let ri = [IoVec { base: d.as_mut_ptr(), len: d.len() }];
+            // SAFETY: `dsts` outlives every completion waited for below.
+            unsafe { b.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 200 + k as u64), OpFlags::empty()) }.unwrap();
+        }
+        for (k, s) in srcs.iter_mut().enumerate() {
+            let si = [IoVec { base: s.as_mut_ptr(), len: s.len() }];
+            // SAFETY: `srcs` outlives every completion waited for below.
+            unsafe { a.ep.post_send(&op(&si, to_b, 100 + k as u64), OpFlags::empty()) }.unwrap();
+        }
+        // Receives match in order; a rendezvous message (past eager_max, 128 KiB)
+        // completes after the eager ones behind it, so completions are counted.
+        let mut got = vec![false; sizes.len()];
+        for _ in 0..sizes.len() {
+            let r = wait(&b.cq, &a.cq).unwrap();
+            let k = (r.op_context - 200) as usize;
+            assert!(!std::mem::replace(&mut got[k], true), "receive {k} completed twice");
+            assert_eq!(r.len, sizes[k], "message {k}");
+        }
+        let mut sent = 0;
+        while sent < sizes.len() {
+            wait(&a.cq, &b.cq).unwrap();
+            sent += 1;
+        }
+        for (k, &n) in sizes.iter().enumerate() {
+            // Each in its own receive: message k matched receive k.
+            assert!(dsts[k][..n].iter().enumerate().all(|(i, &x)| x == byte(k, i)), "message {k} corrupt");
+            assert!(dsts[k][n..].iter().all(|&x| x == 0xee), "message {k} wrote past its end");
+        }
+        // And the connection still carries small messages.
+        assert_eq!(exchange(&a, to_b, &b, b"after", 900), b"after");
+    }
+}

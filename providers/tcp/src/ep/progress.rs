@@ -82,6 +82,12 @@ enum Solo {
     Done,
     /// Not for it (or it stopped at something else): the full pass runs.
     Full,
+    /// It stopped at bytes of its one connection it does not take whole (a
+    /// large message's header, staged alone), or at a stage read full: that
+    /// connection's receive state machine goes on at once ([`TcpEp::progress_conn`]),
+    /// without the full pass's `epoll_wait`, which could only say what is
+    /// known (the listener is looked at every [`SOLO_FULL_EVERY`] calls anyway).
+    Conn,
     /// The connection failed, with this error, because of this (carried in
     /// the answer, so that the usual answers leave nothing to drop).
     Fail(Error, String),
@@ -165,6 +171,7 @@ impl TcpEp {
             }
             Solo::Full if g.life == Life::Closed => {}
             Solo::Full => self.progress_all(g),
+            Solo::Conn => self.progress_solo_conn(g),
             Solo::Fail(e, why) => self.fail_solo(g, ConnId { idx: 0, gen: g.slots[0].gen }, e, why),
         }
     }
@@ -272,7 +279,7 @@ impl TcpEp {
             let Some((hdr, payload)) = conn.stage.get(lo..conn.stage_hi).and_then(staged_msg) else {
                 // Another frame, or a message not staged whole: left staged,
                 // header and all, for `read_step` (which decodes it in full).
-                return Solo::Full;
+                return Solo::Conn;
             };
             let end = lo + HDR_LEN + payload.len();
             // A message matching a posted receive (the common case) lands there
@@ -291,7 +298,7 @@ impl TcpEp {
                     conn.drained = false;
                     return Solo::Done;
                 }
-                return Solo::Full;
+                return Solo::Conn;
             }
         }
     }
@@ -336,6 +343,17 @@ impl TcpEp {
         }
         let ready = Ready::now(self.poll.fd());
         ready.full() || g.listener.as_ref().is_some_and(|l| ready.has(l.as_raw_fd()))
+    }
+
+    /// [`Solo::Conn`]: the one connection's receive goes on (a large payload
+    /// straight into its receive), then what the engine wants sent goes out.
+    #[inline(never)]
+    fn progress_solo_conn(&self, g: &mut Inner) {
+        let id = ConnId { idx: 0, gen: g.slots[0].gen };
+        self.progress_conn(g, id);
+        if g.eng.wants_transmit() {
+            self.pump(g);
+        }
     }
 
     /// [`TcpEp::progress_solo`]'s connection failed with `e` because `why`.
@@ -388,7 +406,7 @@ impl TcpEp {
         if !drained {
             match self.read_whole(slots, eng, b, id.idx as usize) {
                 Solo::Done => return self.flush_conn(g, id),
-                Solo::Full => {}
+                Solo::Full | Solo::Conn => {}
                 Solo::Fail(e, why) => return self.fail_solo(g, id, e, why),
             }
         }
@@ -609,18 +627,41 @@ impl TcpEp {
                 let mut pieces = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
                 let k = eng.pieces(&mut conn.pr, &mut pieces);
                 if k > 0 {
-                    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT];
+                    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOV_LIMIT + 1];
+                    let mut total = 0usize;
                     for (o, p) in iov.iter_mut().zip(&pieces[..k]) {
                         *o = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
+                        total += p.len;
+                    }
+                    // When these pieces take the whole rest of the payload, the same
+                    // call also reads what follows into the (empty) stage, as a fill
+                    // would: then a short read says the socket is drained, and the
+                    // next step stops without a `read` that finds nothing (in a
+                    // ping-pong, one system call less between the payload and the
+                    // answer); else the next header is usually staged already.
+                    let tail = if total as u64 == remaining { conn.fill_want() } else { 0 };
+                    let mut m = k;
+                    if tail > 0 {
+                        iov[k] = libc::iovec { iov_base: conn.stage.as_mut_ptr() as *mut libc::c_void, iov_len: tail };
+                        m += 1;
                     }
                     // SAFETY: the engine's pieces lie inside a posted receive's or a
                     // read's buffer (valid for writes under the post contract) or a
                     // buffer's reserved spare capacity, and cover at most the
-                    // payload's remaining bytes.
-                    match unsafe { recvv(conn.fd(), &iov[..k]) } {
+                    // payload's remaining bytes; the last piece, if any, is the
+                    // stage (empty: its bytes were all taken above, and `tail` is
+                    // at most its length), which nothing else references meanwhile.
+                    match unsafe { recvv(conn.fd(), &iov[..m]) } {
                         Ok(n) => {
-                            // SAFETY: recvv wrote these n bytes from the first piece on.
-                            unsafe { eng.advance(&mut conn.pr, n) };
+                            let into_payload = n.min(total);
+                            // SAFETY: recvv wrote these bytes from the first piece on.
+                            unsafe { eng.advance(&mut conn.pr, into_payload) };
+                            if tail > 0 {
+                                // What went past the payload is staged.
+                                conn.stage_lo = 0;
+                                conn.stage_hi = n - into_payload;
+                                conn.drained = n >= total && n < total + tail;
+                            }
                             continue;
                         }
                         Err(Error::Again) => return Ok(false),
