@@ -158,6 +158,33 @@ unsafe fn cma_transfer(
 ) -> std::result::Result<usize, CmaError> {
     let fail = |done: usize, errno: i32| CmaError { done, error: io::Error::from_raw_os_error(errno) };
     let Some(p) = to_pid(pid) else { return Err(fail(0, libc::ESRCH)) };
+    // The usual large message: one piece on each side, moved by one call. Anything
+    // short of all of it (a partial transfer, an error, an interruption) is done
+    // again from the start by the general loop below, which says how far it got
+    // (moving the same bytes twice changes nothing).
+    if let ([l], &[(addr, rlen)]) = (local, remote) {
+        let want = (l.len as u64).min(rlen) as usize;
+        if let Ok(a) = usize::try_from(addr) {
+            if want > 0 && want <= MAX_CALL && a.checked_add(want).is_some() {
+                let lv = libc::iovec { iov_base: l.base.cast(), iov_len: want };
+                let rv = libc::iovec { iov_base: a as *mut libc::c_void, iov_len: want };
+                let n = if write {
+                    // SAFETY: the local piece is the caller's, valid for reads of
+                    // `want <= len` bytes (contract of cma_write); the remote range
+                    // is checked by the kernel; both iovecs live during the call.
+                    unsafe { libc::process_vm_writev(p, &lv, 1, &rv, 1, 0) }
+                } else {
+                    // SAFETY: the local piece is the caller's, valid for writes of
+                    // `want <= len` bytes and unaliased (contract of cma_read); the
+                    // kernel writes at most that; both iovecs live during the call.
+                    unsafe { libc::process_vm_readv(p, &lv, 1, &rv, 1, 0) }
+                };
+                if n == want as isize {
+                    return Ok(want);
+                }
+            }
+        }
+    }
     // Cursors: the next byte is at offset `loff` of local piece `li` (`loff` < its length
     // unless it is past the end), and at offset `roff` of remote piece `ri`.
     let (mut li, mut loff) = (0usize, 0usize);
@@ -363,6 +390,49 @@ mod tests {
         assert_eq!(unsafe { cma_read(me, &local, &[]) }.unwrap(), 0);
         // SAFETY: no local piece.
         assert_eq!(unsafe { cma_read(me, &[], &[(src.as_ptr() as u64, 64)]) }.unwrap(), 0);
+    }
+
+    #[test]
+    fn one_piece_each_side_moves_the_shorter_length_and_stops_at_a_hole() {
+        let me = std::process::id() as i32;
+        let src: Vec<u8> = (0..5000).map(|i| (i * 3) as u8).collect();
+        for (llen, rlen) in [(5000usize, 5000u64), (3000, 5000), (5000, 1234)] {
+            let mut dst = vec![0u8; 5000];
+            let local = [IoVec { base: dst.as_mut_ptr(), len: llen }];
+            // SAFETY: the local piece lies in `dst`, ours, not otherwise accessed meanwhile.
+            let n = unsafe { cma_read(me, &local, &[(src.as_ptr() as u64, rlen)]) }.unwrap();
+            let want = llen.min(rlen as usize);
+            assert_eq!(n, want);
+            assert_eq!(&dst[..want], &src[..want]);
+            assert!(dst[want..].iter().all(|&b| b == 0));
+        }
+        // A remote range whose second page is not mapped: the first page moves,
+        // and the error says so.
+        const PAGE: usize = 4096;
+        // SAFETY: a fresh private anonymous mapping, then its second page unmapped;
+        // neither call touches memory of ours.
+        let base = unsafe {
+            let m = libc::mmap(
+                std::ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(m, libc::MAP_FAILED);
+            std::ptr::write_bytes(m.cast::<u8>(), 7, PAGE);
+            assert_eq!(libc::munmap(m.cast::<u8>().add(PAGE).cast(), PAGE), 0);
+            m as u64
+        };
+        let mut dst = vec![0u8; 2 * PAGE];
+        let local = [IoVec { base: dst.as_mut_ptr(), len: 2 * PAGE }];
+        // SAFETY: the local piece is `dst`, ours.
+        let e = unsafe { cma_read(me, &local, &[(base, 2 * PAGE as u64)]) }.unwrap_err();
+        assert_eq!((e.done, e.error.raw_os_error()), (PAGE, Some(libc::EFAULT)));
+        assert!(dst[..PAGE].iter().all(|&b| b == 7));
+        // SAFETY: the first page, still mapped, ours.
+        assert_eq!(unsafe { libc::munmap(base as *mut libc::c_void, PAGE) }, 0);
     }
 
     #[test]
