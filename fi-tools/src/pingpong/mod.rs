@@ -280,16 +280,6 @@ struct DataPath<'a> {
     verify: Pattern,
 }
 
-/// Alignment of the data buffers: a page, as libfabric's `ft_alloc_bufs` gives them.
-const PAGE: usize = 4096;
-
-/// A zeroed, page-aligned buffer of `cap` bytes. The kernel copies a large message
-/// faster between page-aligned buffers: a 64 KiB `process_vm_readv` (shm) pins 16
-/// pages instead of 17 and copies aligned, as a socket's copies do (tcp).
-fn page_buf(cap: usize) -> Buf {
-    Buf::aligned(cap, PAGE).unwrap_or_else(|_| Buf::new(cap))
-}
-
 impl<'a> DataPath<'a> {
     fn new(ob: &'a Objects, peer: FiAddr, o: &PpOpts, plan: &Plan) -> Res<DataPath<'a>> {
         let cap = plan.sizes.iter().copied().max().unwrap_or(0).max(1);
@@ -303,12 +293,12 @@ impl<'a> DataPath<'a> {
             timeout: o.timeout,
             check: plan.check,
             size: 0,
-            tx: Some(page_buf(cap)),
+            tx: Some(common::page_buf(cap)),
             rx_done: None,
             fill: Pattern::new(),
             verify: Pattern::new(),
         };
-        dp.post_recv(page_buf(cap))?;
+        dp.post_recv(common::page_buf(cap))?;
         Ok(dp)
     }
 
@@ -479,15 +469,6 @@ impl<'a> DataPath<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn data_buffers_are_page_aligned() {
-        for cap in [1, 64, 65536, 1 << 20] {
-            let b = page_buf(cap);
-            assert_eq!((b.len(), b.capacity()), (cap, cap));
-            assert_eq!((b.as_ptr() as usize) % PAGE, 0, "{cap} bytes");
-        }
-    }
 
     #[test]
     fn plan_round_trips() {
