@@ -6,8 +6,8 @@ use std::ops::{Deref, DerefMut};
 
 /// An owned heap byte buffer whose bytes never move while it exists.
 ///
-/// A `Buf` has a *capacity* (the size of its heap allocation, or of the aligned
-/// part of it, every byte of it initialized) and a *length* (how many of those bytes are the contents: what a
+/// A `Buf` has a *capacity* (the size of its heap allocation, every byte of it
+/// initialized) and a *length* (how many of those bytes are the contents: what a
 /// send transmits, what [`Deref`] shows). Posting a receive offers the whole
 /// capacity, and the completion sets the length to the bytes received.
 ///
@@ -16,53 +16,20 @@ use std::ops::{Deref, DerefMut};
 /// fabric may read or write the bytes, nobody else can reach them. The heap
 /// allocation does not move when the `Buf` value is moved, which is what lets the
 /// provider keep pointers into it.
-///
-/// [`Buf::aligned`] makes a buffer whose first byte lies at a chosen alignment (a
-/// page, as libfabric's tools allocate theirs): the kernel copies a large message
-/// faster between page-aligned buffers (a 64 KiB `process_vm_readv` pins 16 pages
-/// instead of 17, and its copy runs aligned).
-#[derive(Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Buf {
-    // Invariant: `data[off..off + capacity]` is the buffer, `capacity` being
-    // `data.len() - (align - 1)`; every byte of `data` is initialized;
-    // `len <= capacity`; `off < align`, `align` a power of two (1 unless made by
-    // `aligned`, so that a plain buffer is its whole allocation). Pointers handed
-    // to providers are taken with `addr_of!` through the box, which creates no
-    // reference to the bytes, so moving the box (a pointer and a length) does not
-    // disturb them. A box rather than a `Vec` keeps a `Buf` at four words.
-    data: Box<[u8]>,
-    off: u32,
-    align: u32,
+    // Invariant: `data.len()` is the capacity and every byte of it is initialized;
+    // `len <= data.len()`. Pointers handed to providers are taken with
+    // `Vec::as_mut_ptr`, which creates no reference to the bytes, so moving the
+    // `Vec` (a pointer, a length and a capacity) does not disturb them.
+    data: Vec<u8>,
     len: usize,
 }
 
 impl Buf {
     /// A zeroed buffer of `capacity` bytes, its length equal to its capacity.
     pub fn new(capacity: usize) -> Buf {
-        Buf { data: vec![0; capacity].into_boxed_slice(), off: 0, align: 1, len: capacity }
-    }
-
-    /// A zeroed buffer of `capacity` bytes whose first byte lies at a multiple of
-    /// `align` (a power of two, at most 2^31), its length equal to its capacity:
-    /// `Buf::aligned(n, 4096)` is page-aligned, as libfabric's tools allocate their
-    /// buffers. The allocation holds up to `align - 1` bytes more, unused. Its
-    /// clones are aligned alike. `Err(Inval)` for another `align`, or a size that
-    /// overflows.
-    pub fn aligned(capacity: usize, align: usize) -> Result<Buf> {
-        if !align.is_power_of_two() || align > 1 << 31 {
-            return Err(Error::Inval);
-        }
-        let total = capacity.checked_add(align - 1).ok_or(Error::Inval)?;
-        let data = vec![0; total].into_boxed_slice();
-        // The distance from the allocation's start up to the next multiple of align.
-        let off = (data.as_ptr() as usize).wrapping_neg() & (align - 1);
-        Ok(Buf { data, off: off as u32, align: align as u32, len: capacity })
-    }
-
-    /// The offset of the buffer in `data`.
-    #[inline(always)]
-    fn off(&self) -> usize {
-        self.off as usize
+        Buf { data: vec![0; capacity], len: capacity }
     }
 
     /// The length: the bytes that are the buffer's contents.
@@ -77,14 +44,14 @@ impl Buf {
 
     /// The capacity: the bytes the allocation holds, all initialized.
     pub fn capacity(&self) -> usize {
-        self.data.len() - (self.align as usize - 1)
+        self.data.len()
     }
 
     /// Set the length. `Err(Inval)` if `n` is above the capacity. The bytes up to
     /// the capacity are always initialized (zero or earlier contents), so any
     /// length is safe to read.
     pub fn set_len(&mut self, n: usize) -> Result<()> {
-        if n > self.capacity() {
+        if n > self.data.len() {
             return Err(Error::Inval);
         }
         self.len = n;
@@ -94,84 +61,40 @@ impl Buf {
     /// Replace the contents with `src`: copies it to the start of the buffer and
     /// sets the length. `Err(Inval)` (and no change) if `src` exceeds the capacity.
     pub fn copy_from(&mut self, src: &[u8]) -> Result<()> {
-        if src.len() > self.capacity() {
+        if src.len() > self.data.len() {
             return Err(Error::Inval);
         }
-        let o = self.off();
-        self.data[o..o + src.len()].copy_from_slice(src);
+        self.data[..src.len()].copy_from_slice(src);
         self.len = src.len();
         Ok(())
     }
 
     /// The contents (`..len`).
     pub fn as_slice(&self) -> &[u8] {
-        let o = self.off();
-        &self.data[o..o + self.len]
+        &self.data[..self.len]
     }
 
     /// The contents (`..len`), mutable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let o = self.off();
-        &mut self.data[o..o + self.len]
+        &mut self.data[..self.len]
     }
 
     /// The contents as a `Vec<u8>` of length `len()`, keeping the allocation (its
-    /// spare capacity included). The contents of an aligned buffer that does not
-    /// start its allocation are moved to the start first.
+    /// spare capacity included).
     pub fn into_vec(self) -> Vec<u8> {
-        let o = self.off();
-        let mut v = Vec::from(self.data);
-        v.truncate(o + self.len);
-        if o > 0 {
-            v.drain(..o);
-        }
+        let mut v = self.data;
+        v.truncate(self.len);
         v
     }
 
     /// Start of the allocation, for a provider: creates no reference to the bytes.
     pub(crate) fn raw_ptr(&mut self) -> *mut u8 {
-        // Within the allocation: off <= data.len().
-        std::ptr::addr_of_mut!(*self.data).cast::<u8>().wrapping_add(self.off())
+        self.data.as_mut_ptr()
     }
 
     /// Start of the allocation, read-only, without creating a reference to the bytes.
     pub(crate) fn raw_const_ptr(&self) -> *const u8 {
-        // Within the allocation: off <= data.len().
-        std::ptr::addr_of!(*self.data).cast::<u8>().wrapping_add(self.off())
-    }
-}
-
-impl Default for Buf {
-    /// An empty buffer (no capacity).
-    fn default() -> Buf {
-        Buf::new(0)
-    }
-}
-
-impl Clone for Buf {
-    /// The same length and capacity, every byte of the capacity copied; a buffer
-    /// made by [`Buf::aligned`] clones into one aligned alike.
-    fn clone(&self) -> Buf {
-        if self.align == 1 {
-            return Buf { data: self.data.clone(), off: 0, align: 1, len: self.len };
-        }
-        let mut b = Buf::aligned(self.capacity(), self.align as usize).expect("the alignment was accepted once");
-        let o = b.off();
-        let (so, n) = (self.off(), self.capacity());
-        b.data[o..o + n].copy_from_slice(&self.data[so..so + n]);
-        b.len = self.len;
-        b
-    }
-}
-
-impl PartialEq for Buf {
-    /// Equal lengths and equal bytes over the whole capacity (as before alignment:
-    /// where the allocation starts does not count).
-    fn eq(&self, other: &Buf) -> bool {
-        let (a, b) = (self.off(), other.off());
-        self.len == other.len
-            && self.capacity() == other.capacity()
-            && self.data[a..a + self.capacity()] == other.data[b..b + other.capacity()]
+        self.data.as_ptr()
     }
 }
 
@@ -183,15 +106,14 @@ impl From<Vec<u8>> for Buf {
     fn from(mut v: Vec<u8>) -> Buf {
         let len = v.len();
         v.resize(v.capacity(), 0);
-        // No reallocation: the length is the capacity.
-        Buf { data: v.into_boxed_slice(), off: 0, align: 1, len }
+        Buf { data: v, len }
     }
 }
 
 impl From<&[u8]> for Buf {
     /// Copy a slice: length and capacity are the slice's length.
     fn from(s: &[u8]) -> Buf {
-        Buf { data: s.into(), off: 0, align: 1, len: s.len() }
+        Buf { data: s.to_vec(), len: s.len() }
     }
 }
 
@@ -229,7 +151,7 @@ impl AsMut<[u8]> for Buf {
 
 impl fmt::Debug for Buf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Buf").field("len", &self.len).field("capacity", &self.capacity()).finish()
+        f.debug_struct("Buf").field("len", &self.len).field("capacity", &self.data.len()).finish()
     }
 }
 
@@ -364,43 +286,5 @@ mod tests {
         assert_eq!(OpBuffers::None.into_vec().len(), 0);
         assert_eq!(OpBuffers::Many(vec![Buf::new(2), Buf::new(1)]).into_vec().len(), 2);
         assert_eq!(OpBuffers::from(Buf::new(1)).count(), 1);
-    }
-
-    #[test]
-    fn aligned_buffers_start_at_their_alignment_and_behave_as_any() {
-        for align in [1usize, 2, 64, 4096, 1 << 16] {
-            for cap in [0usize, 1, 100, 65536] {
-                let mut b = Buf::aligned(cap, align).unwrap();
-                assert_eq!((b.raw_ptr() as usize) % align, 0, "align {align} cap {cap}");
-                assert_eq!((b.raw_const_ptr() as usize) % align, 0);
-                assert_eq!((b.len(), b.capacity()), (cap, cap));
-                assert!(b.iter().all(|&x| x == 0));
-                if cap >= 3 {
-                    b.copy_from(b"abc").unwrap();
-                    assert_eq!(&b[..], b"abc");
-                    // Clones are aligned alike, equal, and their own bytes.
-                    let mut c = b.clone();
-                    assert_eq!((c.raw_ptr() as usize) % align, 0);
-                    assert_eq!(c, b);
-                    assert_ne!(c.raw_ptr(), b.raw_ptr());
-                    c.set_len(cap).unwrap();
-                    assert_eq!(c.capacity(), cap);
-                    c[0] = b'z';
-                    assert_eq!(&b[..1], b"a");
-                    // Equal to an unaligned buffer of the same bytes.
-                    let mut u = Buf::new(cap);
-                    u.copy_from(b"abc").unwrap();
-                    assert_eq!(u, b);
-                    let v = b.into_vec();
-                    assert_eq!(v, b"abc");
-                }
-                assert_eq!(Buf::aligned(cap, align).unwrap().set_len(cap + 1), Err(Error::Inval));
-            }
-        }
-        for bad in [0usize, 3, 48, 1 << 32] {
-            assert_eq!(Buf::aligned(8, bad).err(), Some(Error::Inval));
-        }
-        assert_eq!(Buf::aligned(usize::MAX, 4096).err(), Some(Error::Inval));
-        assert_eq!(Buf::default().capacity(), 0);
     }
 }

@@ -10,7 +10,7 @@ use crate::link::{
 use crate::oob::{self, Ctrl};
 use crate::sizes::SizeSel;
 use fabric::{
-    Address, Buf, Caps, CqAttr, EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, Mode,
+    Address, Caps, CqAttr, EpType, EqAttr, EqEvent, Error, EventQueue, Fabric, FiAddr, Hints, Info, Mode,
     PassiveEndpoint,
 };
 use fabric_core::tostr;
@@ -138,18 +138,6 @@ pub(crate) const COMMON_OPTS: &[Opt] = &[
     Opt::long("connect-timeout", "connect-timeout", true),
     Opt::long("warmup", "warmup", true),
 ];
-
-/// Alignment of the tools' data buffers: a page, as libfabric's `ft_alloc_bufs`
-/// and perftest give theirs.
-pub(crate) const PAGE: usize = 4096;
-
-/// A zeroed, page-aligned buffer of `cap` bytes, for data. The kernel copies a
-/// large message faster between page-aligned buffers: a 64 KiB `process_vm_readv`
-/// (shm) pins 16 pages instead of 17 and copies aligned, as a socket's copies do
-/// (tcp); a heap buffer of ours began at `...790`.
-pub(crate) fn page_buf(cap: usize) -> Buf {
-    Buf::aligned(cap, PAGE).unwrap_or_else(|_| Buf::new(cap))
-}
 
 /// The common options and a tool's own.
 pub(crate) fn opts_with(own: &[Opt]) -> Vec<Opt> {
@@ -462,19 +450,5 @@ pub(crate) fn client_connect(
         let peer = av.insert_one(&target).map_err(|e| Failure::fabric("fi_av_insert", e))?;
         ctrl_send(ctrl, &plan(Some(&me)))?;
         Ok((ob, peer))
-    }
-}
-
-#[cfg(test)]
-mod page_tests {
-    use super::*;
-
-    #[test]
-    fn data_buffers_are_page_aligned() {
-        for cap in [1, 64, 65536, 1 << 20] {
-            let b = page_buf(cap);
-            assert_eq!((b.len(), b.capacity()), (cap, cap));
-            assert_eq!((b.as_ptr() as usize) % PAGE, 0, "{cap} bytes");
-        }
     }
 }

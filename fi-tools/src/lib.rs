@@ -15,10 +15,15 @@
 //! - [`pingpong`] and [`fiperf`], each as `mod.rs` (protocol and data path),
 //!   `opts.rs` (command line) and `report.rs` (numbers and table);
 //! - [`perftest`]: perftest's command lines (`fi_send_lat` & co.) on [`fiperf`];
-//! - [`infocmd`] (`fi_info`), on [`getopt`] alone.
+//! - [`infocmd`] (`fi_info`), on [`getopt`] alone;
+//! - [`alloc`]: the programs' allocator, which places large buffers on pages as
+//!   libfabric's tools do.
 
-#![forbid(unsafe_code)]
+// Unsafe code is denied but in `alloc` (the global allocator), which says why each
+// of its blocks is sound.
+#![deny(unsafe_code)]
 
+pub mod alloc;
 pub mod common;
 pub mod fiperf;
 pub mod getopt;

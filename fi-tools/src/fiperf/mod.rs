@@ -533,7 +533,7 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     let mut _target = None;
     if o.test.verb == Verb::Send {
         if o.test.measure == Measure::Lat {
-            dp.post_data_recv(common::page_buf(max_size.max(1)))?;
+            dp.post_data_recv(Buf::new(max_size.max(1)))?;
         }
         ctrl_send(ctrl, "READY")?;
     } else {
@@ -700,7 +700,7 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
     let mut dp = DataPath::new(&objs, peer, o.timeout, o.test.verb);
     let max_size = plan.sizes.iter().copied().max().unwrap_or(0);
     match (o.test.verb, o.test.measure) {
-        (Verb::Send, Measure::Lat) => dp.post_data_recv(common::page_buf(max_size.max(1)))?,
+        (Verb::Send, Measure::Lat) => dp.post_data_recv(Buf::new(max_size.max(1)))?,
         // With -b, credits come on the control connection: a receive posted for
         // them would take the server's data.
         (Verb::Send, Measure::Bw) if !bidir => {
@@ -903,7 +903,7 @@ fn check_atomics(ob: &Objects, verb: Verb) -> Res<()> {
 fn register_target(ob: &Objects, size: usize) -> Res<(MemoryRegion, Remote)> {
     let domain = ob.ep.domain();
     let access = MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE;
-    let buf = common::page_buf(size.max(opts::ATOMIC_SIZE));
+    let buf = Buf::new(size.max(opts::ATOMIC_SIZE));
     let mr_mode = ob.info.domain_attr.mr_mode;
     let mr = if mr_mode.contains(MrMode::PROV_KEY) {
         domain.register(buf, access)
@@ -1148,7 +1148,7 @@ impl<'a> DataPath<'a> {
             }
         }
         if self.tx_total == 0 {
-            self.tx_free.push(common::page_buf(self.size));
+            self.tx_free.push(Buf::new(self.size));
             self.tx_total = 1;
         }
         while self.tx_free.is_empty() {
@@ -1157,7 +1157,7 @@ impl<'a> DataPath<'a> {
         let mut tx = self.tx_free.pop().expect("a send buffer");
         if tx.capacity() < self.size {
             // The first send of a larger size (a warm-up one): a buffer that fits.
-            tx = common::page_buf(self.size);
+            tx = Buf::new(self.size);
         }
         tx.set_len(self.size).map_err(|e| Failure::fabric("set_len", e))?;
         loop {
@@ -1237,7 +1237,7 @@ impl<'a> DataPath<'a> {
         self.tx_free.retain(|b| b.capacity() >= size);
         self.tx_free.truncate(n);
         while self.tx_free.len() < n {
-            self.tx_free.push(common::page_buf(size));
+            self.tx_free.push(Buf::new(size));
         }
         for b in &mut self.tx_free {
             // Cannot fail: every buffer holds at least `size` bytes.
@@ -1290,7 +1290,7 @@ impl<'a> DataPath<'a> {
         bufs.retain(|b| b.capacity() >= size.max(1));
         bufs.truncate(n);
         while bufs.len() < n {
-            bufs.push(common::page_buf(size.max(1)));
+            bufs.push(Buf::new(size.max(1)));
         }
         for b in bufs {
             self.post_data_recv(b)?;

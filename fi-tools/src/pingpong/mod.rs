@@ -293,12 +293,12 @@ impl<'a> DataPath<'a> {
             timeout: o.timeout,
             check: plan.check,
             size: 0,
-            tx: Some(common::page_buf(cap)),
+            tx: Some(Buf::new(cap)),
             rx_done: None,
             fill: Pattern::new(),
             verify: Pattern::new(),
         };
-        dp.post_recv(common::page_buf(cap))?;
+        dp.post_recv(Buf::new(cap))?;
         Ok(dp)
     }
 
