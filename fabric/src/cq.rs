@@ -325,9 +325,7 @@ fn completion_of(rec: Record, e: &CqEntry) -> Completion {
 #[inline]
 fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
     if let OpBuffers::One(b) = bufs {
-        let n = len.min(b.capacity());
-        // Cannot fail: `n` is at most the capacity.
-        let _ = b.set_len(n);
+        b.set_len_within(len);
     }
 }
 

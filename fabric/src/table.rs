@@ -200,7 +200,7 @@ impl Table {
     }
 
     /// The slot of a live record under `key`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
         let idx = (key as u32 ^ self.salt_lo) as usize;
         let slot = self.slots.get(idx)?;
@@ -208,13 +208,13 @@ impl Table {
     }
 
     /// The record in slot `i` (from [`Table::find`]).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn at(&self, i: usize) -> &Record {
         self.slots[i].rec.as_ref().expect("a slot found live")
     }
 
     /// Take the record out of slot `i` (from [`Table::find`], no call in between).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take(&mut self, i: usize) -> Record {
         let free = self.free;
         let slot = &mut self.slots[i];
