@@ -2,7 +2,7 @@
 
 use crate::buf::{Buf, OpBuffers};
 use crate::domain::Domain;
-use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Record, Table, TableGuard, TableLock};
+use crate::table::{Live, MultiRecvBuf, PendingRelease, RecBufs, Record, Table, TableGuard, TableLock};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::CqOps;
@@ -134,7 +134,7 @@ impl CqInner {
             self.unknown(key, "completion");
             return Err(Error::Again);
         };
-        if let RecBufs::Multi(_) = t.at(i).bufs {
+        if let RecBufs::Multi(_) = t.at(&i).bufs {
             return self.convert_multi(t, i, e, split).ok_or(Error::Again);
         }
         let rec = t.take(i);
@@ -149,7 +149,7 @@ impl CqInner {
     fn convert_one(&self, e: &CqEntry) -> Result<Completion> {
         let mut t = self.table();
         let i = match t.find(e.op_context) {
-            Some(i) if !matches!(t.at(i).bufs, RecBufs::Multi(_)) => i,
+            Some(i) if !matches!(t.at(&i).bufs, RecBufs::Multi(_)) => i,
             _ => {
                 drop(t);
                 // A copy to the out-of-line call, so that `e` itself need not
@@ -201,8 +201,8 @@ impl CqInner {
     /// a multi-receive buffer's completions pay a call, not the others).
     #[cold]
     #[inline(never)]
-    fn convert_multi(&self, mut t: TableGuard<'_>, i: usize, e: &CqEntry, split: &mut bool) -> Option<Completion> {
-        let r = t.at(i);
+    fn convert_multi(&self, mut t: TableGuard<'_>, i: Live, e: &CqEntry, split: &mut bool) -> Option<Completion> {
+        let r = t.at(&i);
         let context = r.user_context;
         let RecBufs::Multi(shared) = &r.bufs else { unreachable!("a multi-receive record") };
         let shared = Arc::clone(shared);
@@ -275,7 +275,7 @@ impl CqInner {
             self.unknown(key, "error completion");
             return None;
         };
-        let r = t.at(i);
+        let r = t.at(&i);
         ce.context = r.user_context;
         if matches!(r.bufs, RecBufs::Multi(_))
             && !(e.entry.flags.contains(Caps::MULTI_RECV) || e.err == Error::Canceled)
