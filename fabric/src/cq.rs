@@ -142,29 +142,22 @@ impl CqInner {
         Ok(completion_of(rec, e))
     }
 
-    /// The completion of the provider entry `e` read by [`CompletionQueue::read_one`]:
-    /// the common case (a live record of the operation's own buffers) inline, the
-    /// rest ([`CqInner::convert_rare`]) out of line.
+    /// The record of the provider entry `e`, out of the table, when it is the
+    /// common case: a live record of the operation's own buffers. `None` for a
+    /// multi-receive record or an unknown context (left for
+    /// [`CqInner::convert_rare`]).
     #[inline(always)]
-    fn convert_one(&self, e: &CqEntry) -> Result<Completion> {
+    fn take_own(&self, e: &CqEntry) -> Option<Record> {
         let mut t = self.table();
-        let i = match t.find(e.op_context) {
-            Some(i) if !matches!(t.at(&i).bufs, RecBufs::Multi(_)) => i,
-            _ => {
-                drop(t);
-                // A copy to the out-of-line call, so that `e` itself need not
-                // live in memory.
-                let copy = *e;
-                return self.convert_rare(&copy);
-            }
-        };
-        let rec = t.take(i);
-        drop(t);
-        Ok(completion_of(rec, e))
+        match t.find(e.op_context) {
+            Some(i) if !matches!(t.at(&i).bufs, RecBufs::Multi(_)) => Some(t.take(i)),
+            _ => None,
+        }
     }
 
-    /// [`CqInner::convert_one`] for an entry of a multi-receive buffer or of an
-    /// unknown context (logged and skipped: the queue is read again).
+    /// [`CompletionQueue::read_one`]'s conversion of an entry of a multi-receive
+    /// buffer or of an unknown context (logged and skipped: the queue is read
+    /// again).
     #[cold]
     #[inline(never)]
     fn convert_rare(&self, e: &CqEntry) -> Result<Completion> {
@@ -175,7 +168,8 @@ impl CqInner {
     }
 
     /// [`CompletionQueue::read_one`] when a buffer-released completion may be
-    /// pending, or after an entry of unknown context was skipped.
+    /// pending, after an entry of unknown context was skipped, or for a queue
+    /// that is not the providers' shared [`UtilCq`] (read through the vtable).
     #[cold]
     #[inline(never)]
     fn read_one_slow(&self) -> Result<Completion> {
@@ -448,23 +442,39 @@ impl CompletionQueue {
     /// either).
     #[inline(always)]
     pub fn read_one(&self) -> Result<Completion> {
+        self.read_with(|c| c)
+    }
+
+    /// [`CompletionQueue::read_one`], handing the completion to `f`: `f`'s
+    /// result, or the read's error (and `f` is not called).
+    ///
+    /// Every path ends in one completion in registers, which `f` gets: the
+    /// common path's is built there, the rare paths' are loaded from where their
+    /// out-of-line calls returned them. Were a path's call to return into the
+    /// caller's `Result` directly (as when each path returned its own), the
+    /// common path's completion would be written to that memory and read back
+    /// by a caller that takes it apart at once.
+    #[inline(always)]
+    fn read_with<R>(&self, f: impl FnOnce(Completion) -> R) -> Result<R> {
         let inner = &*self.inner;
-        if inner.has_pending() {
-            return inner.read_one_slow();
-        }
-        if let Some(u) = inner.util() {
+        let c = match inner.util() {
             // Popped inline (progress, when due, is a call that returns
             // nothing), so the entry's fields stay in registers.
-            return match u.read_one_with(|e| *e) {
-                Ok(ref e) => inner.convert_one(e),
-                Err(e) => Err(e),
-            };
-        }
-        // Converted where the provider wrote it, not moved out of the `Result`.
-        match inner.prov().read_one() {
-            Ok(ref e) => inner.convert_one(e),
-            Err(e) => Err(e),
-        }
+            Some(u) if !inner.has_pending() => match u.read_one_with(|e| *e) {
+                Ok(ref e) => match inner.take_own(e) {
+                    Some(rec) => completion_of(rec, e),
+                    None => {
+                        // A copy to the out-of-line call, so that `e` itself
+                        // need not live in memory.
+                        let copy = *e;
+                        inner.convert_rare(&copy)?
+                    }
+                },
+                Err(e) => return Err(e),
+            },
+            _ => inner.read_one_slow()?,
+        };
+        Ok(f(c))
     }
 
     /// Read up to `max` completions, appending them to `out`; how many were
@@ -820,7 +830,86 @@ pub(crate) fn share(buf: Buf) -> Arc<MultiRecvBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::{CqAttr, EpType, Fabric, Hints};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    /// A provider queue that is not a `UtilCq`: entries pushed by the test.
+    struct Plain(Mutex<VecDeque<CqEntry>>);
+
+    impl CqOps for Plain {
+        fn fid(&self) -> u64 {
+            77
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+        fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
+            let mut q = self.0.lock().unwrap();
+            let mut n = 0;
+            while n < out.len() {
+                let Some(e) = q.pop_front() else { break };
+                out[n] = e;
+                n += 1;
+            }
+            if n == 0 {
+                Err(Error::Again)
+            } else {
+                Ok(n)
+            }
+        }
+        fn readerr(&self) -> Result<CqErrEntry> {
+            Err(Error::Again)
+        }
+        fn sread(&self, out: &mut [CqEntry], _: Option<Duration>) -> Result<usize> {
+            self.read(out)
+        }
+        fn wait_fd(&self) -> Result<RawFd> {
+            Err(Error::NoSys)
+        }
+        fn signal(&self) {}
+    }
+
+    /// A queue that is not the providers' shared `UtilCq` is read through the
+    /// vtable: its completions give the buffers back (a receive's length set to
+    /// the bytes received), an unknown context is skipped, an empty queue says
+    /// `Again`.
+    #[test]
+    fn another_providers_queue_is_read_through_the_vtable() {
+        let info = crate::getinfo(&Hints::new().provider("shm").ep_type(EpType::Rdm)).unwrap().remove(0);
+        let fabric = Fabric::open(&info).unwrap();
+        let domain = fabric.domain(&info).unwrap();
+        let plain = Arc::new(Plain(Mutex::new(VecDeque::new())));
+        let ops: Arc<dyn CqOps> = plain.clone();
+        let cq = CompletionQueue {
+            inner: Arc::new(CqInner {
+                prov: ProvCq(Arc::as_ptr(&ops)),
+                util: UtilPtr(std::ptr::null()),
+                ops,
+                table: TableLock::new(Table::new(16, 1)),
+                has_pending: AtomicBool::new(false),
+                format: CqFormat::Tagged,
+                _domain: domain,
+            }),
+        };
+        let mut t = cq.inner.table();
+        let recv = t.insert(Record { user_context: 5, bufs: RecBufs::own(OpBuffers::One(Buf::new(64)), true) });
+        let send = t.insert(Record { user_context: 6, bufs: RecBufs::own(OpBuffers::One(Buf::new(32)), false) });
+        drop(t);
+        {
+            let mut q = plain.0.lock().unwrap();
+            q.push_back(CqEntry { len: 10, ..CqEntry::new(recv, Caps::RECV | Caps::TAGGED) });
+            q.push_back(CqEntry::new(recv ^ (1 << 40), Caps::RECV));
+            q.push_back(CqEntry { len: 32, ..CqEntry::new(send, Caps::SEND) });
+        }
+        let c = cq.read_one().unwrap();
+        assert_eq!((c.context, c.len, c.bytes().len()), (5, 10, 10));
+        let c = cq.read_one().unwrap();
+        assert_eq!((c.context, c.buffers.into_buf().map(|b| b.len())), (6, Some(32)), "the stale key was skipped");
+        assert_eq!(cq.read_one().unwrap_err(), Error::Again);
+        assert_eq!(cq.in_flight(), 0);
+    }
 
     /// The providers whose queues are the shared `UtilCq` take the inline read
     /// path: the downcast at open finds the type (a provider that wrapped its
