@@ -11,7 +11,7 @@ use fabric_util::cq::UtilCq;
 use std::fmt;
 use std::ops::Deref;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,14 +27,19 @@ pub(crate) struct CqInner {
     /// locate the object inside the `Arc`'s allocation each time.
     prov: ProvCq,
     /// `ops` as the providers' shared queue type when it is one (null
-    /// otherwise): a read then pops the entry inline rather than through the
-    /// vtable and a copy in memory.
+    /// otherwise), which `fast` holds while nothing is pending: a read then
+    /// pops the entry inline rather than through the vtable and a copy in
+    /// memory.
     util: UtilPtr,
     table: TableLock,
     /// Whether `table.pending` may be non-empty: set under the table's lock after a
     /// push, cleared under it when a pop empties it, so a read with nothing
     /// pending skips the lock.
     has_pending: AtomicBool,
+    /// `util` while nothing is pending (`has_pending` clear), null otherwise:
+    /// set and cleared with `has_pending`, so that a read tests one value for
+    /// its inline path.
+    fast: AtomicPtr<UtilCq>,
     format: CqFormat,
     _domain: Domain,
 }
@@ -46,7 +51,7 @@ struct ProvCq(*const dyn CqOps);
 /// in [`CqInner`].
 struct UtilPtr(*const UtilCq);
 
-// SAFETY: the pointer is only turned into a `&UtilCq` (see `CqInner::util`), and
+// SAFETY: the pointer is only turned into a `&UtilCq` (see `CqInner::fast`), and
 // `UtilCq` is `Send + Sync` (it is a `dyn CqOps`), so sending or sharing it is as
 // sending or sharing the `Arc<dyn CqOps>` it comes from.
 unsafe impl Send for UtilPtr {}
@@ -69,12 +74,22 @@ impl CqInner {
         unsafe { &*self.prov.0 }
     }
 
-    /// The provider's queue as a [`UtilCq`], if it is one.
+    /// The provider's queue as a [`UtilCq`], if it is one and no
+    /// buffer-released completion is pending: a read's inline path.
     #[inline(always)]
-    fn util(&self) -> Option<&UtilCq> {
-        // SAFETY: null, or pointing at the object `self.ops` owns (as `prov`),
-        // which lives as long as `self` (the field is never replaced).
-        unsafe { self.util.0.as_ref() }
+    fn fast(&self) -> Option<&UtilCq> {
+        let p = self.fast.load(Ordering::Acquire);
+        // SAFETY: null or `util.0` (see `set_pending`), which points at the
+        // object `self.ops` owns, alive as long as `self`.
+        unsafe { p.as_ref() }
+    }
+
+    /// Record whether a buffer-released completion is pending (under the
+    /// table's lock): `has_pending`, and `fast` null while it is set.
+    fn set_pending(&self, pending: bool) {
+        self.has_pending.store(pending, Ordering::Release);
+        let fast = if pending { std::ptr::null_mut() } else { self.util.0.cast_mut() };
+        self.fast.store(fast, Ordering::Release);
     }
 
     #[inline(always)]
@@ -111,7 +126,7 @@ impl CqInner {
         let mut t = self.table();
         let p = t.pending.pop_front();
         if t.pending.is_empty() {
-            self.has_pending.store(false, Ordering::Release);
+            self.set_pending(false);
         }
         drop(t);
         Some(release_completion(p?))
@@ -227,7 +242,7 @@ impl CqInner {
                 flags: (e.flags & (Caps::RECV | Caps::MSG | Caps::TAGGED)) | Caps::MULTI_RECV,
                 shared: Arc::clone(&shared),
             });
-            self.has_pending.store(true, Ordering::Release);
+            self.set_pending(true);
             drop(t);
             drop(rec);
             c.flags.remove(Caps::MULTI_RECV);
@@ -405,13 +420,15 @@ impl CompletionQueue {
         let ops = domain.inner.ops.cq_open(&attr)?;
         let size = if attr.size > 0 { attr.size } else { domain.info().tx_attr.size + domain.info().rx_attr.size };
         let table = TableLock::new(Table::new(size, ops.fid()));
+        let util = ops.as_any().downcast_ref::<UtilCq>().map_or(std::ptr::null(), |u| u as *const UtilCq);
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 prov: ProvCq(Arc::as_ptr(&ops)),
-                util: UtilPtr(ops.as_any().downcast_ref::<UtilCq>().map_or(std::ptr::null(), |u| u as *const UtilCq)),
+                util: UtilPtr(util),
                 ops,
                 table,
                 has_pending: AtomicBool::new(false),
+                fast: AtomicPtr::new(util.cast_mut()),
                 format: attr.format,
                 _domain: domain.clone(),
             }),
@@ -457,10 +474,10 @@ impl CompletionQueue {
     #[inline(always)]
     fn read_with<R>(&self, f: impl FnOnce(Completion) -> R) -> Result<R> {
         let inner = &*self.inner;
-        let c = match inner.util() {
+        let c = match inner.fast() {
             // Popped inline (progress, when due, is a call that returns
             // nothing), so the entry's fields stay in registers.
-            Some(u) if !inner.has_pending() => match u.read_one_with(|e| *e) {
+            Some(u) => match u.read_one_with(|e| *e) {
                 Ok(ref e) => match inner.take_own(e) {
                     Some(rec) => completion_of(rec, e),
                     None => {
@@ -889,6 +906,7 @@ mod tests {
                 ops,
                 table: TableLock::new(Table::new(16, 1)),
                 has_pending: AtomicBool::new(false),
+                fast: AtomicPtr::new(std::ptr::null_mut()),
                 format: CqFormat::Tagged,
                 _domain: domain,
             }),
@@ -935,7 +953,13 @@ mod tests {
             let fabric = Fabric::open(&info).unwrap();
             let domain = fabric.domain(&info).unwrap();
             let cq = domain.cq(CqAttr::default()).unwrap();
-            assert!(cq.inner.util().is_some(), "{prov}: its queue is read through the vtable");
+            assert!(cq.inner.fast().is_some(), "{prov}: its queue is read through the vtable");
+            // A buffer-released completion pending takes reads off the inline
+            // path (to the one that delivers it first), and back when delivered.
+            cq.inner.set_pending(true);
+            assert!(cq.inner.fast().is_none(), "{prov}: inline with a completion pending");
+            cq.inner.set_pending(false);
+            assert!(cq.inner.fast().is_some(), "{prov}: not inline again");
             assert_eq!(cq.read_one().map(|c| c.context).unwrap_err(), fabric_core::Error::Again, "{prov}: empty");
         }
     }
