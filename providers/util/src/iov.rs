@@ -194,7 +194,7 @@ mod tests {
         let src: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
         for len in 0..=150 {
             for off in [0, 1, 7] {
-                let mut dst = vec![0xeeu8; 200];
+                let mut dst = [0xeeu8; 200];
                 // SAFETY: both ranges are inside their vectors, which are distinct.
                 unsafe { copy_bytes(src[off..].as_ptr(), dst[5..].as_mut_ptr(), len) };
                 assert_eq!(&dst[5..5 + len], &src[off..off + len], "len {len} off {off}");
