@@ -16,75 +16,105 @@ use std::ops::{Deref, DerefMut};
 /// fabric may read or write the bytes, nobody else can reach them. The heap
 /// allocation does not move when the `Buf` value is moved, which is what lets the
 /// provider keep pointers into it.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Default)]
 pub struct Buf {
-    // Invariant: `data.len()` is the capacity and every byte of it is initialized;
-    // `len <= data.len()`. Pointers handed to providers are taken with
-    // `Vec::as_mut_ptr`, which creates no reference to the bytes, so moving the
-    // `Vec` (a pointer, a length and a capacity) does not disturb them.
+    // Invariant: the vector's length is the buffer's length, its capacity the
+    // buffer's capacity, and every byte up to the capacity is initialized (the
+    // spare capacity too: only this module changes the vector, and it never
+    // uninitializes a byte nor grows the allocation). One vector and no separate
+    // length, so that a `Buf` is three words, moved in three loads and stores
+    // each time an operation takes it or a completion gives it back. Pointers
+    // handed to providers are taken with `Vec::as_mut_ptr`, which creates no
+    // reference to the bytes, so moving the `Vec` (a pointer, a length and a
+    // capacity) does not disturb them.
     data: Vec<u8>,
-    len: usize,
 }
 
 impl Buf {
     /// A zeroed buffer of `capacity` bytes, its length equal to its capacity.
     pub fn new(capacity: usize) -> Buf {
-        Buf { data: vec![0; capacity], len: capacity }
+        Buf::with_len(vec![0; capacity], capacity)
+    }
+
+    /// A buffer over `v`'s allocation, its length `len` (at most `v`'s length):
+    /// the bytes of `v` are kept, and any spare capacity is zeroed first, so that
+    /// every byte up to the capacity is initialized.
+    fn with_len(mut v: Vec<u8>, len: usize) -> Buf {
+        v.resize(v.capacity(), 0);
+        v.truncate(len);
+        Buf { data: v }
     }
 
     /// The length: the bytes that are the buffer's contents.
+    #[inline(always)]
     pub fn len(&self) -> usize {
-        self.len
+        self.data.len()
     }
 
     /// Whether the length is zero.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.data.is_empty()
     }
 
     /// The capacity: the bytes the allocation holds, all initialized.
+    #[inline(always)]
     pub fn capacity(&self) -> usize {
-        self.data.len()
+        self.data.capacity()
     }
 
     /// Set the length. `Err(Inval)` if `n` is above the capacity. The bytes up to
     /// the capacity are always initialized (zero or earlier contents), so any
     /// length is safe to read.
     pub fn set_len(&mut self, n: usize) -> Result<()> {
-        if n > self.data.len() {
+        if n > self.data.capacity() {
             return Err(Error::Inval);
         }
-        self.len = n;
+        self.set_len_within(n);
         Ok(())
+    }
+
+    /// Set the length to `n`, at most the capacity (a larger `n` is clamped).
+    #[inline(always)]
+    pub(crate) fn set_len_within(&mut self, n: usize) {
+        let n = n.min(self.data.capacity());
+        // SAFETY: `n` is at most the capacity, and every byte up to the capacity
+        // is initialized (the type's invariant); `u8` needs no drop, so bytes
+        // beyond a shorter length need none either.
+        unsafe { self.data.set_len(n) }
     }
 
     /// Replace the contents with `src`: copies it to the start of the buffer and
     /// sets the length. `Err(Inval)` (and no change) if `src` exceeds the capacity.
     pub fn copy_from(&mut self, src: &[u8]) -> Result<()> {
-        if src.len() > self.data.len() {
+        if src.len() > self.data.capacity() {
             return Err(Error::Inval);
         }
-        self.data[..src.len()].copy_from_slice(src);
-        self.len = src.len();
+        self.set_len_within(src.len());
+        self.data.copy_from_slice(src);
         Ok(())
     }
 
     /// The contents (`..len`).
     pub fn as_slice(&self) -> &[u8] {
-        &self.data[..self.len]
+        &self.data
     }
 
     /// The contents (`..len`), mutable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.data[..self.len]
+        &mut self.data
+    }
+
+    /// The whole capacity, whatever the length (every byte of it initialized).
+    fn whole(&self) -> &[u8] {
+        // SAFETY: the pointer is the vector's allocation, valid for its capacity,
+        // and every byte up to the capacity is initialized (the type's invariant).
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.data.capacity()) }
     }
 
     /// The contents as a `Vec<u8>` of length `len()`, keeping the allocation (its
     /// spare capacity included).
     pub fn into_vec(self) -> Vec<u8> {
-        let mut v = self.data;
-        v.truncate(self.len);
-        v
+        self.data
     }
 
     /// Start of the allocation, for a provider: creates no reference to the bytes.
@@ -98,22 +128,38 @@ impl Buf {
     }
 }
 
+impl Clone for Buf {
+    /// A copy of the whole buffer: the same length, capacity and bytes (beyond the
+    /// length too).
+    fn clone(&self) -> Buf {
+        Buf::with_len(self.whole().to_vec(), self.len())
+    }
+}
+
+impl PartialEq for Buf {
+    /// Equal lengths and equal bytes up to the capacity (the capacities equal).
+    fn eq(&self, other: &Buf) -> bool {
+        self.len() == other.len() && self.whole() == other.whole()
+    }
+}
+
+impl Eq for Buf {}
+
 impl From<Vec<u8>> for Buf {
     /// Take a vector's allocation: the length is the vector's length, and the
     /// capacity its capacity (spare capacity is zeroed, so all of it is
     /// initialized). `Buf::from(Vec::with_capacity(4096))` is an empty buffer that
     /// can receive 4096 bytes.
-    fn from(mut v: Vec<u8>) -> Buf {
+    fn from(v: Vec<u8>) -> Buf {
         let len = v.len();
-        v.resize(v.capacity(), 0);
-        Buf { data: v, len }
+        Buf::with_len(v, len)
     }
 }
 
 impl From<&[u8]> for Buf {
     /// Copy a slice: length and capacity are the slice's length.
     fn from(s: &[u8]) -> Buf {
-        Buf { data: s.to_vec(), len: s.len() }
+        Buf::with_len(s.to_vec(), s.len())
     }
 }
 
@@ -151,7 +197,7 @@ impl AsMut<[u8]> for Buf {
 
 impl fmt::Debug for Buf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Buf").field("len", &self.len).field("capacity", &self.data.len()).finish()
+        f.debug_struct("Buf").field("len", &self.len()).field("capacity", &self.capacity()).finish()
     }
 }
 
@@ -276,6 +322,39 @@ mod tests {
         assert!(v.capacity() >= 16);
         assert_eq!(&*Buf::from(&b"xy"[..]), b"xy");
         assert_eq!(Buf::from(b"xyz").capacity(), 3);
+    }
+
+    #[test]
+    fn bytes_beyond_the_length_are_kept() {
+        let mut b = Buf::from(b"abcdef");
+        b.set_len(2).unwrap();
+        assert_eq!(&*b, b"ab");
+        // A clone is the whole buffer: its bytes past the length come along.
+        let mut c = b.clone();
+        assert_eq!((c.len(), c.capacity()), (2, 6));
+        assert_eq!(c, b);
+        c.set_len(6).unwrap();
+        assert_eq!(&*c, b"abcdef");
+        // Equality looks past the length too.
+        let mut d = Buf::from(b"abXdef");
+        d.set_len(2).unwrap();
+        assert_ne!(d, b);
+        // copy_from grows the length within the capacity over earlier contents.
+        b.copy_from(b"xyz").unwrap();
+        assert_eq!(&*b, b"xyz");
+        b.set_len(6).unwrap();
+        assert_eq!(&*b, b"xyzdef");
+        assert_eq!(b.copy_from(&[0; 7]), Err(Error::Inval));
+        assert_eq!(&*b, b"xyzdef");
+        // A vector's spare capacity is zeroed and reachable.
+        let mut v = Vec::with_capacity(8);
+        v.push(1u8);
+        let mut e = Buf::from(v);
+        assert_eq!(e.len(), 1);
+        e.set_len(e.capacity()).unwrap();
+        assert_eq!(e[0], 1);
+        assert!(e[1..].iter().all(|&x| x == 0));
+        assert_eq!(Buf::default().capacity(), 0);
     }
 
     #[test]

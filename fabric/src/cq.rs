@@ -2,7 +2,7 @@
 
 use crate::buf::{Buf, OpBuffers};
 use crate::domain::Domain;
-use crate::table::{MultiRecvBuf, PendingRelease, RecBufs, Record, Table, TableGuard, TableLock};
+use crate::table::{Live, MultiRecvBuf, PendingRelease, RecBufs, Record, Table, TableGuard, TableLock};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
 use fabric_core::prov::CqOps;
@@ -11,7 +11,7 @@ use fabric_util::cq::UtilCq;
 use std::fmt;
 use std::ops::Deref;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,14 +27,19 @@ pub(crate) struct CqInner {
     /// locate the object inside the `Arc`'s allocation each time.
     prov: ProvCq,
     /// `ops` as the providers' shared queue type when it is one (null
-    /// otherwise): a read then pops the entry inline rather than through the
-    /// vtable and a copy in memory.
+    /// otherwise), which `fast` holds while nothing is pending: a read then
+    /// pops the entry inline rather than through the vtable and a copy in
+    /// memory.
     util: UtilPtr,
     table: TableLock,
     /// Whether `table.pending` may be non-empty: set under the table's lock after a
     /// push, cleared under it when a pop empties it, so a read with nothing
     /// pending skips the lock.
     has_pending: AtomicBool,
+    /// `util` while nothing is pending (`has_pending` clear), null otherwise:
+    /// set and cleared with `has_pending`, so that a read tests one value for
+    /// its inline path.
+    fast: AtomicPtr<UtilCq>,
     format: CqFormat,
     _domain: Domain,
 }
@@ -46,7 +51,7 @@ struct ProvCq(*const dyn CqOps);
 /// in [`CqInner`].
 struct UtilPtr(*const UtilCq);
 
-// SAFETY: the pointer is only turned into a `&UtilCq` (see `CqInner::util`), and
+// SAFETY: the pointer is only turned into a `&UtilCq` (see `CqInner::fast`), and
 // `UtilCq` is `Send + Sync` (it is a `dyn CqOps`), so sending or sharing it is as
 // sending or sharing the `Arc<dyn CqOps>` it comes from.
 unsafe impl Send for UtilPtr {}
@@ -69,12 +74,22 @@ impl CqInner {
         unsafe { &*self.prov.0 }
     }
 
-    /// The provider's queue as a [`UtilCq`], if it is one.
+    /// The provider's queue as a [`UtilCq`], if it is one and no
+    /// buffer-released completion is pending: a read's inline path.
     #[inline(always)]
-    fn util(&self) -> Option<&UtilCq> {
-        // SAFETY: null, or pointing at the object `self.ops` owns (as `prov`),
-        // which lives as long as `self` (the field is never replaced).
-        unsafe { self.util.0.as_ref() }
+    fn fast(&self) -> Option<&UtilCq> {
+        let p = self.fast.load(Ordering::Acquire);
+        // SAFETY: null or `util.0` (see `set_pending`), which points at the
+        // object `self.ops` owns, alive as long as `self`.
+        unsafe { p.as_ref() }
+    }
+
+    /// Record whether a buffer-released completion is pending (under the
+    /// table's lock): `has_pending`, and `fast` null while it is set.
+    fn set_pending(&self, pending: bool) {
+        self.has_pending.store(pending, Ordering::Release);
+        let fast = if pending { std::ptr::null_mut() } else { self.util.0.cast_mut() };
+        self.fast.store(fast, Ordering::Release);
     }
 
     #[inline(always)]
@@ -111,7 +126,7 @@ impl CqInner {
         let mut t = self.table();
         let p = t.pending.pop_front();
         if t.pending.is_empty() {
-            self.has_pending.store(false, Ordering::Release);
+            self.set_pending(false);
         }
         drop(t);
         Some(release_completion(p?))
@@ -134,7 +149,7 @@ impl CqInner {
             self.unknown(key, "completion");
             return Err(Error::Again);
         };
-        if let RecBufs::Multi(_) = t.at(i).bufs {
+        if let RecBufs::Multi(_) = t.at(&i).bufs {
             return self.convert_multi(t, i, e, split).ok_or(Error::Again);
         }
         let rec = t.take(i);
@@ -142,29 +157,22 @@ impl CqInner {
         Ok(completion_of(rec, e))
     }
 
-    /// The completion of the provider entry `e` read by [`CompletionQueue::read_one`]:
-    /// the common case (a live record of the operation's own buffers) inline, the
-    /// rest ([`CqInner::convert_rare`]) out of line.
+    /// The record of the provider entry `e`, out of the table, when it is the
+    /// common case: a live record of the operation's own buffers. `None` for a
+    /// multi-receive record or an unknown context (left for
+    /// [`CqInner::convert_rare`]).
     #[inline(always)]
-    fn convert_one(&self, e: &CqEntry) -> Result<Completion> {
+    fn take_own(&self, e: &CqEntry) -> Option<Record> {
         let mut t = self.table();
-        let i = match t.find(e.op_context) {
-            Some(i) if !matches!(t.at(i).bufs, RecBufs::Multi(_)) => i,
-            _ => {
-                drop(t);
-                // A copy to the out-of-line call, so that `e` itself need not
-                // live in memory.
-                let copy = *e;
-                return self.convert_rare(&copy);
-            }
-        };
-        let rec = t.take(i);
-        drop(t);
-        Ok(completion_of(rec, e))
+        match t.find(e.op_context) {
+            Some(i) if !matches!(t.at(&i).bufs, RecBufs::Multi(_)) => Some(t.take(i)),
+            _ => None,
+        }
     }
 
-    /// [`CqInner::convert_one`] for an entry of a multi-receive buffer or of an
-    /// unknown context (logged and skipped: the queue is read again).
+    /// [`CompletionQueue::read_one`]'s conversion of an entry of a multi-receive
+    /// buffer or of an unknown context (logged and skipped: the queue is read
+    /// again).
     #[cold]
     #[inline(never)]
     fn convert_rare(&self, e: &CqEntry) -> Result<Completion> {
@@ -175,7 +183,8 @@ impl CqInner {
     }
 
     /// [`CompletionQueue::read_one`] when a buffer-released completion may be
-    /// pending, or after an entry of unknown context was skipped.
+    /// pending, after an entry of unknown context was skipped, or for a queue
+    /// that is not the providers' shared [`UtilCq`] (read through the vtable).
     #[cold]
     #[inline(never)]
     fn read_one_slow(&self) -> Result<Completion> {
@@ -201,8 +210,8 @@ impl CqInner {
     /// a multi-receive buffer's completions pay a call, not the others).
     #[cold]
     #[inline(never)]
-    fn convert_multi(&self, mut t: TableGuard<'_>, i: usize, e: &CqEntry, split: &mut bool) -> Option<Completion> {
-        let r = t.at(i);
+    fn convert_multi(&self, mut t: TableGuard<'_>, i: Live, e: &CqEntry, split: &mut bool) -> Option<Completion> {
+        let r = t.at(&i);
         let context = r.user_context;
         let RecBufs::Multi(shared) = &r.bufs else { unreachable!("a multi-receive record") };
         let shared = Arc::clone(shared);
@@ -233,7 +242,7 @@ impl CqInner {
                 flags: (e.flags & (Caps::RECV | Caps::MSG | Caps::TAGGED)) | Caps::MULTI_RECV,
                 shared: Arc::clone(&shared),
             });
-            self.has_pending.store(true, Ordering::Release);
+            self.set_pending(true);
             drop(t);
             drop(rec);
             c.flags.remove(Caps::MULTI_RECV);
@@ -275,7 +284,7 @@ impl CqInner {
             self.unknown(key, "error completion");
             return None;
         };
-        let r = t.at(i);
+        let r = t.at(&i);
         ce.context = r.user_context;
         if matches!(r.bufs, RecBufs::Multi(_))
             && !(e.entry.flags.contains(Caps::MULTI_RECV) || e.err == Error::Canceled)
@@ -325,9 +334,7 @@ fn completion_of(rec: Record, e: &CqEntry) -> Completion {
 #[inline]
 fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
     if let OpBuffers::One(b) = bufs {
-        let n = len.min(b.capacity());
-        // Cannot fail: `n` is at most the capacity.
-        let _ = b.set_len(n);
+        b.set_len_within(len);
     }
 }
 
@@ -413,13 +420,15 @@ impl CompletionQueue {
         let ops = domain.inner.ops.cq_open(&attr)?;
         let size = if attr.size > 0 { attr.size } else { domain.info().tx_attr.size + domain.info().rx_attr.size };
         let table = TableLock::new(Table::new(size, ops.fid()));
+        let util = ops.as_any().downcast_ref::<UtilCq>().map_or(std::ptr::null(), |u| u as *const UtilCq);
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 prov: ProvCq(Arc::as_ptr(&ops)),
-                util: UtilPtr(ops.as_any().downcast_ref::<UtilCq>().map_or(std::ptr::null(), |u| u as *const UtilCq)),
+                util: UtilPtr(util),
                 ops,
                 table,
                 has_pending: AtomicBool::new(false),
+                fast: AtomicPtr::new(util.cast_mut()),
                 format: attr.format,
                 _domain: domain.clone(),
             }),
@@ -450,23 +459,39 @@ impl CompletionQueue {
     /// either).
     #[inline(always)]
     pub fn read_one(&self) -> Result<Completion> {
+        self.read_with(|c| c)
+    }
+
+    /// [`CompletionQueue::read_one`], handing the completion to `f`: `f`'s
+    /// result, or the read's error (and `f` is not called).
+    ///
+    /// Every path ends in one completion in registers, which `f` gets: the
+    /// common path's is built there, the rare paths' are loaded from where their
+    /// out-of-line calls returned them. Were a path's call to return into the
+    /// caller's `Result` directly (as when each path returned its own), the
+    /// common path's completion would be written to that memory and read back
+    /// by a caller that takes it apart at once.
+    #[inline(always)]
+    fn read_with<R>(&self, f: impl FnOnce(Completion) -> R) -> Result<R> {
         let inner = &*self.inner;
-        if inner.has_pending() {
-            return inner.read_one_slow();
-        }
-        if let Some(u) = inner.util() {
+        let c = match inner.fast() {
             // Popped inline (progress, when due, is a call that returns
             // nothing), so the entry's fields stay in registers.
-            return match u.read_one_with(|e| *e) {
-                Ok(ref e) => inner.convert_one(e),
-                Err(e) => Err(e),
-            };
-        }
-        // Converted where the provider wrote it, not moved out of the `Result`.
-        match inner.prov().read_one() {
-            Ok(ref e) => inner.convert_one(e),
-            Err(e) => Err(e),
-        }
+            Some(u) => match u.read_one_with(|e| *e) {
+                Ok(ref e) => match inner.take_own(e) {
+                    Some(rec) => completion_of(rec, e),
+                    None => {
+                        // A copy to the out-of-line call, so that `e` itself
+                        // need not live in memory.
+                        let copy = *e;
+                        inner.convert_rare(&copy)?
+                    }
+                },
+                Err(e) => return Err(e),
+            },
+            _ => inner.read_one_slow()?,
+        };
+        Ok(f(c))
     }
 
     /// Read up to `max` completions, appending them to `out`; how many were
@@ -822,7 +847,87 @@ pub(crate) fn share(buf: Buf) -> Arc<MultiRecvBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::{CqAttr, EpType, Fabric, Hints};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    /// A provider queue that is not a `UtilCq`: entries pushed by the test.
+    struct Plain(Mutex<VecDeque<CqEntry>>);
+
+    impl CqOps for Plain {
+        fn fid(&self) -> u64 {
+            77
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+        fn read(&self, out: &mut [CqEntry]) -> Result<usize> {
+            let mut q = self.0.lock().unwrap();
+            let mut n = 0;
+            while n < out.len() {
+                let Some(e) = q.pop_front() else { break };
+                out[n] = e;
+                n += 1;
+            }
+            if n == 0 {
+                Err(Error::Again)
+            } else {
+                Ok(n)
+            }
+        }
+        fn readerr(&self) -> Result<CqErrEntry> {
+            Err(Error::Again)
+        }
+        fn sread(&self, out: &mut [CqEntry], _: Option<Duration>) -> Result<usize> {
+            self.read(out)
+        }
+        fn wait_fd(&self) -> Result<RawFd> {
+            Err(Error::NoSys)
+        }
+        fn signal(&self) {}
+    }
+
+    /// A queue that is not the providers' shared `UtilCq` is read through the
+    /// vtable: its completions give the buffers back (a receive's length set to
+    /// the bytes received), an unknown context is skipped, an empty queue says
+    /// `Again`.
+    #[test]
+    fn another_providers_queue_is_read_through_the_vtable() {
+        let info = crate::getinfo(&Hints::new().provider("shm").ep_type(EpType::Rdm)).unwrap().remove(0);
+        let fabric = Fabric::open(&info).unwrap();
+        let domain = fabric.domain(&info).unwrap();
+        let plain = Arc::new(Plain(Mutex::new(VecDeque::new())));
+        let ops: Arc<dyn CqOps> = plain.clone();
+        let cq = CompletionQueue {
+            inner: Arc::new(CqInner {
+                prov: ProvCq(Arc::as_ptr(&ops)),
+                util: UtilPtr(std::ptr::null()),
+                ops,
+                table: TableLock::new(Table::new(16, 1)),
+                has_pending: AtomicBool::new(false),
+                fast: AtomicPtr::new(std::ptr::null_mut()),
+                format: CqFormat::Tagged,
+                _domain: domain,
+            }),
+        };
+        let mut t = cq.inner.table();
+        let recv = t.insert(Record { user_context: 5, bufs: RecBufs::own(OpBuffers::One(Buf::new(64)), true) });
+        let send = t.insert(Record { user_context: 6, bufs: RecBufs::own(OpBuffers::One(Buf::new(32)), false) });
+        drop(t);
+        {
+            let mut q = plain.0.lock().unwrap();
+            q.push_back(CqEntry { len: 10, ..CqEntry::new(recv, Caps::RECV | Caps::TAGGED) });
+            q.push_back(CqEntry::new(recv ^ (1 << 40), Caps::RECV));
+            q.push_back(CqEntry { len: 32, ..CqEntry::new(send, Caps::SEND) });
+        }
+        let c = cq.read_one().unwrap();
+        assert_eq!((c.context, c.len, c.bytes().len()), (5, 10, 10));
+        let c = cq.read_one().unwrap();
+        assert_eq!((c.context, c.buffers.into_buf().map(|b| b.len())), (6, Some(32)), "the stale key was skipped");
+        assert_eq!(cq.read_one().unwrap_err(), Error::Again);
+        assert_eq!(cq.in_flight(), 0);
+    }
 
     /// The providers whose queues are the shared `UtilCq` take the inline read
     /// path: the downcast at open finds the type (a provider that wrapped its
@@ -848,7 +953,13 @@ mod tests {
             let fabric = Fabric::open(&info).unwrap();
             let domain = fabric.domain(&info).unwrap();
             let cq = domain.cq(CqAttr::default()).unwrap();
-            assert!(cq.inner.util().is_some(), "{prov}: its queue is read through the vtable");
+            assert!(cq.inner.fast().is_some(), "{prov}: its queue is read through the vtable");
+            // A buffer-released completion pending takes reads off the inline
+            // path (to the one that delivers it first), and back when delivered.
+            cq.inner.set_pending(true);
+            assert!(cq.inner.fast().is_none(), "{prov}: inline with a completion pending");
+            cq.inner.set_pending(false);
+            assert!(cq.inner.fast().is_some(), "{prov}: not inline again");
             assert_eq!(cq.read_one().map(|c| c.context).unwrap_err(), fabric_core::Error::Again, "{prov}: empty");
         }
     }

@@ -14,7 +14,8 @@ use fabric_core::log::Level;
 use fabric_core::prov::{EndpointOps, IoVec, Op, PassiveEpOps};
 use fabric_core::{Address, BindFlags, Caps, Error, FiAddr, Info, OpFlags, Result};
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Buffers per operation whose `IoVec` list is built on the stack; longer lists
 /// are built in a short-lived `Vec`.
@@ -186,12 +187,40 @@ pub struct Endpoint {
     /// the object inside the `Arc`'s allocation each time.
     prov: ProvEp,
     domain: Domain,
-    tx: OnceLock<Arc<CqInner>>,
-    rx: OnceLock<Arc<CqInner>>,
+    tx: BoundCq,
+    rx: BoundCq,
     bound: Mutex<Bound>,
     closed: bool,
     /// The endpoint's capabilities (its `Info`'s): what flags a post may carry.
     caps: Caps,
+}
+
+/// The completion queue bound for one direction of an [`Endpoint`]: null until
+/// bound, then the shared state of a [`CompletionQueue`] that the endpoint's
+/// `Bound::cqs` holds (pushed before the pointer is set, never removed) for as
+/// long as the endpoint lives. A post finds its queue with one load and test.
+struct BoundCq(AtomicPtr<CqInner>);
+
+impl BoundCq {
+    fn new() -> BoundCq {
+        BoundCq(AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// The bound queue, if any.
+    #[inline(always)]
+    fn get(&self) -> Option<&CqInner> {
+        let p = self.0.load(Ordering::Acquire);
+        // SAFETY: null, or the `CqInner` of an `Arc` held by the endpoint's
+        // `Bound::cqs` (see the type), which outlives this `&self` (a field of
+        // the same endpoint); the Acquire load pairs with `set`'s Release store.
+        unsafe { p.as_ref() }
+    }
+
+    /// Record the bound queue, whose `Arc` the endpoint's `Bound::cqs` holds
+    /// already.
+    fn set(&self, cq: &Arc<CqInner>) {
+        self.0.store(Arc::as_ptr(cq).cast_mut(), Ordering::Release);
+    }
 }
 
 /// A pointer to the provider's endpoint, owned by the `Arc` beside it in
@@ -222,8 +251,8 @@ impl Endpoint {
             prov: ProvEp(Arc::as_ptr(&ops)),
             ops,
             domain: domain.clone(),
-            tx: OnceLock::new(),
-            rx: OnceLock::new(),
+            tx: BoundCq::new(),
+            rx: BoundCq::new(),
             bound: Mutex::new(Bound::default()),
             closed: false,
             caps: info.caps,
@@ -273,13 +302,14 @@ impl Endpoint {
             return Err(Error::Inval);
         }
         self.ops.bind_cq(&cq.inner.ops, flags)?;
+        // Held first, then published (see `BoundCq`).
+        b.cqs.push(cq.clone());
         if tx {
-            let _ = self.tx.set(Arc::clone(&cq.inner));
+            self.tx.set(&cq.inner);
         }
         if rx {
-            let _ = self.rx.set(Arc::clone(&cq.inner));
+            self.rx.set(&cq.inner);
         }
-        b.cqs.push(cq.clone());
         Ok(())
     }
 
@@ -398,8 +428,8 @@ impl Endpoint {
                 self.ops.fid(),
                 e
             );
-            for cq in [self.tx.get(), self.rx.get()].into_iter().flatten() {
-                std::mem::forget(Arc::clone(cq));
+            for cq in &self.bound().cqs {
+                std::mem::forget(Arc::clone(&cq.inner));
             }
         })
     }

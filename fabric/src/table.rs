@@ -12,6 +12,7 @@
 use crate::buf::{Buf, OpBuffers};
 use fabric_core::sync::{SpinGuard, SpinLock};
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// A multi-receive buffer, shared between its in-flight record and the
@@ -75,7 +76,6 @@ const NIL: u32 = u32::MAX;
 // A key's high half is a stamp, never 0, so no key is the reserved context.
 const _: () = assert!(fabric_core::prov::NO_CONTEXT == 0);
 
-#[derive(Debug)]
 struct Slot {
     /// The key of the slot's record while it is live. While the slot is free, the
     /// key its next record will get with the lowest bit flipped ([`FREE`]): that
@@ -86,14 +86,17 @@ struct Slot {
     key: u64,
     /// The next free slot while this one is free.
     next_free: u32,
-    rec: Option<Record>,
+    /// The record, initialized exactly while the slot is live: while `key`'s
+    /// index half, unsalted, is the slot's own index (see [`Table::is_live`]). No
+    /// `Option` beside the key, so that filling and taking a slot write no
+    /// second state and test none.
+    rec: MaybeUninit<Record>,
 }
 
 /// XORed into a free slot's key (see [`Slot::key`]).
 const FREE: u64 = 1;
 
 /// The slab.
-#[derive(Debug)]
 pub(crate) struct Table {
     slots: Vec<Slot>,
     /// The first free slot, or `NIL`.
@@ -146,6 +149,12 @@ impl Table {
         }
     }
 
+    /// Whether slot `i` (below the length) holds a record: its key names it.
+    #[inline(always)]
+    fn is_live(&self, i: usize) -> bool {
+        (self.slots[i].key as u32 ^ self.salt_lo) as usize == i
+    }
+
     #[inline(always)]
     fn key(&self, idx: u32, stamp: u32) -> u64 {
         ((stamp as u64) << 32) | (idx ^ self.salt_lo) as u64
@@ -179,9 +188,9 @@ impl Table {
         // just pushed): the `else` is never taken.
         let Some(slot) = self.slots.get_mut(idx as usize) else { unreachable_slot() };
         self.free = slot.next_free;
-        // A free slot holds no record: nothing to drop.
-        debug_assert!(slot.rec.is_none());
-        std::mem::forget(slot.rec.replace(rec));
+        // A free slot holds no record (its key names another index): nothing is
+        // overwritten that needs a drop, and flipping the key makes it live.
+        slot.rec.write(rec);
         slot.key ^= FREE;
         slot.key
     }
@@ -195,30 +204,40 @@ impl Table {
         let idx = self.slots.len() as u32;
         assert!(idx != NIL, "in-flight operation table full");
         let key = self.key(idx, self.first_stamp) ^ FREE;
-        self.slots.push(Slot { key, next_free: self.free, rec: None });
+        self.slots.push(Slot { key, next_free: self.free, rec: MaybeUninit::uninit() });
         idx
     }
 
-    /// The slot of a live record under `key`.
-    #[inline]
-    pub(crate) fn find(&self, key: u64) -> Option<usize> {
+    /// The slot of a live record under `key`: a slot whose key is `key`, which
+    /// names that very slot, so it is live ([`Table::is_live`]).
+    #[inline(always)]
+    pub(crate) fn find(&self, key: u64) -> Option<Live> {
         let idx = (key as u32 ^ self.salt_lo) as usize;
         let slot = self.slots.get(idx)?;
-        (slot.key == key).then_some(idx)
+        (slot.key == key).then_some(Live(idx))
     }
 
-    /// The record in slot `i` (from [`Table::find`]).
-    #[inline]
-    pub(crate) fn at(&self, i: usize) -> &Record {
-        self.slots[i].rec.as_ref().expect("a slot found live")
+    /// The record in the live slot `i` (from [`Table::find`]).
+    #[inline(always)]
+    pub(crate) fn at(&self, i: &Live) -> &Record {
+        debug_assert!(self.is_live(i.0));
+        // SAFETY: `i` comes from `find` on this table, with no `take` since (a
+        // `Live` is not `Copy`, and `take` consumes it): the slot is live, so its
+        // record is initialized.
+        unsafe { self.slots[i.0].rec.assume_init_ref() }
     }
 
-    /// Take the record out of slot `i` (from [`Table::find`], no call in between).
-    #[inline]
-    pub(crate) fn take(&mut self, i: usize) -> Record {
+    /// Take the record out of the live slot `i` (from [`Table::find`]).
+    #[inline(always)]
+    pub(crate) fn take(&mut self, i: Live) -> Record {
+        let i = i.0;
+        debug_assert!(self.is_live(i));
         let free = self.free;
         let slot = &mut self.slots[i];
-        let rec = slot.rec.take().expect("a slot found live");
+        // SAFETY: as in `at`, the slot is live, so its record is initialized; the
+        // key is changed below to name another index, so the slot is free and
+        // nothing reads or drops the moved-out record again.
+        let rec = unsafe { slot.rec.assume_init_read() };
         slot.key = next_key(slot.key) ^ FREE;
         slot.next_free = free;
         self.free = i as u32;
@@ -228,7 +247,7 @@ impl Table {
     /// The record under `key`, if it is live.
     #[cfg(test)]
     pub(crate) fn get(&self, key: u64) -> Option<&Record> {
-        self.find(key).map(|i| self.at(i))
+        self.find(key).map(|i| self.at(&i))
     }
 
     /// Remove the record under `key`, if it is live.
@@ -241,7 +260,30 @@ impl Table {
     /// Operations in flight (a walk over the slots: for diagnostics, not the
     /// data path, which keeps no count).
     pub(crate) fn live(&self) -> usize {
-        self.slots.iter().filter(|s| s.rec.is_some()).count()
+        (0..self.slots.len()).filter(|&i| self.is_live(i)).count()
+    }
+}
+
+/// A live slot of a [`Table`], found by [`Table::find`]; consumed by
+/// [`Table::take`], so that no slot is taken twice on one finding.
+#[derive(Debug)]
+pub(crate) struct Live(usize);
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.is_live(i) {
+                // SAFETY: the slot is live, so its record is initialized, and the
+                // table is going: nothing reads it after this drop.
+                unsafe { self.slots[i].rec.assume_init_drop() }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("slots", &self.slots.len()).field("live", &self.live()).finish()
     }
 }
 
@@ -347,6 +389,22 @@ mod tests {
         let t = l.lock();
         assert_eq!(t.live(), 0);
         assert!(t.slots.len() <= 4, "each thread holds at most one slot at a time");
+    }
+
+    #[test]
+    fn a_dropped_table_drops_its_live_records_only() {
+        let shared = Arc::new(MultiRecvBuf { buf: Buf::new(8) });
+        let mut t = Table::new(4, 5);
+        let keys: Vec<u64> =
+            (0..6).map(|i| t.insert(Record { user_context: i, bufs: RecBufs::Multi(Arc::clone(&shared)) })).collect();
+        assert_eq!(Arc::strong_count(&shared), 7);
+        for k in &keys[..4] {
+            drop(t.remove(*k).unwrap());
+        }
+        assert_eq!(Arc::strong_count(&shared), 3);
+        assert_eq!(t.live(), 2);
+        drop(t);
+        assert_eq!(Arc::strong_count(&shared), 1, "the two live records dropped, the freed ones not again");
     }
 
     #[test]

@@ -223,7 +223,7 @@ fn fill_one(rec: &PostedRecv, body: &[u8]) {
         // SAFETY: `body.len() <= cap`, the length of the receive's only piece,
         // which is valid for writes under post_recv's contract; `body` is a
         // distinct buffer of the caller's.
-        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), rec.first.base, body.len()) };
+        unsafe { crate::iov::copy_bytes(body.as_ptr(), rec.first.base, body.len()) };
     }
 }
 

@@ -27,7 +27,7 @@ fn fill_inline_msg(b: &mut [u8; ENTRY_PAYLOAD], eflags: u8, tag: u64, data: u64,
         // SAFETY: the entry has INLINE_MAX >= len bytes after the header (the
         // caller's check); the piece (len bytes) is valid for reads under the post
         // contract.
-        [v] => unsafe { std::ptr::copy_nonoverlapping(v.base, dst, len) },
+        [v] => unsafe { fabric_util::iov::copy_bytes(v.base, dst, len) },
         // SAFETY: as above, for the pieces.
         _ => unsafe { gather_cold(iov, dst, len) },
     }
