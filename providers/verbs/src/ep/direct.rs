@@ -42,6 +42,7 @@ use fabric_util::rx::IOV_LIMIT;
 /// Private-data kind of a MSG connect offering the direct path, and of an
 /// accept taking it (plain [`PD_MSG`] otherwise).
 pub(crate) const PD_MSG_DIRECT: u8 = 3;
+const _: () = assert!(PD_MSG_DIRECT != PD_MSG && PD_MSG_DIRECT != fabric_util::verbs_wire::PD_RDM);
 
 /// [`BUF`]-sized buffers of the scratch region a truncated message spills into
 /// (1 MiB).
@@ -93,6 +94,12 @@ impl Slots {
 /// Bounce slots a receive may take while more than this many are free (the
 /// rest are the sends').
 const RX_BOUNCE_KEEP: usize = NTX / 2;
+
+// A receive's bounce slots plus its scratch entry fit a work request's SGEs;
+// the scratch's length fits an SGE's; receives leave slots to the sends.
+const _: () = assert!(IOV_LIMIT < super::conn::SGE_MAX);
+const _: () = assert!(SCRATCH_BUFS * BUF <= u32::MAX as usize);
+const _: () = assert!(RX_BOUNCE_KEEP + IOV_LIMIT + TX_RESERVE < NTX);
 
 /// A receive on the QP.
 pub(super) struct DRecv {
@@ -584,5 +591,21 @@ impl VerbsEp {
             g.rx_out = g.rx_out.saturating_sub(1);
             g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, Error::Canceled);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_offer_is_its_own_private_data_kind() {
+        let pd = private_data(PD_MSG_DIRECT, b"app data");
+        assert!(pd.len() <= 56, "fits an RC connect's private data");
+        assert_eq!(strip_private(&pd), Some((PD_MSG_DIRECT, &b"app data"[..])));
+        // Padded as the connection manager reports it.
+        let mut padded = private_data(PD_MSG, b"");
+        padded.resize(56, 0);
+        assert_eq!(strip_private(&padded).map(|(k, _)| k), Some(PD_MSG));
     }
 }
