@@ -50,6 +50,11 @@ pub(crate) struct Config {
     /// `FI_VERBS_USE_SRQ`: whether an RDM endpoint's connections share one
     /// receive queue (where the device has them).
     pub use_srq: bool,
+    /// `FI_VERBS_MSG_DIRECT`: MSG endpoints that can (RoCE or InfiniBand; no
+    /// tagged messages, atomics, multi-receive buffers or directed receives)
+    /// post the application's buffers to their QP, when the peer does too
+    /// (`ep/direct.rs`); their receives cannot be canceled.
+    pub msg_direct: bool,
 }
 
 pub(crate) fn params() -> Vec<Param> {
@@ -89,6 +94,13 @@ pub(crate) fn params() -> Vec<Param> {
             help: "Let every connection of an RDM endpoint receive through one shared receive queue (where the device has them); 0 gives each connection its own buffers (always so on iWARP)",
             default: "1",
         },
+        Param {
+            prov: NAME,
+            name: "msg_direct",
+            kind: ParamType::Bool,
+            help: "Let MSG endpoints over RoCE or InfiniBand that ask for no tagged messages, atomics, multi-receive buffers or directed receives post the application's buffers straight to their QP (as libfabric's verbs does), when the peer does too; such an endpoint cannot cancel a receive once its connection is chosen",
+            default: "0",
+        },
     ]
 }
 
@@ -104,6 +116,7 @@ pub(crate) fn config() -> &'static Config {
             gid_idx: gid_idx(get("gid_idx").get_int(GID_IDX_RANGE)),
             inline_size: get("inline_size").get_size(0..=usize::MAX).filter(|v| *v > 0),
             use_srq: get("use_srq").get_bool(),
+            msg_direct: get("msg_direct").get_bool(),
         }
     })
 }

@@ -3,7 +3,7 @@
 //! answers one with reject data, and an endpoint opened with the request's info
 //! takes its identifier over for `accept`.
 
-use crate::ep::{private_data, strip_private, CM_DATA_MAX};
+use crate::ep::{private_data, strip_private, CM_DATA_MAX, PD_MSG_DIRECT};
 use crate::fabric::VerbsFabric;
 use crate::ibv::{CmId, EventChannel};
 use crate::NAME;
@@ -12,6 +12,7 @@ use fabric_core::prov::{EqOps, PassiveEpOps};
 use fabric_core::{fi_log, Address, ConnHandle, EqEvent, Error, Info, Result};
 use fabric_util::eq::UtilEq;
 use fabric_util::progress::Progress;
+use fabric_util::verbs_wire::PD_MSG;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, Weak};
@@ -19,6 +20,8 @@ use std::sync::{Arc, Mutex, Weak};
 /// A pending connection request, carried in the `Info::handle` of the event.
 pub(crate) struct ConnReq {
     id: Mutex<Option<CmId>>,
+    /// The active side offers the direct data path (`ep/direct.rs`).
+    pub(crate) direct: bool,
 }
 
 impl ConnReq {
@@ -74,8 +77,8 @@ impl Progress for VerbsPep {
             }
             // SAFETY: a connection request's new identifier is ours to own.
             let id = unsafe { CmId::from_request(&ev) };
-            let data = match strip_private(&ev.data) {
-                Some((1, d)) if !g.closed => d.to_vec(),
+            let (data, direct) = match strip_private(&ev.data) {
+                Some((k @ (PD_MSG | PD_MSG_DIRECT), d)) if !g.closed => (d.to_vec(), k == PD_MSG_DIRECT),
                 _ => {
                     let _ = id.reject(&[]);
                     continue;
@@ -88,7 +91,7 @@ impl Progress for VerbsPep {
             let mut info = self.info.clone();
             info.dest_addr = id.peer_addr().map(Address::from);
             info.src_addr = id.local_addr().map(Address::from);
-            info.handle = Some(ConnHandle(Arc::new(ConnReq { id: Mutex::new(Some(id)) })));
+            info.handle = Some(ConnHandle(Arc::new(ConnReq { id: Mutex::new(Some(id)), direct })));
             eq.push(EqEvent::ConnReq { fid: self.fid, info: Box::new(info), data });
         }
     }

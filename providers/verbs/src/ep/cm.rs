@@ -133,6 +133,12 @@ impl VerbsEp {
                 // Active side: our QP goes to RTS, then the passive side hears
                 // we are ready (librdmacm reports no ESTABLISHED after this).
                 let offered = (ev.responder_resources, ev.initiator_depth);
+                // The data path the peer took (`direct.rs`), before our QP
+                // moves on: its receives go to the QP now.
+                let peer_direct = matches!(strip_private(&ev.data), Some((PD_MSG_DIRECT, _)));
+                if !self.rdm() {
+                    self.choose_path(g, cid, peer_direct);
+                }
                 let r = self.ready_qp(g, cid, offered).and_then(|_| {
                     let c = g.conns.get(cid).ok_or(Error::NotConn)?;
                     c.id.establish().map_err(|e| {

@@ -30,6 +30,10 @@ pub(super) enum WrKind {
     Rma { op: u64 },
     /// A read of an incoming rendezvous message (`fetch`: its [`FetchIn`]).
     RndvRead { fetch: u64 },
+    /// A SEND of the direct path (`direct.rs`).
+    DirectSend(super::direct::DSend),
+    /// A receive of the direct path: the application's buffer.
+    DirectRecv(super::direct::DRecv),
     /// A control SEND of iWARP (the active side's first message,
     /// [`FIRST_MARKER`], or a credit message), from bounce slot `slot` when not
     /// inline.
@@ -219,7 +223,7 @@ impl VerbsEp {
             src: FiAddr::NOTAVAIL,
             av_version: u64::MAX,
             rx: None,
-            caps: QpCaps { send_wr: 0, recv_wr: 0, sge: 0, inline: 0 },
+            caps: QpCaps { send_wr: 0, recv_wr: 0, sge: 0, recv_sge: 0, inline: 0 },
             qpn: 0,
             sq_used: 0,
             backlog: VecDeque::new(),
@@ -238,10 +242,15 @@ impl VerbsEp {
 
     /// Create connection `cid`'s QP and post its receive buffers.
     pub(super) fn setup_qp(&self, g: &mut Inner, cid: u64) -> Result<()> {
+        // The direct path (chosen, or offered: `direct.rs`) posts the
+        // application's receives, each with a scratch entry.
+        let direct = !self.rdm() && g.path != Path::Engine;
+        let sge = (IOV_LIMIT + 1).min(self.domain.port.max_sge.max(1) as usize) as u32;
         let want = QpCaps {
             send_wr: SQ_DEPTH,
-            recv_wr: NRX as u32,
-            sge: (IOV_LIMIT + 1).min(self.domain.port.max_sge.max(1) as usize) as u32,
+            recv_wr: if direct { self.rx_depth() } else { NRX as u32 },
+            sge,
+            recv_sge: if direct { sge } else { 1 },
             inline: self.inline_max as u32,
         };
         // The connection manager picks a connection's device by address: where
@@ -261,7 +270,11 @@ impl VerbsEp {
             return Err(Error::AddrNotAvail);
         }
         let srq = self.srx.as_ref().map(|x| &x.srq);
-        let pool = if srq.is_some() { None } else { Some(Pool::new(&self.domain, NRX)?) };
+        // Buffers of our own for the engine; the direct path needs none, but
+        // the active side offering it keeps them in case the peer declines.
+        let active = g.conns.get(cid).is_some_and(|c| c.active);
+        let engine = g.path == Path::Engine || (g.path == Path::Offered && active);
+        let pool = if srq.is_some() || !engine { None } else { Some(Pool::new(&self.domain, NRX)?) };
         let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
         let c = g.conns.get_mut(cid).ok_or(Error::NotConn)?;
         c.caps = c.id.create_qp(&self.domain.pd, &cq, srq, want).map_err(|e| {
@@ -278,7 +291,7 @@ impl VerbsEp {
         }
         let qpn = c.qpn;
         g.by_qpn.insert(qpn, cid);
-        if own {
+        if own && g.path == Path::Engine {
             for slot in 0..NRX {
                 self.post_recv_slot(g, cid, slot)?;
             }
@@ -335,12 +348,17 @@ impl VerbsEp {
             }
         }
         // Work requests of the connection: gone with its QP.
+        let mut direct = Vec::new();
         for wid in g.wrs.ids(|w| w.conn == cid) {
-            if let Some(WrRec { kind: WrKind::Frame { slot, frame }, .. }) = g.wrs.remove(wid) {
-                if let Some(s) = slot {
-                    g.tx_free.push(s);
+            match g.wrs.remove(wid) {
+                Some(WrRec { kind: WrKind::Frame { slot, frame }, .. }) => {
+                    if let Some(s) = slot {
+                        g.tx_free.push(s);
+                    }
+                    g.eng.frame_failed_prov(&g.b, cid, frame, err, prov_errno);
                 }
-                g.eng.frame_failed_prov(&g.b, cid, frame, err, prov_errno);
+                Some(r @ WrRec { kind: WrKind::DirectSend(_) | WrKind::DirectRecv(_), .. }) => direct.push(r),
+                _ => {}
             }
         }
         let mut i = 0;
@@ -363,6 +381,10 @@ impl VerbsEp {
         g.eng.peer_lost_prov(cx, &mut c.pr, cid, err, prov_errno);
         c.id.disconnect();
         drop(c);
+        // The QP is gone: the direct path's buffers are the application's again.
+        if !direct.is_empty() {
+            Self::direct_dropped(g, direct, err, prov_errno);
+        }
     }
 
     /// Queue or post work request `post` of kind `kind` on connection `cid`

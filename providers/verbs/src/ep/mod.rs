@@ -13,6 +13,18 @@
 //! | atomic: fetch-add, compare-swap of one 64-bit integer | native, when the device reports atomics | at its completion |
 //! | other atomics | `AtomicReq` SEND (the engine's); the target's engine applies it and answers `RmaResp` | at the answer |
 //!
+//! MSG endpoints with `FI_VERBS_MSG_DIRECT=1` that need none of the engine's
+//! features take the direct path instead where both sides can (`direct.rs`):
+//!
+//! | what (direct path) | on the wire | completes |
+//! |---|---|---|
+//! | message | one SEND (SEND_WITH_IMM: remote CQ data) of the application's buffer: inline below the QP's inline limit, else a registered region's key, a bounce copy up to [`BUF`], or a registration for the operation | at its send completion |
+//! | receive | the application's buffer posted to the QP, plus a scratch entry: a longer message spills there and completes `FI_ETRUNC`; one longer than both breaks the QP (`FI_SHUTDOWN`) | at its receive completion |
+//! | RMA, native atomics | as above | as above |
+//!
+//! It falls back to the engine for RDM, iWARP, tagged, atomic, multi-receive and
+//! directed-receive endpoints, and when the peer does not take it.
+//!
 //! The engine matches receives in software (tags, directed receives,
 //! multi-receive, peek/claim), so both endpoint types have the full receive
 //! semantics, and a message larger than its receive is truncated (`FI_ETRUNC`)
@@ -44,6 +56,7 @@
 //! | file | what |
 //! |---|---|
 //! | `mod.rs` | the endpoint's types, its creation, the `EndpointOps` tail |
+//! | `direct.rs` | MSG endpoints' direct data path: the application's buffers on the QP |
 //! | `msg.rs` | sends and receives (`send_common`, `recv_common`); engine frames to SENDs; rendezvous fetches |
 //! | `rma.rs` | RDMA WRITE and READ (`rma_common`); native operations' table |
 //! | `atomic.rs` | atomics, native or by the engine (`atomic_common`) |
@@ -56,6 +69,7 @@ mod atomic;
 mod cm;
 mod conn;
 mod credits;
+mod direct;
 mod msg;
 mod progress;
 mod rma;
@@ -64,6 +78,8 @@ use crate::domain::VerbsDomain;
 use crate::ibv::{self, CmId, Cq, EventChannel, Srq};
 use crate::NAME;
 use conn::{Conn, ConnState, WrRec};
+pub(crate) use direct::PD_MSG_DIRECT;
+use direct::{Path, PreRecv};
 use fabric_core::log::Level;
 use fabric_core::prov::{AtomicDesc, AvOps, CntrOps, CqOps, EndpointOps, EqOps, IoVec, Op, RmaOp};
 use fabric_core::{fi_log, Address, BindFlags, EpType, Error, FiAddr, Info, OpFlags, Result};
@@ -202,6 +218,16 @@ struct Inner {
     force_ctl: bool,
     /// Some connection has frames the engine held ([`Conn`]'s `held`).
     any_held: bool,
+    /// MSG: the data path (`direct.rs`); the engine's until enabled.
+    path: Path,
+    /// MSG, passive side: the connection request offered the direct path.
+    peer_offered: bool,
+    /// Direct path: receives waiting for the path to be chosen, in order.
+    pre_rx: VecDeque<PreRecv>,
+    /// Direct path: receives posted (on the QP or waiting).
+    rx_out: u32,
+    /// Direct path: the scratch region truncated messages spill into.
+    scratch: Option<Pool>,
 }
 
 /// A verbs endpoint (MSG or RDM).
@@ -252,6 +278,7 @@ impl VerbsEp {
             Error::from(e)
         })?;
         let mut pending_accept = None;
+        let mut peer_offered = false;
         let (listener, name) = if ep_type == EpType::Rdm {
             let want = info
                 .src_addr
@@ -267,6 +294,7 @@ impl VerbsEp {
                 let id = req.take().ok_or(Error::Inval)?;
                 id.migrate(&cm)?;
                 pending_accept = Some(id);
+                peer_offered = req.direct;
             }
             (None, None)
         };
@@ -317,6 +345,11 @@ impl VerbsEp {
                 last_ctl: Instant::now(),
                 force_ctl: true,
                 any_held: false,
+                path: Path::Engine,
+                peer_offered,
+                pre_rx: VecDeque::new(),
+                rx_out: 0,
+                scratch: None,
             }),
             srx,
             me: me.clone(),
@@ -431,6 +464,7 @@ impl VerbsEp {
         }
         // What no connection held: posted receives, unexpected messages.
         g.eng.close(&g.b, Error::Canceled);
+        Self::cancel_pre_rx(g);
         g.fetching = Slab::new();
         g.pending_accept = None;
     }
@@ -470,6 +504,15 @@ impl EndpointOps for VerbsEp {
         g.b.check_enable(self.rdm())?;
         if !self.rdm() && g.b.eq.is_none() {
             return Err(Error::NoEq);
+        }
+        if self.direct_eligible() {
+            match Pool::new(&self.domain, direct::SCRATCH_BUFS) {
+                Ok(p) => {
+                    g.scratch = Some(p);
+                    g.path = Path::Offered;
+                }
+                Err(e) => fi_log!(Level::Info, NAME, "ep_ctrl", "no scratch region ({e}): the engine's data path"),
+            }
         }
         g.enabled = true;
         Ok(())
@@ -519,7 +562,8 @@ impl EndpointOps for VerbsEp {
         if g.msg_conn.is_some() || g.pending_accept.is_some() {
             return Err(Error::IsConn);
         }
-        let cid = self.start_connect(g, peer, private_data(PD_MSG, param))?;
+        let kind = if g.path == Path::Offered { PD_MSG_DIRECT } else { PD_MSG };
+        let cid = self.start_connect(g, peer, private_data(kind, param))?;
         g.msg_conn = Some(cid);
         Ok(())
     }
@@ -540,8 +584,16 @@ impl EndpointOps for VerbsEp {
         let peer = id.peer_addr();
         let cid = Self::add_conn(g, id, ConnState::Connecting, peer);
         g.msg_conn = Some(cid);
+        // The data path: direct when both sides can (the request offered
+        // it); set before the QP, whose receives depend on it.
+        if g.path == Path::Offered && !g.peer_offered {
+            self.choose_path(g, cid, false);
+        }
         self.setup_qp(g, cid)?;
-        self.accept_conn(g, cid, &private_data(PD_MSG, param))
+        let peer_direct = g.peer_offered;
+        self.choose_path(g, cid, peer_direct);
+        let kind = if g.path == Path::Direct { PD_MSG_DIRECT } else { PD_MSG };
+        self.accept_conn(g, cid, &private_data(kind, param))
     }
 
     fn cm_data_size(&self) -> usize {
@@ -598,7 +650,39 @@ impl EndpointOps for VerbsEp {
         self.atomic_common(op, flags)
     }
 
-    fabric_util::endpoint_tail!(eng.rx);
+    fn cancel(&self, user_context: u64) -> Result<()> {
+        let mut g = self.lock();
+        let g = &mut *g;
+        // A receive of the direct path waiting for its connection; one on the
+        // QP cannot be taken back (`direct.rs`).
+        if Self::cancel_waiting(g, user_context) || g.eng.rx.cancel(&g.b, user_context) {
+            Ok(())
+        } else {
+            Err(Error::NoEnt)
+        }
+    }
+
+    fn set_min_multi_recv(&self, bytes: usize) -> Result<()> {
+        self.lock().eng.rx.set_min_multi_recv(bytes);
+        Ok(())
+    }
+
+    fn set_rx_cq_data(&self, takes_recv: bool) -> Result<()> {
+        self.lock().eng.rx.set_rma_data_takes_recv(takes_recv);
+        Ok(())
+    }
+
+    fn close(&self) -> Result<()> {
+        let cqs = {
+            let mut g = self.lock();
+            self.close_locked(&mut g);
+            [g.b.tx_cq.clone(), g.b.rx_cq.clone()]
+        };
+        // Outside the lock: the queues let go of the endpoint they hold since
+        // `scaffold::bind_cq`.
+        scaffold::unbind_cqs(self, &cqs);
+        Ok(())
+    }
 }
 
 // Every QP is gone once closed; the CQ and channel go with the fields.

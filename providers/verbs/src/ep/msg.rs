@@ -46,6 +46,9 @@ impl VerbsEp {
         let mut g = self.lock();
         let g = &mut *g;
         let cid = self.post_conn(g, op.addr, inject.is_none())?;
+        if g.path != Path::Engine {
+            return self.direct_send(g, cid, op, flags, inject);
+        }
         // The frame the engine will send: the message (eager), or its
         // announcement (rendezvous; FI_DELIVERY_COMPLETE goes so whatever the
         // size: its `Cts` comes once the data is in the receive).
@@ -79,6 +82,9 @@ impl VerbsEp {
         let mut g = self.lock();
         let g = &mut *g;
         g.b.check_recv(g.enabled && !g.closed)?;
+        if g.path != Path::Engine {
+            return self.direct_recv(g, op, flags);
+        }
         let src = if self.rdm() { op.addr } else { FiAddr::UNSPEC };
         g.eng.post_recv(&g.b, op, flags, src)?;
         self.pump(g);

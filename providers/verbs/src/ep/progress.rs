@@ -12,7 +12,7 @@ use fabric_util::wire::{Header, OpCode};
 use std::os::fd::RawFd;
 
 /// libfabric's error for a work completion status.
-fn wc_error(status: u32) -> Error {
+pub(super) fn wc_error(status: u32) -> Error {
     use sys::ibv_wc_status::*;
     match status {
         IBV_WC_LOC_LEN_ERR | IBV_WC_REM_INV_REQ_ERR => Error::MsgSize,
@@ -58,6 +58,10 @@ impl VerbsEp {
             if !g.closed {
                 let _ = self.post_shared_slot(g, slot);
             }
+            return;
+        }
+        if let WrKind::DirectRecv(_) = rec.kind {
+            self.direct_recv_done(g, wid, wc);
             return;
         }
         if let WrKind::Recv { slot } = rec.kind {
@@ -109,7 +113,8 @@ impl VerbsEp {
     pub(super) fn wr_done(&self, g: &mut Inner, wid: u64, err: Option<(Error, i32)>) {
         let Some(rec) = g.wrs.remove(wid) else { return };
         match rec.kind {
-            WrKind::Recv { .. } | WrKind::SharedRecv { .. } => {}
+            WrKind::Recv { .. } | WrKind::SharedRecv { .. } | WrKind::DirectRecv(_) => {}
+            WrKind::DirectSend(d) => Self::direct_send_done(g, d, err),
             WrKind::Frame { slot, frame } => {
                 if let Some(s) = slot {
                     g.tx_free.push(s);

@@ -203,8 +203,12 @@ pub(crate) struct QpCaps {
     pub send_wr: u32,
     /// Receive queue depth.
     pub recv_wr: u32,
-    /// Scatter-gather entries per work request.
+    /// Scatter-gather entries per send work request.
     pub sge: u32,
+    /// Scatter-gather entries per receive work request (1 for the endpoint's
+    /// own buffers; a MSG endpoint's direct path posts the application's
+    /// pieces and a scratch entry).
+    pub recv_sge: u32,
     /// Inline bytes wanted.
     pub inline: u32,
 }
@@ -380,7 +384,7 @@ impl CmId {
                 a.srq = srq.0;
             } else {
                 a.cap.max_recv_wr = want.recv_wr;
-                a.cap.max_recv_sge = 1;
+                a.cap.max_recv_sge = want.recv_sge.max(1);
             }
             a.cap.max_send_sge = want.sge;
             a.cap.max_inline_data = inline;
@@ -392,6 +396,7 @@ impl CmId {
                     send_wr: c.max_send_wr,
                     recv_wr: c.max_recv_wr,
                     sge: c.max_send_sge,
+                    recv_sge: c.max_recv_sge,
                     inline: c.max_inline_data,
                 };
                 break (qp, caps);

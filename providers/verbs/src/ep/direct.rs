@@ -1,0 +1,611 @@
+//! The direct data path of MSG endpoints (`FI_VERBS_MSG_DIRECT`), as
+//! libfabric's verbs MSG endpoints run: a send is one SEND of the
+//! application's buffer (inline below the QP's inline limit), a receive is the
+//! application's buffer posted to the QP, one work completion is one
+//! completion. No wire header, no software matching, no copies.
+//!
+//! Which endpoints take it ([`VerbsEp::direct_eligible`]): MSG, over a
+//! transport with receiver-not-ready retry (InfiniBand, RoCE: a SEND finding no
+//! receive waits in the hardware until one is posted; iWARP has no such retry),
+//! asking for none of tagged messages, atomics (some are emulated by the
+//! engine's requests), multi-receive buffers, directed receives. Both sides
+//! must take it, as the two paths put different bytes on the wire: the active
+//! side offers it in its connect's private data ([`PD_MSG_DIRECT`]), the passive
+//! side takes it when it can too and says so in its accept's; else both run the
+//! engine. Receives posted before that ([`Path::Offered`]) wait in the endpoint
+//! and go to the QP (or to the engine) once the path is chosen.
+//!
+//! Truncation: each receive has one more scatter entry, the endpoint's scratch
+//! region ([`SCRATCH_BUFS`] × [`BUF`] bytes, contents discarded), so a message
+//! longer than the receive fills it and spills into the scratch; the receive
+//! completes with `FI_ETRUNC`, its length, and the excess as `olen`, and the
+//! connection stays up. A message longer than the receive and the scratch
+//! breaks the QP (a local length error): the receive fails and the endpoint
+//! reports `FI_SHUTDOWN`, as libfabric's does.
+//!
+//! Buffers without a descriptor: their memory region is looked up by address
+//! (the regions the application registered, [`VerbsEp::lkey_for`]); a send
+//! with none is copied into a bounce buffer up to [`BUF`] bytes; otherwise the
+//! buffer is registered for the operation.
+//!
+//! What it cannot do: cancel a receive once it is on the QP (verbs has no way
+//! to take a posted receive back), so `fi_cancel` finds none (as libfabric's
+//! verbs MSG endpoints, which do not cancel). A write with immediate data takes
+//! a posted receive (the device's rule): its data is reported as the engine
+//! reports it, and the receive goes back to the QP (behind those posted since).
+
+use super::conn::{Post, Sges, WrKind};
+use super::*;
+use fabric_core::{Caps, CqEntry};
+use fabric_util::rx::IOV_LIMIT;
+
+/// Private-data kind of a MSG connect offering the direct path, and of an
+/// accept taking it (plain [`PD_MSG`] otherwise).
+pub(crate) const PD_MSG_DIRECT: u8 = 3;
+const _: () = assert!(PD_MSG_DIRECT != PD_MSG && PD_MSG_DIRECT != fabric_util::verbs_wire::PD_RDM);
+
+/// [`BUF`]-sized buffers of the scratch region a truncated message spills into
+/// (1 MiB).
+pub(super) const SCRATCH_BUFS: usize = 64;
+
+/// The data path of a MSG endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Path {
+    /// The RDM engine (every RDM endpoint; MSG endpoints that cannot or whose
+    /// peer does not take the direct path).
+    Engine,
+    /// Eligible and offered, not yet chosen (the connection is being made).
+    Offered,
+    /// The direct path.
+    Direct,
+}
+
+/// A receive posted before the path was chosen: its pieces and how to complete it.
+#[derive(Clone, Copy)]
+pub(super) struct PreRecv {
+    iov: [IoVec; IOV_LIMIT],
+    n: usize,
+    context: u64,
+    user_context: u64,
+    flags: OpFlags,
+}
+
+// SAFETY: the pieces point into the application's buffers, handed over under
+// the post methods' contract (valid until the completion); only used under the
+// endpoint's lock.
+unsafe impl Send for PreRecv {}
+
+/// Bounce slots (of the endpoint's [`BUF`]-byte pool) holding one operation's
+/// bytes, in order.
+#[derive(Clone, Copy)]
+pub(super) struct Slots {
+    s: [usize; IOV_LIMIT],
+    n: usize,
+}
+
+impl Slots {
+    const NONE: Slots = Slots { s: [0; IOV_LIMIT], n: 0 };
+
+    fn as_slice(&self) -> &[usize] {
+        &self.s[..self.n]
+    }
+}
+
+/// Bounce slots a receive may take while more than this many are free (the
+/// rest are the sends').
+const RX_BOUNCE_KEEP: usize = NTX / 2;
+
+// A receive's bounce slots plus its scratch entry fit a work request's SGEs;
+// the scratch's length fits an SGE's; receives leave slots to the sends.
+const _: () = assert!(IOV_LIMIT < super::conn::SGE_MAX);
+const _: () = assert!(SCRATCH_BUFS * BUF <= u32::MAX as usize);
+const _: () = assert!(RX_BOUNCE_KEEP + IOV_LIMIT + TX_RESERVE < NTX);
+
+/// A receive on the QP.
+pub(super) struct DRecv {
+    context: u64,
+    /// Bytes of the application's pieces.
+    cap: usize,
+    /// The application's pieces, when the receive lands in bounce slots
+    /// (`bounce`) and is copied there at its completion.
+    iov: [IoVec; IOV_LIMIT],
+    niov: usize,
+    bounce: Slots,
+    /// Posted with `FI_COMPLETION`.
+    comp: bool,
+    /// The scatter entries (the pieces, then the scratch): posted again after a
+    /// write with immediate data took the receive.
+    sges: Sges,
+    /// Registrations made for the pieces.
+    tmp: Vec<ibv::Mr>,
+}
+
+// SAFETY: the pieces point into the application's buffers, handed over under
+// the post methods' contract (valid until the completion); only used under the
+// endpoint's lock.
+unsafe impl Send for DRecv {}
+
+/// A SEND on the QP.
+pub(super) struct DSend {
+    context: u64,
+    len: usize,
+    comp: bool,
+    /// An inject: no completion, counted only.
+    silent: bool,
+    /// The bounce slots the bytes were copied to.
+    slots: Slots,
+    /// Registrations made for the pieces.
+    tmp: Vec<ibv::Mr>,
+}
+
+impl VerbsEp {
+    /// Whether this endpoint may take the direct path (see the module doc).
+    pub(super) fn direct_eligible(&self) -> bool {
+        let engine_only = Caps::TAGGED | Caps::ATOMIC | Caps::MULTI_RECV | Caps::DIRECTED_RECV;
+        !self.rdm()
+            && !self.domain.port.iwarp
+            && crate::config().msg_direct
+            && !self.info.caps.intersects(engine_only)
+            && !self.info.rx_attr.caps.intersects(engine_only)
+            // Remote CQ data of writes would take the application's receives,
+            // and a write finding none would wait for one: the engine reports
+            // it without (`FI_RX_CQ_DATA` not asked).
+            && !self.info.caps.contains(Caps::RMA | Caps::REMOTE_CQ_DATA)
+    }
+
+    /// Receives the QP of a direct endpoint holds: the endpoint's receive
+    /// queue size, at least [`NRX`], at most the device's.
+    pub(super) fn rx_depth(&self) -> u32 {
+        let want = self.info.rx_attr.size.max(NRX).min(u32::MAX as usize) as u32;
+        want.min(self.domain.port.max_qp_wr.max(1))
+    }
+
+    /// A receive of a direct (or offered) endpoint.
+    pub(super) fn direct_recv(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags) -> Result<()> {
+        if g.rx_out >= self.rx_depth() {
+            return Err(Error::Again);
+        }
+        let mut pr = PreRecv {
+            iov: [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT],
+            n: op.iov.len().min(IOV_LIMIT),
+            context: op.context,
+            user_context: op.user_context,
+            flags,
+        };
+        pr.iov[..pr.n].copy_from_slice(&op.iov[..pr.n]);
+        if g.path == Path::Offered {
+            g.pre_rx.push_back(pr);
+            g.rx_out += 1;
+            return Ok(());
+        }
+        let cid = g.msg_conn.filter(|c| g.conns.get(*c).is_some_and(|c| c.qpn != 0)).ok_or(Error::NotConn)?;
+        let r = self.direct_recv_wr(g, &pr)?;
+        self.post_direct_recv(g, cid, r)?;
+        g.rx_out += 1;
+        Ok(())
+    }
+
+    /// The work request of receive `pr`: its pieces with their keys, then the
+    /// scratch region where the QP takes one more entry.
+    fn direct_recv_wr(&self, g: &mut Inner, pr: &PreRecv) -> Result<DRecv> {
+        let mut r = DRecv {
+            context: pr.context,
+            cap: IoVec::total(&pr.iov[..pr.n]),
+            iov: pr.iov,
+            niov: pr.n,
+            bounce: Slots::NONE,
+            comp: pr.flags.contains(OpFlags::COMPLETION),
+            sges: Sges::none(),
+            tmp: Vec::new(),
+        };
+        let room = g.msg_conn.and_then(|c| g.conns.get(c)).map_or(0, |c| c.caps.recv_sge as usize);
+        let pieces = || pr.iov[..pr.n].iter().filter(|p| p.len > 0);
+        // The application's regions covering the pieces, if every piece has one.
+        let regions = {
+            let mut v = Sges::none();
+            let mut all = true;
+            for p in pieces() {
+                match self.domain.find_region(p.base, p.len, false) {
+                    Some(reg) => {
+                        v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey: reg.lkey() })?
+                    }
+                    None => {
+                        all = false;
+                        break;
+                    }
+                }
+            }
+            all.then_some(v)
+        };
+        // Else bounce slots (copied out at the completion), leaving an entry
+        // for the scratch region; else a registration for the receive.
+        let nslots = r.cap.div_ceil(BUF).max(1);
+        if let Some(v) = regions {
+            r.sges = v;
+        } else if nslots < room.min(IOV_LIMIT + 1) && g.tx_free.len() > RX_BOUNCE_KEEP + nslots {
+            for _ in 0..nslots {
+                let s = g.tx_free.pop().expect("free slots counted");
+                r.bounce.s[r.bounce.n] = s;
+                r.bounce.n += 1;
+                r.sges.push(sys::ibv_sge {
+                    addr: self.tx.slot(s) as u64,
+                    length: BUF as u32,
+                    lkey: self.tx.mr.lkey(),
+                })?;
+            }
+        } else {
+            for p in pieces() {
+                let (lkey, _) = self.lkey_for(p.base, p.len, false, &mut r.tmp)?;
+                r.sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
+            }
+        }
+        if let Some(s) = g.scratch.as_ref().filter(|_| r.sges.n < room) {
+            r.sges.push(sys::ibv_sge {
+                addr: s.slot(0) as u64,
+                length: (SCRATCH_BUFS * BUF) as u32,
+                lkey: s.mr.lkey(),
+            })?;
+        }
+        Ok(r)
+    }
+
+    /// Post receive `r` on connection `cid` (on failure, its registrations go
+    /// and nothing is reported: the caller's to do).
+    fn post_direct_recv(&self, g: &mut Inner, cid: u64, r: DRecv) -> Result<()> {
+        let mut sges = r.sges;
+        let wid = g.wrs.insert(WrRec { conn: cid, kind: WrKind::DirectRecv(r), post: None });
+        let res = match g.conns.get(cid) {
+            Some(c) => {
+                let mut wr = sys::ibv_recv_wr {
+                    wr_id: wid,
+                    next: std::ptr::null_mut(),
+                    sg_list: sges.v.as_mut_ptr(),
+                    num_sge: sges.n as i32,
+                };
+                // SAFETY: the pieces are the application's buffers, valid until
+                // the receive completes (post contract), which is reported only
+                // once the device is done with them (a completion, or the QP
+                // destroyed: `drop_conn`); the scratch region lives as long as
+                // the endpoint, whose QPs go first.
+                unsafe { c.id.post_recv(&mut wr) }.map_err(|e| {
+                    fi_log!(Level::Warn, NAME, "ep_data", "ibv_post_recv failed: {e}");
+                    Error::from(e)
+                })
+            }
+            None => Err(Error::NotConn),
+        };
+        if res.is_err() {
+            if let Some(WrRec { kind: WrKind::DirectRecv(r), .. }) = g.wrs.remove(wid) {
+                g.tx_free.extend_from_slice(r.bounce.as_slice());
+            }
+        }
+        res
+    }
+
+    /// The path is chosen on connection `cid` (the active side at the
+    /// connection's response, the passive side at its accept, before the QP
+    /// moves on): direct when we offered it and the peer takes it
+    /// (`peer_direct`), else the engine. What waited goes where it belongs.
+    pub(super) fn choose_path(&self, g: &mut Inner, cid: u64, peer_direct: bool) {
+        if g.path != Path::Offered {
+            return;
+        }
+        if peer_direct {
+            g.path = Path::Direct;
+            // The engine's buffers, kept in case the peer declined: unused.
+            if let Some(c) = g.conns.get_mut(cid) {
+                c.rx = None;
+            }
+            fi_log!(Level::Info, NAME, "ep_ctrl", "MSG connection {cid}: direct data path");
+            self.post_pre_rx(g, cid);
+            return;
+        }
+        g.path = Path::Engine;
+        g.scratch = None;
+        fi_log!(Level::Info, NAME, "ep_ctrl", "MSG connection {cid}: the peer runs the engine's data path");
+        if g.conns.get(cid).is_some_and(|c| c.rx.is_some() && c.qpn != 0) {
+            for slot in 0..NRX {
+                if self.post_recv_slot(g, cid, slot).is_err() {
+                    break;
+                }
+            }
+        }
+        // The receives that waited go to the engine, in order.
+        g.rx_out = 0;
+        while let Some(pr) = g.pre_rx.pop_front() {
+            let op = Op {
+                iov: &pr.iov[..pr.n],
+                addr: FiAddr::UNSPEC,
+                context: pr.context,
+                user_context: pr.user_context,
+                data: 0,
+                tag: 0,
+                ignore: 0,
+            };
+            if let Err(e) = g.eng.post_recv(&g.b, &op, pr.flags, FiAddr::UNSPEC) {
+                g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, e);
+            }
+        }
+    }
+
+    /// Post the receives that waited for the QP (the direct path chosen).
+    fn post_pre_rx(&self, g: &mut Inner, cid: u64) {
+        while let Some(pr) = g.pre_rx.pop_front() {
+            let r = match self.direct_recv_wr(g, &pr) {
+                Ok(r) => r,
+                Err(e) => {
+                    g.rx_out -= 1;
+                    g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, e);
+                    continue;
+                }
+            };
+            if let Err(e) = self.post_direct_recv(g, cid, r) {
+                g.rx_out -= 1;
+                g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, e);
+            }
+        }
+    }
+
+    /// A send (or inject: `inject`) of a direct endpoint on connection `cid`.
+    pub(super) fn direct_send(
+        &self,
+        g: &mut Inner,
+        cid: u64,
+        op: &Op<'_>,
+        flags: OpFlags,
+        inject: Option<&[u8]>,
+    ) -> Result<()> {
+        if g.path != Path::Direct {
+            // Offered: the connection is not made yet.
+            return Err(Error::Again);
+        }
+        let now = Self::can_post_now(g, cid, true);
+        if !now && g.conns.get(cid).is_some_and(|c| c.backlog.len() >= SQ_DEPTH as usize) {
+            return Err(Error::Again);
+        }
+        let one;
+        let (iov, len) = match inject {
+            Some(d) => {
+                one = [IoVec { base: d.as_ptr() as *mut u8, len: d.len() }];
+                (&one[..], d.len())
+            }
+            None => (op.iov, IoVec::total(op.iov)),
+        };
+        // The bytes must be copied before the call returns.
+        let copy = inject.is_some() || flags.contains(OpFlags::INJECT);
+        if copy && len > self.info.tx_attr.inject_size {
+            return Err(Error::MsgSize);
+        }
+        let mut d = DSend {
+            context: op.context,
+            len,
+            comp: flags.contains(OpFlags::COMPLETION),
+            silent: inject.is_some(),
+            slots: Slots::NONE,
+            tmp: Vec::new(),
+        };
+        let pieces = || iov.iter().filter(|p| p.len > 0);
+        let qp_sge = g.conns.get(cid).map_or(1, |c| c.caps.sge.max(1)) as usize;
+        let mut owned = Vec::new();
+        let mut inline = false;
+        let mut sges = Sges::none();
+        if len <= self.inline_limit(g, cid) && pieces().count() <= qp_sge {
+            // Inline: the post copies the bytes. Posted now, or the
+            // application's buffers that stay valid until the completion,
+            // they are used where they are; else (an inject that waits) a copy.
+            inline = true;
+            if copy && !now {
+                owned.resize(len, 0);
+                // SAFETY: the pieces are valid for reads (the inject's data, or
+                // the post contract); `owned` holds `len` bytes.
+                unsafe { fabric_util::iov::gather(iov, 0, owned.as_mut_ptr(), len) };
+                sges.push(sys::ibv_sge { addr: owned.as_ptr() as u64, length: len as u32, lkey: 0 })?;
+            } else {
+                for p in pieces() {
+                    sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey: 0 })?;
+                }
+            }
+        } else {
+            let regions: Option<Sges> = (!copy)
+                .then(|| {
+                    let mut v = Sges::none();
+                    for p in pieces() {
+                        let r = self.domain.find_region(p.base, p.len, false)?;
+                        v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey: r.lkey() }).ok()?;
+                    }
+                    Some(v)
+                })
+                .flatten();
+            let nslots = len.div_ceil(BUF).max(1);
+            if let Some(v) = regions {
+                sges = v;
+            } else if nslots <= qp_sge.min(IOV_LIMIT) && g.tx_free.len() > TX_RESERVE + nslots {
+                // Copied into bounce slots, one entry each.
+                for k in 0..nslots {
+                    let s = g.tx_free.pop().expect("free slots counted");
+                    let (off, n) = (k * BUF, (len - k * BUF).min(BUF));
+                    // SAFETY: the pieces are valid for reads; the slot holds BUF >= n bytes.
+                    unsafe { fabric_util::iov::gather(iov, off, self.tx.slot(s), n) };
+                    d.slots.s[k] = s;
+                    d.slots.n += 1;
+                    sges.push(sys::ibv_sge {
+                        addr: self.tx.slot(s) as u64,
+                        length: n as u32,
+                        lkey: self.tx.mr.lkey(),
+                    })?;
+                }
+            } else if copy {
+                return Err(Error::Again);
+            } else {
+                sges = self.sges_for(iov, &mut d.tmp)?;
+            }
+        }
+        let (opcode, imm) = if flags.contains(OpFlags::REMOTE_CQ_DATA) {
+            (sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, Some(op.data as u32))
+        } else {
+            (sys::ibv_wr_opcode::IBV_WR_SEND, None)
+        };
+        let mut post = Post { opcode, sges, inline, raddr: 0, rkey: 0, imm, compare_add: 0, swap: 0, _owned: owned };
+        if now {
+            // The pieces (or the inject's data) live through the post, which
+            // copies inline bytes.
+            self.post_now(g, cid, WrKind::DirectSend(d), &mut post);
+        } else {
+            self.submit(g, cid, WrKind::DirectSend(d), post);
+        }
+        Ok(())
+    }
+
+    /// Send `d` completed (with `err`): its completion, or its count (inject).
+    pub(super) fn direct_send_done(g: &mut Inner, d: DSend, err: Option<(Error, i32)>) {
+        g.tx_free.extend_from_slice(d.slots.as_slice());
+        drop(d.tmp);
+        if d.silent {
+            if let Some((e, _)) = err {
+                fi_log!(Level::Info, NAME, "ep_data", "an inject failed: {e}");
+            }
+            g.b.tx_count(err.is_some());
+            return;
+        }
+        let mut c = CqEntry::new(d.context, Caps::MSG | Caps::SEND);
+        c.len = d.len;
+        match err {
+            None => g.b.tx_done(c, d.comp),
+            Some((e, prov_errno)) => g.b.tx_err_prov(c, e, prov_errno),
+        }
+    }
+
+    /// A receive on the QP completed (work completion `wc`, request `wid`).
+    pub(super) fn direct_recv_done(&self, g: &mut Inner, wid: u64, wc: &sys::ibv_wc) {
+        let Some(WrRec { conn: cid, kind: WrKind::DirectRecv(r), .. }) = g.wrs.remove(wid) else { return };
+        if wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS && wc.opcode == sys::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM
+        {
+            // A write's immediate data took the receive: the data as the engine
+            // reports it, the receive back on the QP.
+            // SAFETY: the union holds the immediate data for this opcode.
+            let imm = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
+            let src = Self::src_of(g, cid);
+            g.eng.rx.rma_data(&g.b, src, imm as u64);
+            let context = r.context;
+            if let Err(e) = self.post_direct_recv(g, cid, r) {
+                g.rx_out = g.rx_out.saturating_sub(1);
+                g.b.rx_err(CqEntry::new(context, Caps::MSG | Caps::RECV), 0, e);
+            }
+            return;
+        }
+        g.rx_out = g.rx_out.saturating_sub(1);
+        // The device is done with the buffers: the bytes landed in bounce
+        // slots go to the application's pieces, the registrations go.
+        let DRecv { context, cap, comp, tmp, iov, niov, bounce, .. } = r;
+        drop(tmp);
+        if wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS {
+            let mut left = (wc.byte_len as usize).min(cap);
+            for (k, &s) in bounce.as_slice().iter().enumerate() {
+                let n = left.min(BUF);
+                if n == 0 {
+                    break;
+                }
+                // SAFETY: the device wrote the message into the slots in order
+                // (BUF bytes each before the next); `n` bytes of slot `s` are
+                // the message's; the pool lives as long as the endpoint.
+                let bytes = unsafe { std::slice::from_raw_parts(self.tx.slot(s), n) };
+                fabric_util::iov::copy_into(&iov[..niov], cap, (k * BUF) as u64, bytes);
+                left -= n;
+            }
+        }
+        g.tx_free.extend_from_slice(bounce.as_slice());
+        let mut c = CqEntry::new(context, Caps::MSG | Caps::RECV);
+        if wc.status != sys::ibv_wc_status::IBV_WC_SUCCESS {
+            if wc.status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
+                g.b.rx_err(c, 0, Error::Canceled);
+                return;
+            }
+            let e = super::progress::wc_error(wc.status);
+            fi_log!(
+                Level::Warn,
+                NAME,
+                "ep_data",
+                "receive failed: {}{}; the connection is lost",
+                ibv::wc_status_str(wc.status),
+                if wc.status == sys::ibv_wc_status::IBV_WC_LOC_LEN_ERR {
+                    format!(
+                        " (a message longer than the receive's {cap} bytes and the {}-byte scratch region)",
+                        SCRATCH_BUFS * BUF
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            let e = if e == Error::MsgSize { Error::Trunc } else { e };
+            c.len = cap;
+            g.b.rx_err(c, 0, e);
+            self.conn_failed(g, cid, Error::ConnReset, wc.status as i32);
+            return;
+        }
+        c.src = Self::src_of(g, cid);
+        if wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
+            c.flags |= Caps::REMOTE_CQ_DATA;
+            // SAFETY: the union holds the immediate data when the flag is set.
+            c.data = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }) as u64;
+        }
+        let n = wc.byte_len as usize;
+        if n > cap {
+            c.len = cap;
+            g.b.rx_err(c, n - cap, Error::Trunc);
+        } else {
+            c.len = n;
+            g.b.rx_done(c, comp);
+        }
+    }
+
+    /// The direct operations of a connection just destroyed (`recs`, taken
+    /// from the table before): sends fail with `err`, receives are canceled.
+    /// Called once the QP is gone, so the device no longer touches the buffers.
+    pub(super) fn direct_dropped(g: &mut Inner, recs: Vec<WrRec>, err: Error, prov_errno: i32) {
+        for rec in recs {
+            match rec.kind {
+                WrKind::DirectSend(d) => Self::direct_send_done(g, d, Some((err, prov_errno))),
+                WrKind::DirectRecv(r) => {
+                    g.rx_out = g.rx_out.saturating_sub(1);
+                    g.tx_free.extend_from_slice(r.bounce.as_slice());
+                    drop(r.tmp);
+                    g.b.rx_err(CqEntry::new(r.context, Caps::MSG | Caps::RECV), 0, Error::Canceled);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Cancel the waiting receive of context `user_context`, if there is one.
+    pub(super) fn cancel_waiting(g: &mut Inner, user_context: u64) -> bool {
+        let Some(i) = g.pre_rx.iter().position(|r| r.user_context == user_context) else { return false };
+        let pr = g.pre_rx.remove(i).expect("index in range");
+        g.rx_out = g.rx_out.saturating_sub(1);
+        g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, Error::Canceled);
+        true
+    }
+
+    /// Cancel the receives that waited for a connection (the endpoint closes).
+    pub(super) fn cancel_pre_rx(g: &mut Inner) {
+        while let Some(pr) = g.pre_rx.pop_front() {
+            g.rx_out = g.rx_out.saturating_sub(1);
+            g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, Error::Canceled);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_offer_is_its_own_private_data_kind() {
+        let pd = private_data(PD_MSG_DIRECT, b"app data");
+        assert!(pd.len() <= 56, "fits an RC connect's private data");
+        assert_eq!(strip_private(&pd), Some((PD_MSG_DIRECT, &b"app data"[..])));
+        // Padded as the connection manager reports it.
+        let mut padded = private_data(PD_MSG, b"");
+        padded.resize(56, 0);
+        assert_eq!(strip_private(&padded).map(|(k, _)| k), Some(PD_MSG));
+    }
+}
