@@ -84,22 +84,5 @@ fn shm_without_cross_memory_attach() {
         // The child itself, or a run that chose the setting: nothing to add.
         return;
     }
-    let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args(["shm::", "--test-threads=2"])
-        .env("FI_SHM_DISABLE_CMA", "1")
-        .output()
-        .expect("run the shm suite in a child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "shm suite without CMA failed:\n{stdout}\n{stderr}");
-    let summary = stdout.lines().find(|l| l.starts_with("test result:")).unwrap_or_default();
-    println!("shm without CMA: {summary}");
-    let passed: usize = summary
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("test result: ok.").map(str::trim))
-        .and_then(|p| p.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(passed >= 100, "the child ran the whole suite ({summary})");
+    common::rerun_in_child(&["shm::"], ("FI_SHM_DISABLE_CMA", "1"), 100, "shm without CMA");
 }

@@ -806,3 +806,29 @@ pub fn unknown_key(regions: &[&Region]) -> u64 {
 pub fn beside(r: &Region, delta: i64) -> Remote {
     Remote { addr: r.base.wrapping_add_signed(delta), key: r.key() }
 }
+
+/// Run this test binary again in a child process with `var` set to `value`, on
+/// the tests `args` select (filters and `--skip`s, two threads), for a setting
+/// read once per process; assert that the child passed, and ran at least
+/// `min_passed` tests, and print its summary line after `what`.
+pub fn rerun_in_child(args: &[&str], (var, value): (&str, &str), min_passed: usize, what: &str) {
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .arg("--test-threads=2")
+        .env(var, value)
+        .output()
+        .expect("run the tests in a child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what} failed:\n{stdout}\n{stderr}");
+    let summary = stdout.lines().find(|l| l.starts_with("test result:")).unwrap_or_default();
+    println!("{what}: {summary}");
+    let passed: usize = summary
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("test result: ok.").map(str::trim))
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= min_passed, "{what}: the child ran the tests ({summary})");
+}

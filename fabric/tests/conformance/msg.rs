@@ -1120,24 +1120,8 @@ fn msg_direct_path_in_child() {
         // iWARP keeps the engine (no receiver-not-ready retry).
         return;
     }
-    let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args(["verbs::msg::msg_", "verbs::errors::msg_", "verbs::cm::", "verbs::rma::msg_"])
-        .args(["--skip", "msg_cancel_recv", "--skip", "msg_inject", "--skip", "msg_direct_path_in_child"])
-        .arg("--test-threads=2")
-        .env("FI_VERBS_MSG_DIRECT", "1")
-        .output()
-        .expect("run the MSG tests in a child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "MSG tests on the direct path failed:\n{stdout}\n{stderr}");
-    let summary = stdout.lines().find(|l| l.starts_with("test result:")).unwrap_or_default();
-    println!("verbs MSG on the direct path: {summary}");
-    let passed: usize = summary
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("test result: ok.").map(str::trim))
-        .and_then(|p| p.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(passed >= 20, "the child ran the MSG tests ({summary})");
+    let tests = ["verbs::msg::msg_", "verbs::errors::msg_", "verbs::cm::", "verbs::rma::msg_"];
+    let skips = ["--skip", "msg_cancel_recv", "--skip", "msg_inject", "--skip", "msg_direct_path_in_child"];
+    let args: Vec<&str> = tests.iter().chain(&skips).copied().collect();
+    crate::common::rerun_in_child(&args, ("FI_VERBS_MSG_DIRECT", "1"), 20, "verbs MSG on the direct path");
 }
