@@ -6,11 +6,12 @@
 mod common;
 
 use common::{open_rdm_domain, rdm_endpoint, wait, Rdm};
-use fabric_core::prov::{IoVec, Op};
+use fabric_core::prov::{DomainOps, IoVec, Op};
 use fabric_core::*;
 use fabric_util::wire::{Header, OpCode, HDR_LEN};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn op(iov: &[IoVec], addr: FiAddr, ctx: u64) -> Op<'_> {
@@ -62,9 +63,11 @@ fn messages_staged_together_arrive_whole_and_in_order_among_several_connections(
     burst(true);
 }
 
-/// A burst of messages of many sizes from one peer; with `others`, the receiver
-/// has another connection too (its full progress pass reads them).
-fn burst(others: bool) {
+/// Endpoints `a` and `b` of one domain, `a` connected to `b` (its handle for `b`
+/// given) by a first exchange, and a third endpoint `c`; with `others`, `c` is
+/// connected to `b` too, so that `b` has another connection (its full progress
+/// pass reads them). The domain is given too, to outlive the endpoints.
+fn peers(others: bool) -> (Arc<dyn DomainOps>, Rdm, Rdm, FiAddr, Rdm) {
     let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
     let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
     let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
@@ -74,6 +77,13 @@ fn burst(others: bool) {
         assert_eq!(exchange(&c, c_to_b, &b, b"another", 50), b"another");
     }
     assert_eq!(exchange(&a, to_b, &b, b"hello", 1), b"hello");
+    (dom, a, b, to_b, c)
+}
+
+/// A burst of messages of many sizes from one peer; with `others`, the receiver
+/// has another connection too (its full progress pass reads them).
+fn burst(others: bool) {
+    let (_dom, a, b, to_b, _c) = peers(others);
     // Sizes from none to past the 64 KiB stage, sent before b reads anything, so
     // that one receive of b's stages several (some whole, some cut).
     let sizes = [0usize, 1, 64, 39, 40, 41, 1000, 30_000, 64, 70_000, 0, 5, 65_536, 3];
@@ -262,15 +272,7 @@ fn too_many_pieces_are_refused_on_the_way_to_the_last_destination() {
 #[test]
 fn large_messages_back_to_back_arrive_whole_and_in_order() {
     for others in [false, true] {
-        let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
-        let (a, b) = (rdm_endpoint(&dom, &info), rdm_endpoint(&dom, &info));
-        let to_b = a.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
-        let c = rdm_endpoint(&dom, &info);
-        if others {
-            let c_to_b = c.av.insert(&[b.ep.getname().unwrap()]).unwrap()[0];
-            assert_eq!(exchange(&c, c_to_b, &b, b"another", 50), b"another");
-        }
-        assert_eq!(exchange(&a, to_b, &b, b"hello", 1), b"hello");
+        let (_dom, a, b, to_b, _c) = peers(others);
         let sizes = [40_000usize, 65_536, 100_000, 0, 70_000, 33_000, 65_536, 1, 200_000, 32_768, 64];
         let byte = |k: usize, i: usize| (k * 31 + i * 7 + i / 251) as u8;
         let mut srcs: Vec<Vec<u8>> =
