@@ -15,6 +15,10 @@
 # ../shared/anchors/libfabric-2.6.0 (or ANCHOR26 names that directory), libfabric
 # 2.6.0's own fi_pingpong over its own library, alternately, and prints both ratios.
 #   VS=1.17 benches/compare.sh ...          # only 1.17 (VS=2.6: only 2.6.0)
+#   PIN=1 benches/compare.sh tcp msg 65536  # each pingpong's server on CPU 0, client on CPU 1
+# (taskset). Unpinned, where the scheduler places the two sides sets some figures
+# (tcp at 64 KiB falls near 10 or near 24 us per run, on either stack); pinned,
+# every run sees the same placement.
 # Where ../shared/tools/limits/rawpp.c is there (or LIMITS names its directory), each
 # case also runs the machine's floor alternately with the rest: the raw busy-polling
 # socket ping-pong (SPIN=1 rawpp tcp|udp SIZE) for tcp and udp, two processes flipping
@@ -74,6 +78,14 @@ raw() { # prov size
   esac
 }
 
+# PIN=1: the server on CPU 0 and the client on CPU 1.
+pin_s=() pin_c=()
+if [ -n "${PIN:-}" ]; then
+  command -v taskset >/dev/null || { echo "compare.sh: PIN=1 needs taskset (util-linux)" >&2; exit 1; }
+  [ "$(nproc)" -ge 2 ] || { echo "compare.sh: PIN=1 needs two CPUs" >&2; exit 1; }
+  pin_s=(taskset -c 0) pin_c=(taskset -c 1)
+fi
+
 # Iterations per run: long enough (0.1-1 s) that start-up and a stray scheduling
 # delay do not set the median (20000 round trips of shm's 0.3 us took 6 ms).
 iters() {
@@ -90,11 +102,11 @@ lfprov() { if [ "$1" = udp ] && [ "$2" = rdm ]; then echo "udp;ofi_rxd"; else ec
 one() { # bin prov ep size [library directory]
   local bin=$1 prov=$2 ep=$3 size=$4 lib=${5:-} port=$((20000 + RANDOM % 20000))
   local it; it=$(iters "$size")
-  LD_LIBRARY_PATH=$lib "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -B "$port" >/dev/null 2>&1 &
+  LD_LIBRARY_PATH=$lib "${pin_s[@]}" "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -B "$port" >/dev/null 2>&1 &
   local srv=$!
   sleep 0.3
   local out
-  out=$(LD_LIBRARY_PATH=$lib timeout 120 "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -P "$port" 127.0.0.1 2>/dev/null || true)
+  out=$(LD_LIBRARY_PATH=$lib timeout 120 "${pin_c[@]}" "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -P "$port" 127.0.0.1 2>/dev/null || true)
   wait $srv 2>/dev/null || true
   echo "$out" | awk '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 8 { print $7 }' | tail -1
 }

@@ -120,7 +120,11 @@ const CQ_DEPTH: u32 = 8192;
 pub(crate) const MAX_MSG: usize = 1 << 30;
 /// How often a polling endpoint reads its control channels (connection manager
 /// events, completion channel events) at most; every progress call polls the CQ.
-const CTL_INTERVAL: Duration = Duration::from_micros(50);
+/// (libfabric's rxm reads its connection events every 10 ms while polling.)
+const CTL_INTERVAL: Duration = Duration::from_micros(500);
+/// Progress calls between two readings of the clock (for [`CTL_INTERVAL`]);
+/// a sleep's end reads the channels whatever the count.
+const CLOCK_POLLS: u32 = 32;
 /// How long a close waits for the work requests its connections have posted
 /// (answers peers are owed, such as a rendezvous's `Cts`) to complete.
 const CLOSE_DRAIN: Duration = Duration::from_secs(1);
@@ -216,6 +220,8 @@ struct Inner {
     /// Read the control channels on the next progress whatever the time (set
     /// when a sleep ends: a channel may be what woke the waiter).
     force_ctl: bool,
+    /// Progress calls since the clock was last read (up to [`CLOCK_POLLS`]).
+    ctl_tick: u32,
     /// Some connection has frames the engine held ([`Conn`]'s `held`).
     any_held: bool,
     /// MSG: the data path (`direct.rs`); the engine's until enabled.
@@ -344,6 +350,7 @@ impl VerbsEp {
                 async_tick: 0,
                 last_ctl: Instant::now(),
                 force_ctl: true,
+                ctl_tick: 0,
                 any_held: false,
                 path: Path::Engine,
                 peer_offered,
@@ -420,8 +427,9 @@ impl VerbsEp {
     }
 
     /// The connection a user operation to `addr` goes over, once the endpoint
-    /// is enabled (and connected: MSG), has a transmit queue when the operation
-    /// `completes`, and has made progress.
+    /// is enabled (and connected: MSG) and has a transmit queue when the
+    /// operation `completes`; progress is made first when the operation could
+    /// not go out at once.
     fn post_conn(&self, g: &mut Inner, addr: FiAddr, completes: bool) -> Result<u64> {
         if g.closed || !g.enabled {
             return Err(Error::OpBadState);
@@ -431,6 +439,15 @@ impl VerbsEp {
         }
         if completes && g.b.tx_cq.is_none() {
             return Err(Error::NoCq);
+        }
+        // Progress first only where it can make room: the connection is not
+        // up or its send queue is full or backed up, frames wait for bounce
+        // slots, or few are free. An application that gets FI_EAGAIN reads
+        // its queues (manual progress); libfabric's verbs posts without
+        // progress too.
+        let cid = self.conn_for(g, addr)?;
+        if Self::can_post_now(g, cid, true) && g.deferred.is_empty() && g.tx_free.len() > 2 * TX_RESERVE {
+            return Ok(cid);
         }
         self.progress_locked(g);
         self.conn_for(g, addr)

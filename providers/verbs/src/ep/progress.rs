@@ -9,6 +9,7 @@ use fabric_core::EqErrEntry;
 use fabric_util::rdm::{Begin, Ctx, Violation};
 use fabric_util::rx::IOV_LIMIT;
 use fabric_util::wire::{Header, OpCode};
+use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
 
 /// libfabric's error for a work completion status.
@@ -285,12 +286,21 @@ impl VerbsEp {
 
     pub(super) fn progress_locked(&self, g: &mut Inner) {
         // The control channels cost a system call each to read, even empty;
-        // a polling loop reads them every CTL_INTERVAL, not on every poll.
-        let now = Instant::now();
-        let ctl = g.force_ctl || now.duration_since(g.last_ctl) >= CTL_INTERVAL;
+        // a polling loop reads them every CTL_INTERVAL, not on every poll. The
+        // clock is read every CLOCK_POLLS calls only: where the clock source
+        // has no user-space reading (a guest's hpet) it is a system call too.
+        g.ctl_tick += 1;
+        let mut ctl = g.force_ctl;
+        if ctl || g.ctl_tick >= CLOCK_POLLS {
+            g.ctl_tick = 0;
+            let now = Instant::now();
+            ctl = ctl || now.duration_since(g.last_ctl) >= CTL_INTERVAL;
+            if ctl {
+                g.last_ctl = now;
+            }
+        }
         if ctl {
             g.force_ctl = false;
-            g.last_ctl = now;
             while let Some(ev) = self.cm.next() {
                 self.handle_cm(g, ev);
             }
@@ -315,18 +325,17 @@ impl VerbsEp {
 
     /// Handle every work completion the CQ holds; how many.
     pub(super) fn poll_cq(&self, g: &mut Inner) -> usize {
-        let mut wcs: [sys::ibv_wc; 32] = std::array::from_fn(|_| ibv::empty_wc());
+        let mut wcs = [const { MaybeUninit::<sys::ibv_wc>::uninit() }; 32];
         let mut total = 0;
         loop {
-            let n = {
-                let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
-                cq.poll(&mut wcs).unwrap_or(0)
-            };
-            for wc in &wcs[..n] {
+            let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
+            let got = cq.poll(&mut wcs).unwrap_or(&[]);
+            drop(cq);
+            for wc in got {
                 self.handle_wc(g, wc);
             }
-            total += n;
-            if n < wcs.len() {
+            total += got.len();
+            if got.len() < 32 {
                 return total;
             }
         }

@@ -15,6 +15,7 @@
 use rdma_sys as sys;
 use std::ffi::CStr;
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::ptr;
@@ -555,13 +556,19 @@ impl Cq {
     }
 
     /// Poll up to `wc.len()` completions; their number.
-    pub(crate) fn poll(&self, wc: &mut [sys::ibv_wc]) -> io::Result<usize> {
-        // SAFETY: `wc` has room for `len` entries.
-        let n = unsafe { sys::ibv_poll_cq(self.cq, wc.len() as i32, wc.as_mut_ptr()) };
+    /// Poll up to `wc.len()` work completions into `wc`: those written, in
+    /// order (the entries are not read before, so need no initializing: a poll
+    /// finding nothing costs no clearing of the array).
+    pub(crate) fn poll<'a>(&self, wc: &'a mut [MaybeUninit<sys::ibv_wc>]) -> io::Result<&'a [sys::ibv_wc]> {
+        // SAFETY: `wc` has room for `len` entries, which ibv_poll_cq only writes.
+        let n = unsafe { sys::ibv_poll_cq(self.cq, wc.len() as i32, wc.as_mut_ptr().cast()) };
         if n < 0 {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        Ok(n as usize)
+        let n = (n as usize).min(wc.len());
+        // SAFETY: ibv_poll_cq wrote the first `n` entries (at most the room it
+        // was given), each a complete work completion.
+        Ok(unsafe { std::slice::from_raw_parts(wc.as_ptr().cast(), n) })
     }
 }
 
@@ -578,12 +585,6 @@ impl Drop for Cq {
             sys::ibv_destroy_comp_channel(self.chan);
         }
     }
-}
-
-/// A zeroed work completion array element.
-pub(crate) fn empty_wc() -> sys::ibv_wc {
-    // SAFETY: ibv_wc is plain data; all-zero is a valid value.
-    unsafe { std::mem::zeroed() }
 }
 
 /// The text of a work completion status.
