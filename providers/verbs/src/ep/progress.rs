@@ -289,12 +289,14 @@ impl VerbsEp {
         // a polling loop reads them every CTL_INTERVAL, not on every poll. The
         // clock is read every CLOCK_POLLS calls only: where the clock source
         // has no user-space reading (a guest's hpet) it is a system call too.
+        let iwarp = self.domain.port.iwarp;
         g.ctl_tick += 1;
         let mut ctl = g.force_ctl;
-        if ctl || g.ctl_tick >= CLOCK_POLLS {
+        if ctl || iwarp || g.ctl_tick >= CLOCK_POLLS {
             g.ctl_tick = 0;
             let now = Instant::now();
-            ctl = ctl || now.duration_since(g.last_ctl) >= CTL_INTERVAL;
+            let every = if iwarp { CTL_INTERVAL_IWARP } else { CTL_INTERVAL };
+            ctl = ctl || now.duration_since(g.last_ctl) >= every;
             if ctl {
                 g.last_ctl = now;
             }
