@@ -152,13 +152,14 @@ impl Sges {
     }
 }
 
+/// A work request posted or waiting in a connection's backlog (which holds
+/// its [`Post`] until it goes out, so that the record of every posted request,
+/// moved in and out of the table once each, stays small).
 pub(super) struct WrRec {
     /// The connection (0, which no slab id is, for a shared receive: its
     /// connection is the completion's QP).
     pub(super) conn: u64,
     pub(super) kind: WrKind,
-    /// The request, until it is posted.
-    pub(super) post: Option<Post>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,8 +190,9 @@ pub(super) struct Conn {
     pub(super) qpn: u32,
     /// Send-queue entries in use.
     pub(super) sq_used: u32,
-    /// Work requests waiting for the connection or for room, in order.
-    pub(super) backlog: VecDeque<u64>,
+    /// Work requests waiting for the connection or for room, in order: each
+    /// one's id in the table and its request.
+    pub(super) backlog: VecDeque<(u64, Post)>,
     /// Private data to connect with, once the route is resolved.
     pub(super) connect_data: Vec<u8>,
     /// What the engine keeps of the peer (its frame arriving, its RMA
@@ -302,7 +304,7 @@ impl VerbsEp {
     /// Post buffer `slot` of the shared receive queue.
     pub(super) fn post_shared_slot(&self, g: &mut Inner, slot: usize) -> Result<()> {
         let srx = self.srx.as_ref().ok_or(Error::NotConn)?;
-        let wid = g.wrs.insert(WrRec { conn: 0, kind: WrKind::SharedRecv { slot }, post: None });
+        let wid = g.wrs.insert(WrRec { conn: 0, kind: WrKind::SharedRecv { slot } });
         let mut sge = sys::ibv_sge { addr: srx.pool.slot(slot) as u64, length: BUF as u32, lkey: srx.pool.mr.lkey() };
         let mut wr = sys::ibv_recv_wr { wr_id: wid, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
         // SAFETY: the SGE is one slot of the shared pool, registered, which lives
@@ -317,7 +319,7 @@ impl VerbsEp {
 
     /// Post receive buffer `slot` of connection `cid`.
     pub(super) fn post_recv_slot(&self, g: &mut Inner, cid: u64, slot: usize) -> Result<()> {
-        let wid = g.wrs.insert(WrRec { conn: cid, kind: WrKind::Recv { slot }, post: None });
+        let wid = g.wrs.insert(WrRec { conn: cid, kind: WrKind::Recv { slot } });
         let Some(c) = g.conns.get(cid) else {
             g.wrs.remove(wid);
             return Err(Error::NotConn);
@@ -394,9 +396,9 @@ impl VerbsEp {
             self.post_now(g, cid, kind, &mut post);
             return;
         }
-        let wid = g.wrs.insert(WrRec { conn: cid, kind, post: Some(post) });
+        let wid = g.wrs.insert(WrRec { conn: cid, kind });
         if let Some(c) = g.conns.get_mut(cid) {
-            c.backlog.push_back(wid);
+            c.backlog.push_back((wid, post));
         }
         self.drain_backlog(g, cid);
     }
@@ -418,7 +420,7 @@ impl VerbsEp {
     /// `p`'s memory need only live through the call.
     pub(super) fn post_now(&self, g: &mut Inner, cid: u64, kind: WrKind, p: &mut Post) {
         let frame_send = is_send(p) && !matches!(kind, WrKind::Ctl { .. });
-        let wid = g.wrs.insert(WrRec { conn: cid, kind, post: None });
+        let wid = g.wrs.insert(WrRec { conn: cid, kind });
         if let Some(c) = g.conns.get_mut(cid) {
             c.sq_used += 1;
             if frame_send {
@@ -489,25 +491,22 @@ impl VerbsEp {
             if c.state != ConnState::Up || c.sq_used >= c.caps.send_wr {
                 return;
             }
-            let Some(&wid) = c.backlog.front() else { return };
+            let Some((wid, p)) = c.backlog.front() else { return };
+            let wid = *wid;
             if let Some(fc) = c.fc.as_mut() {
                 // (Backlogged SENDs are frames: control SENDs go at once.)
-                if g.wrs.get(wid).and_then(|r| r.post.as_ref()).is_some_and(is_send) {
+                if g.wrs.get(wid).is_some() && is_send(p) {
                     if !fc.frame_ok() {
                         return;
                     }
                     fc.frame_sent();
                 }
             }
-            c.backlog.pop_front();
-            c.sq_used += 1;
-            let Some(rec) = g.wrs.get_mut(wid) else {
-                if let Some(c) = g.conns.get_mut(cid) {
-                    c.sq_used -= 1;
-                }
+            let Some((_, mut p)) = c.backlog.pop_front() else { return };
+            if g.wrs.get(wid).is_none() {
                 continue;
-            };
-            let Some(mut p) = rec.post.take() else { continue };
+            }
+            c.sq_used += 1;
             self.post_wr(g, cid, wid, &mut p);
         }
     }

@@ -113,9 +113,6 @@ pub(super) struct DRecv {
     bounce: Slots,
     /// Posted with `FI_COMPLETION`.
     comp: bool,
-    /// The scatter entries (the pieces, then the scratch): posted again after a
-    /// write with immediate data took the receive.
-    sges: Sges,
     /// Registrations made for the pieces.
     tmp: Vec<ibv::Mr>,
 }
@@ -179,15 +176,16 @@ impl VerbsEp {
             return Ok(());
         }
         let cid = g.msg_conn.filter(|c| g.conns.get(*c).is_some_and(|c| c.qpn != 0)).ok_or(Error::NotConn)?;
-        let r = self.direct_recv_wr(g, &pr)?;
-        self.post_direct_recv(g, cid, r)?;
+        let (r, sges) = self.direct_recv_wr(g, &pr)?;
+        self.post_direct_recv(g, cid, r, sges)?;
         g.rx_out += 1;
         Ok(())
     }
 
-    /// The work request of receive `pr`: its pieces with their keys, then the
-    /// scratch region where the QP takes one more entry.
-    fn direct_recv_wr(&self, g: &mut Inner, pr: &PreRecv) -> Result<DRecv> {
+    /// The work request of receive `pr` and its scatter entries: its pieces
+    /// with their keys, then the scratch region where the QP takes one more
+    /// entry.
+    fn direct_recv_wr(&self, g: &mut Inner, pr: &PreRecv) -> Result<(DRecv, Sges)> {
         let mut r = DRecv {
             context: pr.context,
             cap: IoVec::total(&pr.iov[..pr.n]),
@@ -195,9 +193,9 @@ impl VerbsEp {
             niov: pr.n,
             bounce: Slots::NONE,
             comp: pr.flags.contains(OpFlags::COMPLETION),
-            sges: Sges::none(),
             tmp: Vec::new(),
         };
+        let mut sges = Sges::none();
         let room = g.msg_conn.and_then(|c| g.conns.get(c)).map_or(0, |c| c.caps.recv_sge as usize);
         let pieces = || pr.iov[..pr.n].iter().filter(|p| p.len > 0);
         // The application's regions covering the pieces, if every piece has one.
@@ -221,39 +219,56 @@ impl VerbsEp {
         // for the scratch region; else a registration for the receive.
         let nslots = r.cap.div_ceil(BUF).max(1);
         if let Some(v) = regions {
-            r.sges = v;
+            sges = v;
         } else if nslots < room.min(IOV_LIMIT + 1) && g.tx_free.len() > RX_BOUNCE_KEEP + nslots {
             for _ in 0..nslots {
                 let s = g.tx_free.pop().expect("free slots counted");
                 r.bounce.s[r.bounce.n] = s;
                 r.bounce.n += 1;
-                r.sges.push(sys::ibv_sge {
-                    addr: self.tx.slot(s) as u64,
-                    length: BUF as u32,
-                    lkey: self.tx.mr.lkey(),
-                })?;
+                sges.push(sys::ibv_sge { addr: self.tx.slot(s) as u64, length: BUF as u32, lkey: self.tx.mr.lkey() })?;
             }
         } else {
             for p in pieces() {
                 let (lkey, _) = self.lkey_for(p.base, p.len, false, &mut r.tmp)?;
-                r.sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
+                sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
             }
         }
-        if let Some(s) = g.scratch.as_ref().filter(|_| r.sges.n < room) {
-            r.sges.push(sys::ibv_sge {
-                addr: s.slot(0) as u64,
-                length: (SCRATCH_BUFS * BUF) as u32,
-                lkey: s.mr.lkey(),
-            })?;
+        self.push_scratch(g, &mut sges, room)?;
+        Ok((r, sges))
+    }
+
+    /// The scratch region's entry, where the QP (`room` entries) takes one more.
+    fn push_scratch(&self, g: &Inner, sges: &mut Sges, room: usize) -> Result<()> {
+        if let Some(s) = g.scratch.as_ref().filter(|_| sges.n < room) {
+            sges.push(sys::ibv_sge { addr: s.slot(0) as u64, length: (SCRATCH_BUFS * BUF) as u32, lkey: s.mr.lkey() })?;
         }
-        Ok(r)
+        Ok(())
+    }
+
+    /// The scatter entries of receive `r` again, to post it once more (a
+    /// write's immediate data took it): its bounce slots, or its pieces with
+    /// their keys (a region, or a registration kept with it), then the scratch.
+    fn recv_sges_again(&self, g: &Inner, r: &mut DRecv) -> Result<Sges> {
+        let room = g.msg_conn.and_then(|c| g.conns.get(c)).map_or(0, |c| c.caps.recv_sge as usize);
+        let mut sges = Sges::none();
+        if r.bounce.n > 0 {
+            for &s in r.bounce.as_slice() {
+                sges.push(sys::ibv_sge { addr: self.tx.slot(s) as u64, length: BUF as u32, lkey: self.tx.mr.lkey() })?;
+            }
+        } else {
+            for p in r.iov[..r.niov].iter().filter(|p| p.len > 0) {
+                let (lkey, _) = self.lkey_for(p.base, p.len, false, &mut r.tmp)?;
+                sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
+            }
+        }
+        self.push_scratch(g, &mut sges, room)?;
+        Ok(sges)
     }
 
     /// Post receive `r` on connection `cid` (on failure, its registrations go
     /// and nothing is reported: the caller's to do).
-    fn post_direct_recv(&self, g: &mut Inner, cid: u64, r: DRecv) -> Result<()> {
-        let mut sges = r.sges;
-        let wid = g.wrs.insert(WrRec { conn: cid, kind: WrKind::DirectRecv(r), post: None });
+    fn post_direct_recv(&self, g: &mut Inner, cid: u64, r: DRecv, mut sges: Sges) -> Result<()> {
+        let wid = g.wrs.insert(WrRec { conn: cid, kind: WrKind::DirectRecv(r) });
         let res = match g.conns.get(cid) {
             Some(c) => {
                 let mut wr = sys::ibv_recv_wr {
@@ -331,15 +346,15 @@ impl VerbsEp {
     /// Post the receives that waited for the QP (the direct path chosen).
     fn post_pre_rx(&self, g: &mut Inner, cid: u64) {
         while let Some(pr) = g.pre_rx.pop_front() {
-            let r = match self.direct_recv_wr(g, &pr) {
-                Ok(r) => r,
+            let (r, sges) = match self.direct_recv_wr(g, &pr) {
+                Ok(v) => v,
                 Err(e) => {
                     g.rx_out -= 1;
                     g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, e);
                     continue;
                 }
             };
-            if let Err(e) = self.post_direct_recv(g, cid, r) {
+            if let Err(e) = self.post_direct_recv(g, cid, r, sges) {
                 g.rx_out -= 1;
                 g.b.rx_err(CqEntry::new(pr.context, Caps::MSG | Caps::RECV), 0, e);
             }
@@ -487,7 +502,16 @@ impl VerbsEp {
             let src = Self::src_of(g, cid);
             g.eng.rx.rma_data(&g.b, src, imm as u64);
             let context = r.context;
-            if let Err(e) = self.post_direct_recv(g, cid, r) {
+            let mut r = r;
+            let res = match self.recv_sges_again(g, &mut r) {
+                Ok(sges) => self.post_direct_recv(g, cid, r, sges),
+                Err(e) => {
+                    // Its bounce slots go back; its registrations go with it.
+                    g.tx_free.extend_from_slice(r.bounce.as_slice());
+                    Err(e)
+                }
+            };
+            if let Err(e) = res {
                 g.rx_out = g.rx_out.saturating_sub(1);
                 g.b.rx_err(CqEntry::new(context, Caps::MSG | Caps::RECV), 0, e);
             }
