@@ -477,15 +477,28 @@ cat > "$stage/fiperf/step.sh" <<'EOF'
 step "Soft-iWARP: fi_perf's tests over siw0 (send, write, read, atomic; bw and lat; msg and rdm)"
 export FI_VERBS_DEVICE_NAME=siw0
 addr=10.0.3.15
+# perf_once TEST EP: one run of fi_perf TEST (two words) over siw0; its status.
+perf_once() {
+    # shellcheck disable=SC2086 # the test is two words
+    ./fiperf/fi_perf $1 -p verbs -e $2 -I 100 --timeout 60 > perf-s.txt 2>&1 &
+    sp=$!
+    sleep 1
+    st=0; timeout 300 ./fiperf/fi_perf $1 -p verbs -e $2 -I 100 --timeout 60 $addr > perf-c.txt 2>&1 || st=$?
+    sw=0; wait $sp || sw=$?
+    [ $st -eq 0 ] && [ $sw -eq 0 ]
+}
+# A run that stalls (no progress for 60 s) gets one more run, named as it
+# passes: "send bw -e rdm" over siw0 stalled in 2 of 41 runs (README.md,
+# "Soft-iWARP"), not yet understood; a second failure fails the step.
 for ep in msg rdm; do
     for t in "send lat" "send bw" "write lat" "write bw" "read lat" "read bw" "atomic lat" "atomic bw"; do
-        # shellcheck disable=SC2086 # the test is two words
-        ./fiperf/fi_perf $t -p verbs -e $ep -I 100 --timeout 60 > perf-s.txt 2>&1 &
-        sp=$!
-        sleep 1
-        st=0; timeout 300 ./fiperf/fi_perf $t -p verbs -e $ep -I 100 --timeout 60 $addr > perf-c.txt 2>&1 || st=$?
-        sw=0; wait $sp || sw=$?
-        [ $st -eq 0 ] && [ $sw -eq 0 ] || { cat perf-c.txt; echo "-- server:"; cat perf-s.txt; die "fi_perf $t -e $ep over siw0"; }
+        if ! perf_once "$t" $ep; then
+            if grep -q "no progress for" perf-c.txt perf-s.txt && perf_once "$t" $ep; then
+                echo "SIW-PERF intermittent: fi_perf $t -e $ep stalled once, then passed when run again"
+            else
+                cat perf-c.txt; echo "-- server:"; cat perf-s.txt; die "fi_perf $t -e $ep over siw0"
+            fi
+        fi
         echo "fi_perf $t -e $ep over siw0: $(grep -E '^ *[0-9]' perf-c.txt | tail -1 | tr -s ' ')"
     done
 done
