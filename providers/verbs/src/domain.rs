@@ -105,7 +105,12 @@ impl VerbsDomain {
         let mut found = None;
         g.retain(|w| match w.upgrade() {
             Some(r) => {
-                if found.is_none() && r.covers(base, hi - lo, remote_read) {
+                if found.is_none()
+                    && r.is_open()
+                    && (r.remote_read || !remote_read)
+                    && r.base <= lo
+                    && hi <= r.base + r.len
+                {
                     found = Some(r);
                 }
                 true
@@ -173,16 +178,6 @@ impl VerbsMr {
 
     fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)
-    }
-
-    /// Whether the region is open and covers `base..base+len` (and a peer may
-    /// read it, when `remote_read`): [`VerbsDomain::find_region`]'s test of
-    /// one region.
-    pub(crate) fn covers(&self, base: *const u8, len: usize, remote_read: bool) -> bool {
-        let lo = base as usize;
-        lo.checked_add(len).is_some_and(|hi| {
-            self.is_open() && (self.remote_read || !remote_read) && self.base <= lo && hi <= self.base + self.len
-        })
     }
 }
 

@@ -157,19 +157,6 @@ impl VerbsEp {
         want.min(self.domain.port.max_qp_wr.max(1))
     }
 
-    /// The local key of the application's region covering `len` bytes at
-    /// `base`: the endpoint's last one when it covers them, else the domain's
-    /// (which becomes the last one).
-    fn region_lkey(domain: &VerbsDomain, g: &mut Inner, base: *mut u8, len: usize) -> Option<u32> {
-        if let Some(r) = g.mr_hint.as_ref().filter(|r| r.covers(base, len, false)) {
-            return Some(r.lkey());
-        }
-        let r = domain.find_region(base, len, false)?;
-        let lkey = r.lkey();
-        g.mr_hint = Some(r);
-        Some(lkey)
-    }
-
     /// A receive of a direct (or offered) endpoint.
     pub(super) fn direct_recv(&self, g: &mut Inner, op: &Op<'_>, flags: OpFlags) -> Result<()> {
         if g.rx_out >= self.rx_depth() {
@@ -216,8 +203,10 @@ impl VerbsEp {
             let mut v = Sges::none();
             let mut all = true;
             for p in pieces() {
-                match Self::region_lkey(&self.domain, g, p.base, p.len) {
-                    Some(lkey) => v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?,
+                match self.domain.find_region(p.base, p.len, false) {
+                    Some(reg) => {
+                        v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey: reg.lkey() })?
+                    }
                     None => {
                         all = false;
                         break;
@@ -436,8 +425,8 @@ impl VerbsEp {
                 .then(|| {
                     let mut v = Sges::none();
                     for p in pieces() {
-                        let lkey = Self::region_lkey(&self.domain, g, p.base, p.len)?;
-                        v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey }).ok()?;
+                        let r = self.domain.find_region(p.base, p.len, false)?;
+                        v.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey: r.lkey() }).ok()?;
                     }
                     Some(v)
                 })

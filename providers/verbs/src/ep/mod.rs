@@ -226,11 +226,6 @@ struct Inner {
     force_ctl: bool,
     /// Progress calls since the clock was last read (up to [`CLOCK_POLLS`]).
     ctl_tick: u32,
-    /// The application's region the direct path last found for a buffer
-    /// without a descriptor: looked at first, so that a buffer used again
-    /// (the usual case) costs no search of the domain's regions under its lock.
-    /// Checked open at each use; a closed one holds no registration.
-    mr_hint: Option<Arc<crate::domain::VerbsMr>>,
     /// Some connection has frames the engine held ([`Conn`]'s `held`).
     any_held: bool,
     /// MSG: the data path (`direct.rs`); the engine's until enabled.
@@ -360,7 +355,6 @@ impl VerbsEp {
                 last_ctl: Instant::now(),
                 force_ctl: true,
                 ctl_tick: 0,
-                mr_hint: None,
                 any_held: false,
                 path: Path::Engine,
                 peer_offered,
