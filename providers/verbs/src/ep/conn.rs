@@ -596,11 +596,12 @@ impl VerbsEp {
         // An inline frame posted at once is assembled on the stack (the post
         // copies it); one that must wait in the backlog, in `owned`.
         let now = Self::can_post_now(g, cid, true);
-        let mut stack = [0u8; STACK_INLINE];
+        // Not cleared: only the `total` bytes written below are posted.
+        let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); STACK_INLINE];
         let mut owned = Vec::new();
         let dst: *mut u8 = match slot {
             Some(s) => self.tx.slot(s),
-            None if now && total <= STACK_INLINE => stack.as_mut_ptr(),
+            None if now && total <= STACK_INLINE => stack.as_mut_ptr().cast(),
             None => {
                 owned.resize(total, 0);
                 owned.as_mut_ptr()
