@@ -491,11 +491,12 @@ impl VerbsEp {
             if c.state != ConnState::Up || c.sq_used >= c.caps.send_wr {
                 return;
             }
-            let Some((wid, p)) = c.backlog.front() else { return };
-            let wid = *wid;
+            let Some(&(wid, ref p)) = c.backlog.front() else { return };
+            // A request whose record is gone (its operation ended) is dropped.
+            let live = g.wrs.get(wid).is_some();
             if let Some(fc) = c.fc.as_mut() {
                 // (Backlogged SENDs are frames: control SENDs go at once.)
-                if g.wrs.get(wid).is_some() && is_send(p) {
+                if live && is_send(p) {
                     if !fc.frame_ok() {
                         return;
                     }
@@ -503,7 +504,7 @@ impl VerbsEp {
                 }
             }
             let Some((_, mut p)) = c.backlog.pop_front() else { return };
-            if g.wrs.get(wid).is_none() {
+            if !live {
                 continue;
             }
             c.sq_used += 1;

@@ -196,7 +196,7 @@ impl VerbsEp {
             tmp: Vec::new(),
         };
         let mut sges = Sges::none();
-        let room = g.msg_conn.and_then(|c| g.conns.get(c)).map_or(0, |c| c.caps.recv_sge as usize);
+        let room = Self::recv_room(g);
         let pieces = || pr.iov[..pr.n].iter().filter(|p| p.len > 0);
         // The application's regions covering the pieces, if every piece has one.
         let regions = {
@@ -225,16 +225,24 @@ impl VerbsEp {
                 let s = g.tx_free.pop().expect("free slots counted");
                 r.bounce.s[r.bounce.n] = s;
                 r.bounce.n += 1;
-                sges.push(sys::ibv_sge { addr: self.tx.slot(s) as u64, length: BUF as u32, lkey: self.tx.mr.lkey() })?;
+                sges.push(self.bounce_sge(s))?;
             }
         } else {
-            for p in pieces() {
-                let (lkey, _) = self.lkey_for(p.base, p.len, false, &mut r.tmp)?;
-                sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
-            }
+            sges = self.sges_for(&pr.iov[..pr.n], &mut r.tmp)?;
         }
         self.push_scratch(g, &mut sges, room)?;
         Ok((r, sges))
+    }
+
+    /// Scatter entries a receive may have on the connection's QP (0 before it
+    /// exists).
+    fn recv_room(g: &Inner) -> usize {
+        g.msg_conn.and_then(|c| g.conns.get(c)).map_or(0, |c| c.caps.recv_sge as usize)
+    }
+
+    /// The scatter entry of a whole bounce slot `s`, which a receive lands in.
+    fn bounce_sge(&self, s: usize) -> sys::ibv_sge {
+        sys::ibv_sge { addr: self.tx.slot(s) as u64, length: BUF as u32, lkey: self.tx.mr.lkey() }
     }
 
     /// The scratch region's entry, where the QP (`room` entries) takes one more.
@@ -249,19 +257,16 @@ impl VerbsEp {
     /// write's immediate data took it): its bounce slots, or its pieces with
     /// their keys (a region, or a registration kept with it), then the scratch.
     fn recv_sges_again(&self, g: &Inner, r: &mut DRecv) -> Result<Sges> {
-        let room = g.msg_conn.and_then(|c| g.conns.get(c)).map_or(0, |c| c.caps.recv_sge as usize);
-        let mut sges = Sges::none();
-        if r.bounce.n > 0 {
+        let mut sges = if r.bounce.n > 0 {
+            let mut v = Sges::none();
             for &s in r.bounce.as_slice() {
-                sges.push(sys::ibv_sge { addr: self.tx.slot(s) as u64, length: BUF as u32, lkey: self.tx.mr.lkey() })?;
+                v.push(self.bounce_sge(s))?;
             }
+            v
         } else {
-            for p in r.iov[..r.niov].iter().filter(|p| p.len > 0) {
-                let (lkey, _) = self.lkey_for(p.base, p.len, false, &mut r.tmp)?;
-                sges.push(sys::ibv_sge { addr: p.base as u64, length: p.len as u32, lkey })?;
-            }
-        }
-        self.push_scratch(g, &mut sges, room)?;
+            self.sges_for(&r.iov[..r.niov], &mut r.tmp)?
+        };
+        self.push_scratch(g, &mut sges, Self::recv_room(g))?;
         Ok(sges)
     }
 

@@ -12,6 +12,9 @@ use fabric_util::wire::{Header, OpCode};
 use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
 
+/// Work completions taken from the CQ per poll.
+const WC_BATCH: usize = 32;
+
 /// libfabric's error for a work completion status.
 pub(super) fn wc_error(status: u32) -> Error {
     use sys::ibv_wc_status::*;
@@ -327,7 +330,7 @@ impl VerbsEp {
 
     /// Handle every work completion the CQ holds; how many.
     pub(super) fn poll_cq(&self, g: &mut Inner) -> usize {
-        let mut wcs = [const { MaybeUninit::<sys::ibv_wc>::uninit() }; 32];
+        let mut wcs = [const { MaybeUninit::<sys::ibv_wc>::uninit() }; WC_BATCH];
         let mut total = 0;
         loop {
             let cq = self.cq.lock().unwrap_or_else(|e| e.into_inner());
@@ -337,7 +340,7 @@ impl VerbsEp {
                 self.handle_wc(g, wc);
             }
             total += got.len();
-            if got.len() < 32 {
+            if got.len() < WC_BATCH {
                 return total;
             }
         }

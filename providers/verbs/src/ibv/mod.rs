@@ -555,7 +555,6 @@ impl Cq {
         }
     }
 
-    /// Poll up to `wc.len()` completions; their number.
     /// Poll up to `wc.len()` work completions into `wc`: those written, in
     /// order (the entries are not read before, so need no initializing: a poll
     /// finding nothing costs no clearing of the array).
