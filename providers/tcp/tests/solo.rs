@@ -124,30 +124,7 @@ fn a_peer_sending_garbage_after_a_whole_message_is_dropped() {
     unsafe { t.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 7), OpFlags::empty()) }.unwrap();
     let limit = Instant::now() + Duration::from_secs(20);
 
-    // The peer: a hello under a made-up name, and the endpoint's acceptance.
-    let hold = TcpListener::bind("127.0.0.1:0").unwrap();
-    let name = format!("127.0.0.1:{}", hold.local_addr().unwrap().port());
-    let mut bad = TcpStream::connect(t.ep.getname().unwrap().sockaddr().unwrap()).unwrap();
-    let hello = Header { len: name.len() as u64, tag: name.len() as u64, id: 1, ..Header::new(OpCode::Hello) };
-    bad.write_all(&hello.encode()).unwrap();
-    bad.write_all(name.as_bytes()).unwrap();
-    bad.set_nonblocking(true).unwrap();
-    let mut ack = Vec::new();
-    while ack.len() < HDR_LEN {
-        let _ = t.cq.read(&mut []);
-        let mut b = [0u8; HDR_LEN];
-        match bad.read(&mut b[..HDR_LEN - ack.len()]) {
-            Ok(n) => ack.extend_from_slice(&b[..n]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => panic!("no acceptance: {e}"),
-        }
-        assert!(Instant::now() < limit, "no acceptance");
-    }
-    assert_eq!(Header::decode(ack[..].try_into().unwrap(), u64::MAX).unwrap().op, OpCode::HelloAck);
-    // The endpoint's one connection is up and quiet: its progress reads it alone.
-    for _ in 0..4 {
-        let _ = t.cq.read(&mut []);
-    }
+    let mut bad = raw_peer(&t, limit);
     // A whole message, then a header of no version the endpoint knows, in one
     // segment: the message is delivered, then the connection is dropped.
     let msg = Header { len: 5, ..Header::new(OpCode::Msg) };
@@ -186,6 +163,103 @@ fn a_peer_sending_garbage_after_a_whole_message_is_dropped() {
     let a = rdm_endpoint(&dom, &info);
     let to_t = a.av.insert(&[t.ep.getname().unwrap()]).unwrap()[0];
     assert_eq!(exchange(&a, to_t, &t, b"still fine", 100), b"still fine");
+}
+
+/// A peer speaking the wire protocol by hand: a hello under a made-up name, and
+/// the endpoint's acceptance (read before `limit`); the socket is left
+/// non-blocking, and the endpoint's one connection up and quiet.
+fn raw_peer(t: &Rdm, limit: Instant) -> TcpStream {
+    let hold = TcpListener::bind("127.0.0.1:0").unwrap();
+    let name = format!("127.0.0.1:{}", hold.local_addr().unwrap().port());
+    let mut bad = TcpStream::connect(t.ep.getname().unwrap().sockaddr().unwrap()).unwrap();
+    let hello = Header { len: name.len() as u64, tag: name.len() as u64, id: 1, ..Header::new(OpCode::Hello) };
+    bad.write_all(&hello.encode()).unwrap();
+    bad.write_all(name.as_bytes()).unwrap();
+    bad.set_nonblocking(true).unwrap();
+    let mut ack = Vec::new();
+    while ack.len() < HDR_LEN {
+        let _ = t.cq.read(&mut []);
+        let mut b = [0u8; HDR_LEN];
+        match bad.read(&mut b[..HDR_LEN - ack.len()]) {
+            Ok(n) => ack.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("no acceptance: {e}"),
+        }
+        assert!(Instant::now() < limit, "no acceptance");
+    }
+    assert_eq!(Header::decode(ack[..].try_into().unwrap(), u64::MAX).unwrap().op, OpCode::HelloAck);
+    // The endpoint's one connection is up and quiet: its progress reads it alone.
+    for _ in 0..4 {
+        let _ = t.cq.read(&mut []);
+    }
+    bad
+}
+
+/// Big messages whose bytes come a few at a time (as over a real network, where
+/// a read returns what has arrived): each is read straight into its receive
+/// however little of it is left after a short read, and arrives whole and in
+/// order; a big message cut short by a small receive has its tail read through
+/// and dropped, and the stream stays in step (the message after it arrives).
+/// Sizes on both sides of one loopback segment (64 KiB), where the first read
+/// of a big message asks for a header alone or a first chunk.
+#[test]
+fn big_messages_arriving_a_few_bytes_at_a_time_arrive_whole() {
+    let (dom, info) = open_rdm_domain(&fabric_tcp::provider());
+    let t = rdm_endpoint(&dom, &info);
+    let limit = Instant::now() + Duration::from_secs(30);
+    let bad = raw_peer(&t, limit);
+    // Message k: its length, and the receive's.
+    let plan: [(usize, usize); 6] =
+        [(40_000, 40_000), (300_000, 300_008), (7, 64), (200_000, 1_000), (66_000, 66_000), (3, 3)];
+    let msgs: Vec<Vec<u8>> =
+        plan.iter().enumerate().map(|(k, &(n, _))| (0..n).map(|i| (i * 7 + k) as u8).collect()).collect();
+    let mut dsts: Vec<Vec<u8>> = plan.iter().map(|&(_, cap)| vec![0u8; cap]).collect();
+    for (k, d) in dsts.iter_mut().enumerate() {
+        let ri = [IoVec { base: d.as_mut_ptr(), len: d.len() }];
+        // SAFETY: `dsts` outlives every completion waited for below.
+        unsafe { t.ep.post_recv(&op(&ri, FiAddr::UNSPEC, 10 + k as u64), OpFlags::empty()) }.unwrap();
+    }
+    // The peer writes every frame in pieces of uneven lengths, pausing between
+    // them, from a thread, while this one drives the endpoint.
+    let mut stream = Vec::new();
+    for m in &msgs {
+        stream.extend_from_slice(&Header { len: m.len() as u64, ..Header::new(OpCode::Msg) }.encode());
+        stream.extend_from_slice(m);
+    }
+    let writer = std::thread::spawn(move || {
+        let mut bad = bad;
+        bad.set_nonblocking(false).unwrap();
+        let cuts = [1usize, 39, 4096, 70_000, 17, 30_000, 3, 9000, 65_536, 500];
+        let (mut at, mut k) = (0, 0);
+        while at < stream.len() {
+            let n = cuts[k % cuts.len()].min(stream.len() - at);
+            bad.write_all(&stream[at..at + n]).unwrap();
+            at += n;
+            k += 1;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        bad
+    });
+    let mut out = [CqEntry::new(0, Caps::empty())];
+    for (k, &(n, cap)) in plan.iter().enumerate() {
+        let (ctx, len) = loop {
+            match t.cq.read(&mut out) {
+                Ok(1) => break (out[0].op_context, out[0].len),
+                Err(Error::Avail) => {
+                    let e = t.cq.readerr().unwrap();
+                    assert_eq!(e.err, Error::Trunc, "message {k}: {e:?}");
+                    assert_eq!(e.olen, n - cap, "message {k}");
+                    break (e.entry.op_context, e.entry.len);
+                }
+                _ => {}
+            }
+            assert!(Instant::now() < limit, "message {k} did not arrive");
+        };
+        assert_eq!(ctx, 10 + k as u64, "message {k} out of order");
+        assert_eq!(len, n.min(cap), "message {k}");
+        assert!(dsts[k][..len] == msgs[k][..len], "message {k} corrupt");
+    }
+    let _bad = writer.join().expect("the peer's writer panicked");
 }
 
 /// An endpoint closed while its one connection is up fails the receive it had

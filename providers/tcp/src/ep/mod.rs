@@ -17,7 +17,7 @@
 
 use crate::accept::{out_of_descriptors, Acceptor};
 use crate::attr::IOV_LIMIT;
-use crate::conn::{recvv, Conn, ConnState, TxOp, BIG_MSG, STAGE};
+use crate::conn::{recvv, Conn, ConnState, TxOp, STAGE};
 use crate::domain::TcpDomain;
 use crate::{config, NAME};
 use fabric_core::log::Level;

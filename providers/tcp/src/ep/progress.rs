@@ -454,7 +454,7 @@ impl TcpEp {
                     let hdr = Header::decode(hb, i64::MAX as u64)
                         .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
                     conn.stage_lo += HDR_LEN;
-                    conn.set_hdr_only(hdr.len >= BIG_MSG);
+                    conn.expect_next(hdr.len);
                     if hdr.op == OpCode::Msg && conn.state == ConnState::Ready && hdr.len <= conn.staged() as u64 {
                         // And its payload: the engine takes the frame whole.
                         self.on_frame(g, id, hdr)?;
@@ -476,7 +476,7 @@ impl TcpEp {
                 let hb = conn.hdr_buf;
                 let hdr = Header::decode(&hb, i64::MAX as u64)
                     .map_err(|e| (Error::Io, format!("protocol error from peer: {e}")))?;
-                conn.set_hdr_only(hdr.len >= BIG_MSG);
+                conn.expect_next(hdr.len);
                 self.on_header(g, id, hdr)?;
                 Ok(true)
             }
@@ -594,7 +594,7 @@ impl TcpEp {
         if let RxState::Control { hdr, buf } = &mut slot.rx {
             while (buf.len() as u64) < hdr.len {
                 if conn.staged() == 0 {
-                    match conn.fill() {
+                    match conn.fill_upto(STAGE) {
                         Ok(_) => continue,
                         Err(Error::Again) => return Ok(false),
                         Err(e) => return Err(closed(e)),
@@ -622,8 +622,9 @@ impl TcpEp {
                 conn.stage_lo += n;
                 continue;
             }
-            // Large remainder into memory: read straight into it.
-            if remaining as usize >= STAGE / 2 {
+            // A large remainder, or any of a big message's: read straight into
+            // its memory.
+            if remaining as usize >= STAGE / 2 || conn.big() {
                 let mut pieces = [IoVec { base: std::ptr::null_mut(), len: 0 }; IOV_LIMIT];
                 let k = eng.pieces(&mut conn.pr, &mut pieces);
                 if k > 0 {
@@ -669,7 +670,9 @@ impl TcpEp {
                     }
                 }
             }
-            match conn.fill() {
+            // Through the stage, a whole stage at a time (a big message's payload
+            // gets here only when it goes nowhere, as a truncated receive's tail).
+            match conn.fill_upto(STAGE) {
                 Ok(_) => continue,
                 Err(Error::Again) => return Ok(false),
                 Err(e) => return Err(closed(e)),
