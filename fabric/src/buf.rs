@@ -1,5 +1,6 @@
 //! Owned, address-stable byte buffers, and the buffers of one operation.
 
+use crate::mr::RegisteredBuf;
 use fabric_core::{Error, Result};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -211,26 +212,42 @@ pub enum OpBuffers {
     One(Buf),
     /// A vector of buffers (`sendv`, `recvv`).
     Many(Vec<Buf>),
+    /// One buffer registered with the domain ([`RegisteredBuf`]).
+    Registered(RegisteredBuf),
 }
 
 impl OpBuffers {
     /// The single buffer: that of `One`, or the only element of a one-element
     /// `Many`. `None` otherwise (the buffers are dropped; use
     /// [`OpBuffers::into_vec`] to keep several).
+    /// A registered buffer is deregistered first ([`RegisteredBuf::into_buf`];
+    /// `None` if that fails).
     pub fn into_buf(self) -> Option<Buf> {
         match self {
             OpBuffers::One(b) => Some(b),
             OpBuffers::Many(mut v) if v.len() == 1 => v.pop(),
+            OpBuffers::Registered(r) => r.into_buf().ok(),
             _ => None,
         }
     }
 
-    /// All the buffers, in order.
+    /// The registered buffer, if that is what the operation had (else `None`,
+    /// and the buffers are dropped).
+    pub fn into_registered(self) -> Option<RegisteredBuf> {
+        match self {
+            OpBuffers::Registered(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// All the buffers, in order (a registered one deregistered, as by
+    /// [`OpBuffers::into_buf`]).
     pub fn into_vec(self) -> Vec<Buf> {
         match self {
             OpBuffers::None => Vec::new(),
             OpBuffers::One(b) => vec![b],
             OpBuffers::Many(v) => v,
+            OpBuffers::Registered(r) => r.into_buf().into_iter().collect(),
         }
     }
 
@@ -243,7 +260,7 @@ impl OpBuffers {
     pub fn count(&self) -> usize {
         match self {
             OpBuffers::None => 0,
-            OpBuffers::One(_) => 1,
+            OpBuffers::One(_) | OpBuffers::Registered(_) => 1,
             OpBuffers::Many(v) => v.len(),
         }
     }
@@ -254,15 +271,18 @@ impl OpBuffers {
             OpBuffers::None => &[],
             OpBuffers::One(b) => std::slice::from_ref(b),
             OpBuffers::Many(v) => v,
+            OpBuffers::Registered(r) => std::slice::from_ref(r.buf()),
         }
     }
 
-    /// The buffers as a mutable slice.
+    /// The buffers as a mutable slice (for posting and completing, which neither
+    /// replace a buffer nor move its allocation).
     pub(crate) fn as_mut_slice(&mut self) -> &mut [Buf] {
         match self {
             OpBuffers::None => &mut [],
             OpBuffers::One(b) => std::slice::from_mut(b),
             OpBuffers::Many(v) => v,
+            OpBuffers::Registered(r) => std::slice::from_mut(r.buf_mut()),
         }
     }
 }
@@ -270,6 +290,12 @@ impl OpBuffers {
 impl From<Buf> for OpBuffers {
     fn from(b: Buf) -> OpBuffers {
         OpBuffers::One(b)
+    }
+}
+
+impl From<RegisteredBuf> for OpBuffers {
+    fn from(r: RegisteredBuf) -> OpBuffers {
+        OpBuffers::Registered(r)
     }
 }
 

@@ -333,8 +333,10 @@ fn completion_of(rec: Record, e: &CqEntry) -> Completion {
 /// keep their lengths as posted.
 #[inline]
 fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
-    if let OpBuffers::One(b) = bufs {
-        b.set_len_within(len);
+    match bufs {
+        OpBuffers::One(b) => b.set_len_within(len),
+        OpBuffers::Registered(r) => r.buf_mut().set_len_within(len),
+        _ => {}
     }
 }
 
@@ -719,6 +721,7 @@ impl Completion {
         match (&self.recv, &self.buffers) {
             (Some(v), _) => v,
             (None, OpBuffers::One(b)) => b,
+            (None, OpBuffers::Registered(r)) => r,
             _ => &[],
         }
     }

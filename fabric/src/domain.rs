@@ -7,7 +7,7 @@ use crate::cntr::Counter;
 use crate::cq::CompletionQueue;
 use crate::ep::Endpoint;
 use crate::fabric::Fabric;
-use crate::mr::MemoryRegion;
+use crate::mr::{MemoryRegion, RegisteredBuf};
 use fabric_core::prov::DomainOps;
 use fabric_core::{AvAttr, CqAttr, Info, MrAccess, Result};
 use std::fmt;
@@ -87,5 +87,11 @@ impl Domain {
     /// Register a buffer asking for a key (domains without `FI_MR_PROV_KEY`).
     pub fn register_with_key(&self, buf: Buf, access: MrAccess, requested_key: u64) -> Result<MemoryRegion> {
         MemoryRegion::register(self, buf, access, requested_key)
+    }
+
+    /// Register a buffer for the local end of this domain's sends and receives
+    /// (`FI_SEND | FI_RECV`, no peer access): see [`RegisteredBuf`].
+    pub fn register_buf(&self, buf: Buf) -> Result<RegisteredBuf> {
+        RegisteredBuf::register(self, buf)
     }
 }

@@ -240,7 +240,7 @@ pub use crate::ep::{Endpoint, PassiveEndpoint, PostError, PostResult, RecvMsg, S
 pub use crate::eq::EventQueue;
 pub use crate::fabric::Fabric;
 pub use crate::mc::Multicast;
-pub use crate::mr::MemoryRegion;
+pub use crate::mr::{MemoryRegion, RegisteredBuf};
 pub use crate::registry::{
     all_providers, core_name, discovery_rank, getinfo, getinfo_from, layer_of, layered_name, not_built_hint, params,
     provider_allowed, providers, register_provider,

@@ -177,3 +177,154 @@ impl Drop for MemoryRegion {
         }
     }
 }
+
+/// A buffer registered with a domain for the local end of its own sends and
+/// receives (`fi_mr_reg` with `FI_SEND | FI_RECV`, what libfabric's applications
+/// do where a domain's `mr_mode` has `FI_MR_LOCAL`). A provider that needs
+/// registered memory (verbs) then finds the registration by the buffer's
+/// address instead of copying the bytes through its bounce buffers or
+/// registering the buffer for each operation; to the others it costs the
+/// registration alone.
+///
+/// Peers get no access to it, so unlike a [`MemoryRegion`] its bytes can be
+/// read and written (it dereferences to `[u8]`, the contents), and it is posted
+/// as a [`Buf`] is: in [`OpBuffers::Registered`](crate::OpBuffers::Registered),
+/// through [`Endpoint::sendmsg`](crate::Endpoint::sendmsg) and the other
+/// `*msg` calls, and given back by the operation's completion
+/// ([`OpBuffers::into_registered`](crate::OpBuffers::into_registered)).
+/// Dropping it deregisters the buffer and frees it;
+/// [`RegisteredBuf::into_buf`] deregisters it and gives the buffer back.
+///
+/// # Example
+///
+/// ```no_run
+/// # use fabric::{Buf, FiAddr, OpBuffers, OpFlags, SendMsg};
+/// # fn f(domain: &fabric::Domain, ep: &fabric::Endpoint, peer: FiAddr) -> fabric::Result<()> {
+/// let mut tx = domain.register_buf(Buf::new(4096))?;
+/// tx.set_len(5)?;
+/// tx.copy_from_slice(b"hello");
+/// ep.sendmsg(SendMsg::new(tx, peer, 7), OpFlags::empty()).map_err(|e| e.error)?;
+/// // ... and the completion of context 7 gives it back:
+/// # let c: fabric::Completion = unimplemented!();
+/// let tx = c.buffers.into_registered().expect("the buffer");
+/// # Ok(())
+/// # }
+/// ```
+pub struct RegisteredBuf {
+    // Invariant: `reg` (while `Some`) registers the whole allocation of `buf`
+    // (from its start, for its capacity) with local access only. `buf` is never
+    // replaced nor given out by value while registered (no `DerefMut` to the
+    // `Buf` itself), and a `Buf`'s allocation neither moves nor grows, so the
+    // registration covers exactly this memory until it is closed; it is closed
+    // before the buffer is freed (`Drop`), or the buffer is leaked.
+    buf: Buf,
+    reg: Option<Arc<dyn MrOps>>,
+    _domain: Domain,
+}
+
+impl RegisteredBuf {
+    pub(crate) fn register(domain: &Domain, mut buf: Buf) -> Result<RegisteredBuf> {
+        /// Keys asked for where the domain does not choose them: a range of its
+        /// own, one per registration, so that two never clash.
+        static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x7fab_0000_0000_0000);
+        let key = if domain.info().domain_attr.mr_mode.contains(MrMode::PROV_KEY) {
+            0
+        } else {
+            NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        };
+        let (base, len) = (buf.raw_ptr(), buf.capacity());
+        // SAFETY: `base..base+len` is the `Buf`'s allocation, which stays where it
+        // is, and this value owns it, until the registration is closed (type
+        // invariant); with local access only, the provider touches the memory
+        // only within operations this buffer is posted to, which own it until
+        // their completion.
+        let reg = unsafe { domain.inner.ops.mr_reg(base, len, MrAccess::SEND | MrAccess::RECV, key)? };
+        Ok(RegisteredBuf { buf, reg: Some(reg), _domain: domain.clone() })
+    }
+
+    /// The buffer (length, capacity).
+    pub fn buf(&self) -> &Buf {
+        &self.buf
+    }
+
+    /// The length: the bytes that are the contents (see [`Buf`]).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the length is zero.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The capacity, all of it registered.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Set the length ([`Buf::set_len`]).
+    pub fn set_len(&mut self, n: usize) -> Result<()> {
+        self.buf.set_len(n)
+    }
+
+    /// The local descriptor (`fi_mr_desc`), as an opaque value.
+    pub fn desc(&self) -> u64 {
+        self.reg.as_ref().map_or(0, |r| r.desc())
+    }
+
+    /// Deregister and give the buffer back. If the provider fails to close the
+    /// registration, the error is returned and the buffer is leaked rather than
+    /// freed, as [`MemoryRegion::close`] does.
+    pub fn into_buf(mut self) -> Result<Buf> {
+        self.deregister()?;
+        Ok(std::mem::take(&mut self.buf))
+    }
+
+    /// The buffer, for the crate's posting and completing (which neither
+    /// replaces it nor moves its allocation).
+    pub(crate) fn buf_mut(&mut self) -> &mut Buf {
+        &mut self.buf
+    }
+
+    fn deregister(&mut self) -> Result<()> {
+        let Some(reg) = self.reg.take() else { return Ok(()) };
+        reg.close().inspect_err(|&e| {
+            fi_log!(Level::Warn, "core", "mr", "deregistering a {}-byte buffer failed ({}): leaked", self.capacity(), e);
+            std::mem::forget(std::mem::take(&mut self.buf));
+        })
+    }
+}
+
+impl Drop for RegisteredBuf {
+    fn drop(&mut self) {
+        let _ = self.deregister();
+    }
+}
+
+impl std::ops::Deref for RegisteredBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl std::ops::DerefMut for RegisteredBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+impl fmt::Debug for RegisteredBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredBuf").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}
+
+/// Equal when the contents are.
+impl PartialEq for RegisteredBuf {
+    fn eq(&self, other: &RegisteredBuf) -> bool {
+        self.buf == other.buf
+    }
+}
+
+impl Eq for RegisteredBuf {}

@@ -47,6 +47,51 @@ fn sizes(prov: &'static str, t: EpType) {
 
 rdm_and_msg!(sizes: rdm_sizes, msg_sizes);
 
+/// Buffers registered for local use (`Domain::register_buf`): posted with the
+/// `*msg` calls, tagged and untagged, eager and rendezvous sizes; each completion
+/// gives the registered buffer itself back (its length the bytes received), it
+/// is posted again, and deregistered at the end, giving the `Buf` back.
+fn registered_buffers(prov: &'static str, t: EpType) {
+    let Some(p) = Pair::new(prov, t, Caps::MSG | Caps::TAGGED) else { return };
+    let max = p.info.ep_attr.max_msg_size;
+    let cap = (1usize << 20).min(max);
+    let mut tx = p.a.domain.register_buf(Buf::new(cap)).expect("register the send buffer");
+    let mut rx = Some(p.b.domain.register_buf(Buf::new(cap + 8)).expect("register the receive buffer"));
+    assert_eq!((tx.capacity(), tx.len()), (cap, cap));
+    for (i, &size) in [0usize, 1, 64, 4096, 65_536, cap].iter().enumerate() {
+        let tagged = i % 2 == 1;
+        let want = pattern(size, 70 + i as u64);
+        tx.set_len(size).expect("within capacity");
+        tx.copy_from_slice(&want);
+        let mut r = RecvMsg::new(rx.take().expect("receive buffer back"), 300 + i as u64);
+        let mut s = SendMsg::new(tx, p.a_to_b, 400 + i as u64);
+        if tagged {
+            (r.tag, s.tag) = (9, 9);
+            p.b.ep.trecvmsg(r, OpFlags::empty()).expect("post trecvmsg");
+            p.a.ep.tsendmsg(s, OpFlags::empty()).expect("post tsendmsg");
+        } else {
+            p.b.ep.recvmsg(r, OpFlags::empty()).expect("post recvmsg");
+            p.a.ep.sendmsg(s, OpFlags::empty()).expect("post sendmsg");
+        }
+        let c = p.ok_b();
+        assert_eq!((c.context, c.len), (300 + i as u64, size), "{size} bytes: receive");
+        assert_bytes(c.bytes(), &want, &format!("{t} registered receive of {size} bytes"));
+        let got = c.buffers.into_registered().expect("the registered receive buffer given back");
+        assert_eq!((got.len(), got.capacity()), (size, cap + 8), "{size} bytes: the receive's length");
+        rx = Some(got);
+        let c = p.ok_a();
+        assert_eq!(c.context, 400 + i as u64);
+        tx = c.buffers.into_registered().expect("the registered send buffer given back");
+        assert_bytes(&tx, &want, "send buffer given back");
+    }
+    let b = tx.into_buf().expect("deregister");
+    assert_eq!(b.capacity(), cap);
+    drop(rx);
+    assert_eq!(p.a.cq.cq.in_flight() + p.b.cq.cq.in_flight(), 0, "every operation completed once");
+}
+
+rdm_and_msg!(registered_buffers: rdm_registered_buffers, msg_registered_buffers);
+
 /// Cut `data` into pieces of the given sizes (cycled), at most `n` pieces, the
 /// last taking the rest.
 fn split(data: &[u8], sizes: &[usize], n: usize) -> Vec<Buf> {

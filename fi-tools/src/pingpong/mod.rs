@@ -10,7 +10,8 @@
 //!
 //! The data path posts every receive before the matching send can arrive, reuses
 //! the two buffers that come back in completions (sized once for the largest
-//! message), busy-polls the completion queue with `read_one`, uses `inject` below
+//! message; registered with the domain where libfabric's `fi_pingpong` registers
+//! them, see [`registers`]), busy-polls the completion queue with `read_one`, uses `inject` below
 //! the provider's inject size as libfabric does, and allocates nothing per
 //! iteration. A watchdog in every poll loop turns a dead peer (end of the control
 //! connection, a shutdown event, an error completion) or a stall (no completion for
@@ -40,6 +41,7 @@ use crate::pattern::Pattern;
 use crate::sizes::{self, SizeSel};
 use fabric::{
     Address, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Endpoint, Error, EventQueue, FiAddr, Hints, Info,
+    MrMode, OpBuffers, OpFlags, PostError, PostResult, RecvMsg, RegisteredBuf, SendMsg,
 };
 use std::time::{Duration, Instant};
 
@@ -272,17 +274,76 @@ struct DataPath<'a> {
     timeout: Duration,
     check: bool,
     size: usize,
+    /// Whether the buffers are registered ([`registers`]).
+    register: bool,
     /// The send buffer, when not in flight.
-    tx: Option<Buf>,
+    tx: Option<PpBuf>,
     /// A receive buffer that has completed, not yet re-posted.
-    rx_done: Option<Buf>,
+    rx_done: Option<PpBuf>,
     fill: Pattern,
     verify: Pattern,
+}
+
+/// Whether the two buffers are registered with the domain, as libfabric's
+/// `fi_pingpong` registers them (`FI_SEND | FI_RECV`): where the domain's
+/// `mr_mode` has `FI_MR_LOCAL`, and over verbs. Ours does not require local
+/// registration, but finds a registered buffer by its address and then neither
+/// copies it through bounce buffers nor registers it for each operation;
+/// libfabric's verbs requires it, so its `fi_pingpong` always registers there.
+/// Elsewhere the buffers stay plain (a registration there costs the posting a
+/// few instructions and saves nothing).
+pub fn registers(info: &Info) -> bool {
+    info.domain_attr.mr_mode.contains(MrMode::LOCAL) || info.fabric_attr.prov_name.starts_with("verbs")
+}
+
+/// One of the two buffers: plain, or registered with the domain ([`registers`]).
+enum PpBuf {
+    Plain(Buf),
+    Registered(RegisteredBuf),
+}
+
+impl PpBuf {
+    fn new(ob: &Objects, cap: usize, register: bool) -> Res<PpBuf> {
+        let b = Buf::new(cap);
+        if !register {
+            return Ok(PpBuf::Plain(b));
+        }
+        ob.ep.domain().register_buf(b).map(PpBuf::Registered).map_err(|e| Failure::fabric("fi_mr_reg", e))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            PpBuf::Plain(b) => b,
+            PpBuf::Registered(r) => r,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            PpBuf::Plain(b) => b,
+            PpBuf::Registered(r) => r,
+        }
+    }
+
+    fn set_len(&mut self, n: usize) -> fabric::Result<()> {
+        match self {
+            PpBuf::Plain(b) => b.set_len(n),
+            PpBuf::Registered(r) => r.set_len(n),
+        }
+    }
+
+    /// The buffer an operation gave back (through its completion or its failed
+    /// post), of the kind posted.
+    fn back(bufs: OpBuffers, registered: bool, what: &str) -> Res<PpBuf> {
+        let b = if registered { bufs.into_registered().map(PpBuf::Registered) } else { bufs.into_buf().map(PpBuf::Plain) };
+        b.ok_or_else(|| Failure::new(format!("internal: {what} buffer lost")))
+    }
 }
 
 impl<'a> DataPath<'a> {
     fn new(ob: &'a Objects, peer: FiAddr, o: &PpOpts, plan: &Plan) -> Res<DataPath<'a>> {
         let cap = plan.sizes.iter().copied().max().unwrap_or(0).max(1);
+        let register = registers(&ob.info);
         let mut dp = DataPath {
             ep: &ob.ep,
             cq: &ob.cq,
@@ -293,12 +354,13 @@ impl<'a> DataPath<'a> {
             timeout: o.timeout,
             check: plan.check,
             size: 0,
-            tx: Some(Buf::new(cap)),
+            register,
+            tx: Some(PpBuf::new(ob, cap, register)?),
             rx_done: None,
             fill: Pattern::new(),
             verify: Pattern::new(),
         };
-        dp.post_recv(Buf::new(cap))?;
+        dp.post_recv(PpBuf::new(ob, cap, register)?)?;
         Ok(dp)
     }
 
@@ -332,20 +394,52 @@ impl<'a> DataPath<'a> {
         Ok(got)
     }
 
-    fn post_recv(&mut self, buf: Buf) -> Res<()> {
+    /// Post `buf` as a receive (plain: `fi_recv`/`fi_trecv`; registered: their
+    /// `*msg` forms, which take it).
+    fn recv_op(&self, buf: PpBuf) -> PostResult {
+        match (buf, self.tagged) {
+            (PpBuf::Plain(b), true) => self.ep.trecv(b, FiAddr::UNSPEC, TAG, 0, RX_CTX),
+            (PpBuf::Plain(b), false) => self.ep.recv(b, FiAddr::UNSPEC, RX_CTX),
+            (PpBuf::Registered(r), tagged) => {
+                let mut m = RecvMsg::new(r, RX_CTX);
+                m.addr = FiAddr::UNSPEC;
+                if tagged {
+                    m.tag = TAG;
+                    self.ep.trecvmsg(m, OpFlags::empty())
+                } else {
+                    self.ep.recvmsg(m, OpFlags::empty())
+                }
+            }
+        }
+    }
+
+    /// Post `buf` as a send to the peer, as [`DataPath::recv_op`] does.
+    fn send_op(&self, buf: PpBuf) -> PostResult {
+        match (buf, self.tagged) {
+            (PpBuf::Plain(b), true) => self.ep.tsend(b, self.peer, TAG, TX_CTX),
+            (PpBuf::Plain(b), false) => self.ep.send(b, self.peer, TX_CTX),
+            (PpBuf::Registered(r), tagged) => {
+                let mut m = SendMsg::new(r, self.peer, TX_CTX);
+                if tagged {
+                    m.tag = TAG;
+                    self.ep.tsendmsg(m, OpFlags::empty())
+                } else {
+                    self.ep.sendmsg(m, OpFlags::empty())
+                }
+            }
+        }
+    }
+
+    fn post_recv(&mut self, buf: PpBuf) -> Res<()> {
         let mut buf = buf;
         // The clock is read only when the provider pushes back.
         let mut w: Option<Watch> = None;
         loop {
-            let r = if self.tagged {
-                self.ep.trecv(buf, FiAddr::UNSPEC, TAG, 0, RX_CTX)
-            } else {
-                self.ep.recv(buf, FiAddr::UNSPEC, RX_CTX)
-            };
-            match r {
+            let registered = matches!(buf, PpBuf::Registered(_));
+            match self.recv_op(buf) {
                 Ok(()) => return Ok(()),
-                Err(pe) if pe.error == Error::Again => {
-                    buf = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
+                Err(PostError { error: Error::Again, buffers, .. }) => {
+                    buf = PpBuf::back(buffers, registered, "receive")?;
                     w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(
                         None,
                         self.eq,
@@ -374,11 +468,12 @@ impl<'a> DataPath<'a> {
         }
         let mut tx = self.tx.take().expect("send buffer present");
         if self.check {
-            self.fill.fill(&mut tx);
+            self.fill.fill(tx.bytes_mut());
         }
         if self.size < self.inject_size {
             loop {
-                let r = if self.tagged { self.ep.tinject(&tx, self.peer, TAG) } else { self.ep.inject(&tx, self.peer) };
+                let b = tx.bytes();
+                let r = if self.tagged { self.ep.tinject(b, self.peer, TAG) } else { self.ep.inject(b, self.peer) };
                 match r {
                     Ok(()) => break,
                     Err(Error::Again) => {
@@ -395,15 +490,11 @@ impl<'a> DataPath<'a> {
             return Ok(());
         }
         loop {
-            let r = if self.tagged {
-                self.ep.tsend(tx, self.peer, TAG, TX_CTX)
-            } else {
-                self.ep.send(tx, self.peer, TX_CTX)
-            };
-            match r {
+            let registered = matches!(tx, PpBuf::Registered(_));
+            match self.send_op(tx) {
                 Ok(()) => return Ok(()),
-                Err(pe) if pe.error == Error::Again => {
-                    tx = pe.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
+                Err(PostError { error: Error::Again, buffers, .. }) => {
+                    tx = PpBuf::back(buffers, registered, "send")?;
                     w.tick_checked(Some(&mut *ctrl), self.eq, "posting a send")?;
                     self.drain()?;
                 }
@@ -436,19 +527,18 @@ impl<'a> DataPath<'a> {
     fn complete(&mut self, c: Completion) -> Res<()> {
         match c.context {
             RX_CTX => {
-                let buf = c.buffers.into_buf().ok_or_else(|| Failure::new("internal: receive buffer lost"))?;
+                let buf = PpBuf::back(c.buffers, self.register, "receive")?;
                 if c.len != self.size {
                     return Err(Failure::new(format!("received {} bytes, expected {}", c.len, self.size)));
                 }
                 if self.check {
-                    self.verify.check(&buf).map_err(|m| Failure::new(format!("size {}: {m}", self.size)))?;
+                    self.verify.check(buf.bytes()).map_err(|m| Failure::new(format!("size {}: {m}", self.size)))?;
                 }
                 self.rx_done = Some(buf);
                 Ok(())
             }
             TX_CTX => {
-                let buf = c.buffers.into_buf().ok_or_else(|| Failure::new("internal: send buffer lost"))?;
-                self.tx = Some(buf);
+                self.tx = Some(PpBuf::back(c.buffers, self.register, "send")?);
                 Ok(())
             }
             other => Err(Failure::new(format!("completion with unknown context {other}"))),
@@ -469,6 +559,20 @@ impl<'a> DataPath<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_are_registered_where_libfabric_registers_them() {
+        let mut info = Info::default();
+        info.fabric_attr.prov_name = "tcp".into();
+        assert!(!registers(&info));
+        info.domain_attr.mr_mode = MrMode::LOCAL | MrMode::PROV_KEY;
+        assert!(registers(&info), "FI_MR_LOCAL");
+        info.domain_attr.mr_mode = MrMode::PROV_KEY | MrMode::VIRT_ADDR;
+        info.fabric_attr.prov_name = "verbs".into();
+        assert!(registers(&info), "verbs");
+        info.fabric_attr.prov_name = "verbs;ofi_rxm".into();
+        assert!(registers(&info), "verbs RDM");
+    }
 
     #[test]
     fn plan_round_trips() {
