@@ -289,7 +289,14 @@ impl RegisteredBuf {
     fn deregister(&mut self) -> Result<()> {
         let Some(reg) = self.reg.take() else { return Ok(()) };
         reg.close().inspect_err(|&e| {
-            fi_log!(Level::Warn, "core", "mr", "deregistering a {}-byte buffer failed ({}): leaked", self.capacity(), e);
+            fi_log!(
+                Level::Warn,
+                "core",
+                "mr",
+                "deregistering a {}-byte buffer failed ({}): leaked",
+                self.capacity(),
+                e
+            );
             std::mem::forget(std::mem::take(&mut self.buf));
         })
     }

@@ -40,8 +40,8 @@ use crate::oob::Ctrl;
 use crate::pattern::Pattern;
 use crate::sizes::{self, SizeSel};
 use fabric::{
-    Address, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Endpoint, Error, EventQueue, FiAddr, Hints, Info,
-    MrMode, OpBuffers, OpFlags, PostError, PostResult, RecvMsg, RegisteredBuf, SendMsg,
+    Address, Buf, Caps, Completion, CompletionQueue, CqAttr, CqFormat, Endpoint, Error, EventQueue, FiAddr, Hints,
+    Info, MrMode, OpBuffers, OpFlags, PostError, PostResult, RecvMsg, RegisteredBuf, SendMsg,
 };
 use std::time::{Duration, Instant};
 
@@ -335,7 +335,8 @@ impl PpBuf {
     /// The buffer an operation gave back (through its completion or its failed
     /// post), of the kind posted.
     fn back(bufs: OpBuffers, registered: bool, what: &str) -> Res<PpBuf> {
-        let b = if registered { bufs.into_registered().map(PpBuf::Registered) } else { bufs.into_buf().map(PpBuf::Plain) };
+        let b =
+            if registered { bufs.into_registered().map(PpBuf::Registered) } else { bufs.into_buf().map(PpBuf::Plain) };
         b.ok_or_else(|| Failure::new(format!("internal: {what} buffer lost")))
     }
 }
