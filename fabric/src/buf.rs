@@ -226,7 +226,7 @@ impl OpBuffers {
         match self {
             OpBuffers::One(b) => Some(b),
             OpBuffers::Many(mut v) if v.len() == 1 => v.pop(),
-            OpBuffers::Registered(r) => r.into_buf().ok(),
+            OpBuffers::Registered(r) => deregistered(r),
             _ => None,
         }
     }
@@ -291,6 +291,13 @@ impl From<Buf> for OpBuffers {
     fn from(b: Buf) -> OpBuffers {
         OpBuffers::One(b)
     }
+}
+
+/// [`OpBuffers::into_buf`] of a registered buffer, out of the common path.
+#[cold]
+#[inline(never)]
+fn deregistered(r: RegisteredBuf) -> Option<Buf> {
+    r.into_buf().ok()
 }
 
 impl From<RegisteredBuf> for OpBuffers {

@@ -333,11 +333,18 @@ fn completion_of(rec: Record, e: &CqEntry) -> Completion {
 /// keep their lengths as posted.
 #[inline]
 fn set_recv_len(bufs: &mut OpBuffers, len: usize) {
-    match bufs {
-        OpBuffers::One(b) => b.set_len_within(len),
-        OpBuffers::Registered(r) => r.buf_mut().set_len_within(len),
-        _ => {}
+    if let OpBuffers::One(b) = bufs {
+        b.set_len_within(len);
+    } else if let OpBuffers::Registered(r) = bufs {
+        set_registered_len(r, len);
     }
+}
+
+/// [`set_recv_len`] of a registered buffer, out of the common path.
+#[cold]
+#[inline(never)]
+fn set_registered_len(r: &mut crate::RegisteredBuf, len: usize) {
+    r.buf_mut().set_len_within(len);
 }
 
 /// The buffer of a released multi-receive record, if no view of it is alive.

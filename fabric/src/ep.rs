@@ -8,6 +8,7 @@ use crate::domain::Domain;
 use crate::eq::EventQueue;
 use crate::fabric::Fabric;
 use crate::mc::Multicast;
+use crate::mr::RegisteredBuf;
 use crate::table::{RecBufs, Record};
 use fabric_core::fi_log;
 use fabric_core::log::Level;
@@ -519,10 +520,32 @@ impl Endpoint {
                 };
             }
             Ok(b) => OpBuffers::One(b),
+            Err(OpBuffers::Registered(r)) if !multi => return self.post_registered(cq, rx, whole, r, context, call),
             Err(bufs) => bufs,
         };
         let (iovs, key) = self.record_general(cq, rx, whole, multi, buffers, context)?;
         match call(iovs.as_slice(), key) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.post_failed(cq, key, error)),
+        }
+    }
+
+    /// [`Endpoint::post_with`] of a registered buffer: its IoVec and record built
+    /// here, as a plain buffer's are (out of the plain buffer's path).
+    #[inline(never)]
+    fn post_registered(
+        &self,
+        cq: &CqInner,
+        rx: bool,
+        whole: bool,
+        mut r: RegisteredBuf,
+        context: u64,
+        call: impl FnOnce(&[IoVec], u64) -> Result<()>,
+    ) -> PostResult {
+        let b = r.buf_mut();
+        let iov = [IoVec { base: b.raw_ptr(), len: if whole { b.capacity() } else { b.len() } }];
+        let key = cq.table().insert(Record { user_context: context, bufs: RecBufs::own(OpBuffers::Registered(r), rx) });
+        match call(&iov, key) {
             Ok(()) => Ok(()),
             Err(error) => Err(self.post_failed(cq, key, error)),
         }

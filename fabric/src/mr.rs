@@ -211,14 +211,24 @@ impl Drop for MemoryRegion {
 /// # }
 /// ```
 pub struct RegisteredBuf {
+    /// Boxed, so that a registered buffer is one word: [`OpBuffers`](crate::OpBuffers),
+    /// which operations and completions move, stays the size of a `Buf`.
+    r: Box<Registration>,
+}
+
+/// What a [`RegisteredBuf`] holds.
+struct Registration {
     // Invariant: `reg` (while `Some`) registers the whole allocation of `buf`
     // (from its start, for its capacity) with local access only. `buf` is never
     // replaced nor given out by value while registered (no `DerefMut` to the
     // `Buf` itself), and a `Buf`'s allocation neither moves nor grows, so the
     // registration covers exactly this memory until it is closed; it is closed
     // before the buffer is freed (`Drop`), or the buffer is leaked.
+    /// The buffer.
     buf: Buf,
+    /// Its registration; `None` once closed.
     reg: Option<Arc<dyn MrOps>>,
+    /// The domain, kept open while the buffer is registered with it.
     _domain: Domain,
 }
 
@@ -239,37 +249,37 @@ impl RegisteredBuf {
         // only within operations this buffer is posted to, which own it until
         // their completion.
         let reg = unsafe { domain.inner.ops.mr_reg(base, len, MrAccess::SEND | MrAccess::RECV, key)? };
-        Ok(RegisteredBuf { buf, reg: Some(reg), _domain: domain.clone() })
+        Ok(RegisteredBuf { r: Box::new(Registration { buf, reg: Some(reg), _domain: domain.clone() }) })
     }
 
     /// The buffer (length, capacity).
     pub fn buf(&self) -> &Buf {
-        &self.buf
+        &self.r.buf
     }
 
     /// The length: the bytes that are the contents (see [`Buf`]).
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.r.buf.len()
     }
 
     /// Whether the length is zero.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.r.buf.is_empty()
     }
 
     /// The capacity, all of it registered.
     pub fn capacity(&self) -> usize {
-        self.buf.capacity()
+        self.r.buf.capacity()
     }
 
     /// Set the length ([`Buf::set_len`]).
     pub fn set_len(&mut self, n: usize) -> Result<()> {
-        self.buf.set_len(n)
+        self.r.buf.set_len(n)
     }
 
     /// The local descriptor (`fi_mr_desc`), as an opaque value.
     pub fn desc(&self) -> u64 {
-        self.reg.as_ref().map_or(0, |r| r.desc())
+        self.r.reg.as_ref().map_or(0, |r| r.desc())
     }
 
     /// Deregister and give the buffer back. If the provider fails to close the
@@ -277,17 +287,17 @@ impl RegisteredBuf {
     /// freed, as [`MemoryRegion::close`] does.
     pub fn into_buf(mut self) -> Result<Buf> {
         self.deregister()?;
-        Ok(std::mem::take(&mut self.buf))
+        Ok(std::mem::take(&mut self.r.buf))
     }
 
     /// The buffer, for the crate's posting and completing (which neither
     /// replaces it nor moves its allocation).
     pub(crate) fn buf_mut(&mut self) -> &mut Buf {
-        &mut self.buf
+        &mut self.r.buf
     }
 
     fn deregister(&mut self) -> Result<()> {
-        let Some(reg) = self.reg.take() else { return Ok(()) };
+        let Some(reg) = self.r.reg.take() else { return Ok(()) };
         reg.close().inspect_err(|&e| {
             fi_log!(
                 Level::Warn,
@@ -297,7 +307,7 @@ impl RegisteredBuf {
                 self.capacity(),
                 e
             );
-            std::mem::forget(std::mem::take(&mut self.buf));
+            std::mem::forget(std::mem::take(&mut self.r.buf));
         })
     }
 }
@@ -311,13 +321,13 @@ impl Drop for RegisteredBuf {
 impl std::ops::Deref for RegisteredBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.buf
+        &self.r.buf
     }
 }
 
 impl std::ops::DerefMut for RegisteredBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.buf
+        &mut self.r.buf
     }
 }
 
@@ -330,7 +340,7 @@ impl fmt::Debug for RegisteredBuf {
 /// Equal when the contents are.
 impl PartialEq for RegisteredBuf {
     fn eq(&self, other: &RegisteredBuf) -> bool {
-        self.buf == other.buf
+        self.r.buf == other.r.buf
     }
 }
 

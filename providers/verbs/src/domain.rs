@@ -32,8 +32,8 @@ pub(crate) struct VerbsDomain {
     pub(crate) objs: DomainObjects,
     /// Regions registered by the application, for finding the local key of a
     /// buffer an operation names. Weak: a region closes when the application
-    /// drops it.
-    regions: Mutex<Vec<Weak<VerbsMr>>>,
+    /// drops it (its entry goes at the next registration).
+    regions: Mutex<Vec<RegionRef>>,
     /// With `FI_PROGRESS_AUTO`: the progress thread.
     auto: Option<AutoProgress>,
     /// Asynchronous events read from the device and not yet taken by the
@@ -99,25 +99,14 @@ impl VerbsDomain {
 
     /// The application's region covering `base..base+len`, if any is open,
     /// and one a peer may read when `remote_read`.
+    /// The bounds are compared in the list itself; only a region that covers
+    /// the buffer is looked at (kept alive and asked whether it is open).
     pub(crate) fn find_region(&self, base: *const u8, len: usize, remote_read: bool) -> Option<Arc<VerbsMr>> {
         let (lo, hi) = (base as usize, (base as usize).checked_add(len)?);
-        let mut g = self.regions.lock().unwrap_or_else(|e| e.into_inner());
-        let mut found = None;
-        g.retain(|w| match w.upgrade() {
-            Some(r) => {
-                if found.is_none()
-                    && r.is_open()
-                    && (r.remote_read || !remote_read)
-                    && r.base <= lo
-                    && hi <= r.base + r.len
-                {
-                    found = Some(r);
-                }
-                true
-            }
-            None => false,
-        });
-        found
+        let g = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        g.iter()
+            .filter(|e| e.lo <= lo && hi <= e.hi && (e.remote_read || !remote_read))
+            .find_map(|e| e.mr.upgrade().filter(|r| r.is_open()))
     }
 
     /// Asynchronous events about QP `qpn`, taken from the device's queue (and
@@ -148,6 +137,19 @@ impl VerbsDomain {
         }
         mine
     }
+}
+
+/// An entry of the domain's list of regions: a region's bounds and access, and the
+/// region.
+struct RegionRef {
+    /// The region's first byte's address.
+    lo: usize,
+    /// One past its last byte's.
+    hi: usize,
+    /// Whether a peer may read it ([`VerbsMr`]'s `remote_read`).
+    remote_read: bool,
+    /// The region (dead once the application has dropped it).
+    mr: Weak<VerbsMr>,
 }
 
 /// A region registered with the device (`ibv_reg_mr`), also known to the domain's
@@ -288,7 +290,14 @@ impl DomainOps for VerbsDomain {
             util,
             open: AtomicBool::new(true),
         });
-        self.regions.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::downgrade(&r));
+        let mut g = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|e| e.mr.strong_count() > 0);
+        g.push(RegionRef {
+            lo: r.base,
+            hi: r.base.saturating_add(r.len),
+            remote_read: r.remote_read,
+            mr: Arc::downgrade(&r),
+        });
         Ok(r)
     }
 }
