@@ -11,11 +11,12 @@
 //! The data path posts every receive before the matching send can arrive, reuses
 //! the two buffers that come back in completions (sized once for the largest
 //! message; registered with the domain where libfabric's `fi_pingpong` registers
-//! them, see [`registers`]), busy-polls the completion queue with `read_one`, uses `inject` below
-//! the provider's inject size as libfabric does, and allocates nothing per
-//! iteration. A watchdog in every poll loop turns a dead peer (end of the control
-//! connection, a shutdown event, an error completion) or a stall (no completion for
-//! `--timeout`, 10 s) into a message and a non-zero exit, never a hang.
+//! them, see [`registers`]), busy-polls the completion queue with `read_one`, uses
+//! `inject` below the provider's inject size as libfabric does, and allocates
+//! nothing per iteration. A watchdog in every poll loop turns a dead peer (end of
+//! the control connection, a shutdown event, an error completion) or a stall (no
+//! completion for `--timeout`, 10 s) into a message and a non-zero exit, never a
+//! hang.
 //!
 //! The control protocol (text messages, one per frame):
 //!
@@ -444,11 +445,10 @@ impl<'a> DataPath<'a> {
         // The clock is read only when the provider pushes back.
         let mut w: Option<Watch> = None;
         loop {
-            let registered = matches!(buf, PpBuf::Registered(_));
             match self.recv_op(buf) {
                 Ok(()) => return Ok(()),
                 Err(PostError { error: Error::Again, buffers, .. }) => {
-                    buf = PpBuf::back(buffers, registered, "receive")?;
+                    buf = PpBuf::back(buffers, self.register, "receive")?;
                     w.get_or_insert_with(|| Watch::new(self.timeout)).tick_checked(
                         None,
                         self.eq,
@@ -499,11 +499,10 @@ impl<'a> DataPath<'a> {
             return Ok(());
         }
         loop {
-            let registered = matches!(tx, PpBuf::Registered(_));
             match self.send_op(tx) {
                 Ok(()) => return Ok(()),
                 Err(PostError { error: Error::Again, buffers, .. }) => {
-                    tx = PpBuf::back(buffers, registered, "send")?;
+                    tx = PpBuf::back(buffers, self.register, "send")?;
                     w.tick_checked(Some(&mut *ctrl), self.eq, "posting a send")?;
                     self.drain()?;
                 }
