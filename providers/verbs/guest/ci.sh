@@ -4,7 +4,8 @@
 # it, failing when any of these fails:
 #   1. fi_info -p verbs (both endpoint types listed; the reasons logged),
 #   2. fi_pingpong -p verbs -e msg and -e rdm, every size, data checked (-c);
-#      -e msg also on the MSG direct path (FI_VERBS_MSG_DIRECT=1),
+#      -e msg on the MSG direct path (the default), and also on the engine's
+#      protocol (FI_VERBS_MSG_DIRECT=0),
 #   3. the conformance suite on verbs (cargo test's `verbs::` tests), twice: RDM
 #      connections on the endpoint's shared receive queue, then each with its own
 #      buffers (FI_VERBS_USE_SRQ=0); the allocation test (no_alloc.rs) and the
@@ -12,8 +13,8 @@
 #      FABRIC_REQUIRE=verbs, so a test that finds no verbs device fails, and the
 #      skips the provider's Info explains counted and listed (fabric/testkit),
 #   4. ours against libfabric's fi_pingpong -p verbs -e rdm at 64 B, 4 KiB and
-#      1 MiB, and -e msg at 64 B, 4 KiB and 64 KiB (the engine's path, then the
-#      direct path: "VERBS-RATIO msg-direct"), side by side in the same guest, five alternating runs each, with
+#      1 MiB, and -e msg at 64 B, 4 KiB and 64 KiB (the direct path, the default,
+#      then the engine's protocol: "VERBS-RATIO msg-engine"), side by side in the same guest, five alternating runs each, with
 #      the ratios of the medians and of the best runs printed (only when
 #      libfabric's fi_pingpong is installed; emulation sets the absolute figures),
 #   5. the source GID of the QPs: the domain's by default, FI_VERBS_GID_IDX's when
@@ -131,12 +132,14 @@ pp() {
     cat cli.txt
 }
 
-step "fi_pingpong -p verbs -e msg -S all -c"
-pp ./fi_pingpong msg -S all -I 20 -c || die "fi_pingpong msg"
-step "fi_pingpong -p verbs -e msg -S all -c on the direct path (FI_VERBS_MSG_DIRECT=1)"
-FI_VERBS_MSG_DIRECT=1 FI_LOG_LEVEL=info pp ./fi_pingpong msg -S 64 -I 10 -c > /dev/null 2>&1 || die "fi_pingpong msg, direct path"
+step "fi_pingpong -p verbs -e msg -S all -c (the direct data path, the default)"
+FI_LOG_LEVEL=info pp ./fi_pingpong msg -S 64 -I 10 -c > /dev/null 2>&1 || die "fi_pingpong msg, direct path"
 grep -q "direct data path" cli.txt && grep -q "direct data path" srv.txt || { cat cli.txt srv.txt; die "fi_pingpong msg did not take the direct path"; }
-FI_VERBS_MSG_DIRECT=1 pp ./fi_pingpong msg -S all -I 20 -c || die "fi_pingpong msg, direct path"
+pp ./fi_pingpong msg -S all -I 20 -c || die "fi_pingpong msg"
+step "fi_pingpong -p verbs -e msg -S all -c on the engine's protocol (FI_VERBS_MSG_DIRECT=0)"
+FI_VERBS_MSG_DIRECT=0 FI_LOG_LEVEL=info pp ./fi_pingpong msg -S 64 -I 10 -c > /dev/null 2>&1 || die "fi_pingpong msg, engine"
+! grep -q "direct data path" cli.txt srv.txt || { cat cli.txt srv.txt; die "FI_VERBS_MSG_DIRECT=0: fi_pingpong msg took the direct path"; }
+FI_VERBS_MSG_DIRECT=0 pp ./fi_pingpong msg -S all -I 20 -c || die "fi_pingpong msg, engine"
 step "fi_pingpong -p verbs -e rdm -S all -c"
 pp ./fi_pingpong rdm -S all -I 20 -c || die "fi_pingpong rdm"
 step "fi_pingpong -p verbs -e rdm -m tagged -S 4096 -c"
@@ -239,17 +242,17 @@ if [ -x "$LF_PINGPONG" ] && [ -x "$LF_INFO" ]; then
         side_by_side VERBS-RATIO rdm $s $it
     done
     # MSG endpoints over rxe0 too (no rxm on libfabric's side: its verbs
-    # provider posts the application's buffers directly).
+    # provider posts the application's buffers directly, as ours does on the
+    # direct path, the default: ep/direct.rs).
     for s in 64 4096 65536; do
         case $s in 64) it=1000 ;; 4096) it=500 ;; *) it=100 ;; esac
         side_by_side "VERBS-RATIO msg" msg $s $it
     done
-    # The MSG direct path (ep/direct.rs): the application's buffers on the QP,
-    # as libfabric's verbs runs (libfabric ignores the variable).
-    export FI_VERBS_MSG_DIRECT=1
+    # Ours on the RDM engine's protocol (libfabric ignores the variable).
+    export FI_VERBS_MSG_DIRECT=0
     for s in 64 4096 65536; do
         case $s in 64) it=1000 ;; 4096) it=500 ;; *) it=100 ;; esac
-        side_by_side "VERBS-RATIO msg-direct" msg $s $it
+        side_by_side "VERBS-RATIO msg-engine" msg $s $it
     done
     unset FI_VERBS_MSG_DIRECT
 else

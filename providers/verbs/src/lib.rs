@@ -53,7 +53,7 @@ pub(crate) struct Config {
     /// `FI_VERBS_MSG_DIRECT`: MSG endpoints that can (RoCE or InfiniBand; no
     /// tagged messages, atomics, multi-receive buffers or directed receives)
     /// post the application's buffers to their QP, when the peer does too
-    /// (`ep/direct.rs`); their receives cannot be canceled.
+    /// (`ep/direct.rs`); their receives cannot be canceled. On by default.
     pub msg_direct: bool,
 }
 
@@ -98,8 +98,8 @@ pub(crate) fn params() -> Vec<Param> {
             prov: NAME,
             name: "msg_direct",
             kind: ParamType::Bool,
-            help: "Let MSG endpoints over RoCE or InfiniBand that ask for no tagged messages, atomics, multi-receive buffers or directed receives post the application's buffers straight to their QP (as libfabric's verbs does), when the peer does too; such an endpoint cannot cancel a receive once its connection is chosen",
-            default: "0",
+            help: "Let MSG endpoints over RoCE or InfiniBand that ask for no tagged messages, atomics, multi-receive buffers or directed receives post the application's buffers straight to their QP (as libfabric's verbs does), when the peer does too; such an endpoint cannot cancel a receive once its connection is chosen (0: every MSG endpoint runs the RDM engine's protocol, which can)",
+            default: "1",
         },
     ]
 }
