@@ -13,7 +13,7 @@
 //! | atomic: fetch-add, compare-swap of one 64-bit integer | native, when the device reports atomics | at its completion |
 //! | other atomics | `AtomicReq` SEND (the engine's); the target's engine applies it and answers `RmaResp` | at the answer |
 //!
-//! MSG endpoints with `FI_VERBS_MSG_DIRECT=1` that need none of the engine's
+//! MSG endpoints (unless `FI_VERBS_MSG_DIRECT=0`) that need none of the engine's
 //! features take the direct path instead where both sides can (`direct.rs`):
 //!
 //! | what (direct path) | on the wire | completes |
