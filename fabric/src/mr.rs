@@ -257,17 +257,8 @@ impl RegisteredBuf {
         &self.r.buf
     }
 
-    /// The length: the bytes that are the contents (see [`Buf`]).
-    pub fn len(&self) -> usize {
-        self.r.buf.len()
-    }
-
-    /// Whether the length is zero.
-    pub fn is_empty(&self) -> bool {
-        self.r.buf.is_empty()
-    }
-
-    /// The capacity, all of it registered.
+    /// The capacity, all of it registered (the length, the contents', is that of
+    /// the `[u8]` it dereferences to).
     pub fn capacity(&self) -> usize {
         self.r.buf.capacity()
     }

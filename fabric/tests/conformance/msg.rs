@@ -305,8 +305,9 @@ rdm_and_msg!(inject: rdm_inject, msg_inject);
 /// the QP, which has no way to take one back (as libfabric's verbs MSG endpoints,
 /// which do not cancel).
 fn cancels_posted_receives(p: &Pair) -> bool {
-    let direct_off = std::env::var("FI_VERBS_MSG_DIRECT").is_ok_and(|v| v == "0");
-    PROV != "verbs" || p.ep_type != EpType::Msg || direct_off || is_iwarp(&p.info)
+    // The provider's own setting, read as it reads it (its default included).
+    let direct = params().iter().find(|q| q.prov == "verbs" && q.name == "msg_direct").is_some_and(|q| q.get_bool());
+    PROV != "verbs" || p.ep_type != EpType::Msg || !direct || is_iwarp(&p.info)
 }
 
 /// 100 messages of mixed sizes (every 25th a rendezvous) match receives in order:

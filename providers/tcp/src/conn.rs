@@ -26,6 +26,7 @@ pub(crate) const BIG_MSG: u64 = 16 * 1024;
 /// What the first read of a big frame asks for when the frame is longer than one
 /// TCP segment ([`Conn::expect_next`]).
 pub(crate) const FIRST_CHUNK: usize = 4096;
+const _: () = assert!(FIRST_CHUNK <= STAGE && HDR_LEN <= STAGE);
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +130,8 @@ pub(crate) struct Conn {
     /// The last receive found the socket drained (returned less than asked).
     pub drained: bool,
     /// How many bytes the next read into the (empty) stage asks for: all it
-    /// holds, a first chunk or a header alone ([`Conn::expect_next`]).
+    /// holds, a first chunk or a header alone ([`Conn::expect_next`]). Never more
+    /// than the stage's length: set only there and in `Conn::new`.
     fill_want: usize,
     /// The socket's maximum segment size (`TCP_MAXSEG`), asked the first time a
     /// big message comes; 0 until then.
@@ -241,20 +243,29 @@ impl Conn {
     /// `Err(ConnReset)`; no data yet is `Err(Again)`.
     #[inline(always)]
     pub fn fill(&mut self) -> Result<usize> {
-        self.fill_upto(self.fill_want)
+        // `fill_want` is the stage's length, `FIRST_CHUNK` or `HDR_LEN`
+        // (`expect_next`): never more than the stage holds.
+        self.read_stage(self.fill_want)
     }
 
     /// [`Conn::fill`] asking for `want` bytes (the stage's length if that is less).
     #[inline(always)]
     pub fn fill_upto(&mut self, want: usize) -> Result<usize> {
+        self.read_stage(want.min(self.stage.len()))
+    }
+
+    /// Receive up to `want` bytes into the (empty) stage; `want` is at most the
+    /// stage's length (both callers see to it).
+    #[inline(always)]
+    fn read_stage(&mut self, want: usize) -> Result<usize> {
         debug_assert_eq!(self.staged(), 0);
-        let want = want.min(self.stage.len());
+        debug_assert!(want <= self.stage.len());
         self.stage_lo = 0;
         self.stage_hi = 0;
         // A plain `read` (fewer arguments than `recv`'s, and the same bytes): the
         // socket is non-blocking (`Conn::new`), so it never waits.
         // SAFETY: the stage is valid for writes of its length, and `want` is at
-        // most that.
+        // most that (`fill`: the invariant of `fill_want`; `fill_upto`: clamped).
         let r = unsafe { libc::read(self.fd(), self.stage.as_mut_ptr() as *mut libc::c_void, want) };
         let n = if r > 0 { r as usize } else { self.fill_failed(r, want)? };
         self.stage_hi = n;
@@ -546,8 +557,14 @@ mod tests {
 
     /// Fill until something arrives (the peer's bytes may still be in flight).
     fn fill_some(c: &mut Conn) -> usize {
+        let want = c.fill_want();
+        fill_some_upto(c, want)
+    }
+
+    /// [`fill_some`] asking for `want` bytes ([`Conn::fill_upto`]).
+    fn fill_some_upto(c: &mut Conn, want: usize) -> usize {
         for _ in 0..5000 {
-            match c.fill() {
+            match c.fill_upto(want) {
                 Ok(n) => return n,
                 Err(Error::Again) => std::thread::sleep(std::time::Duration::from_millis(1)),
                 Err(e) => panic!("fill: {e}"),
@@ -628,13 +645,7 @@ mod tests {
         let mut got = 0;
         while got < bytes.len() {
             c.stage_lo = c.stage_hi;
-            got += loop {
-                match c.fill_upto(STAGE) {
-                    Ok(n) => break n,
-                    Err(Error::Again) => std::thread::sleep(std::time::Duration::from_millis(1)),
-                    Err(e) => panic!("fill: {e}"),
-                }
-            };
+            got += fill_some_upto(&mut c, STAGE);
         }
         assert_eq!(got, bytes.len());
     }
