@@ -7,9 +7,9 @@ use super::PROV;
 use crate::common::*;
 use fabric::*;
 
-/// Message sizes: empty, tiny, odd, page, 64 KiB, at and just above a 128 KiB
-/// eager limit, 1 MiB and 8 MiB (rendezvous).
-const SIZES: &[usize] = &[0, 1, 3, 255, 1023, 4096, 65_536, 131_072, 131_073, 1 << 20, 8 << 20];
+/// Message sizes: empty, tiny, odd, page, 64 KiB, at and just above eager limits
+/// of 128 KiB and 512 KiB (tcp's), 1 MiB and 8 MiB (rendezvous).
+const SIZES: &[usize] = &[0, 1, 3, 255, 1023, 4096, 65_536, 131_072, 131_073, 524_288, 524_289, 1 << 20, 8 << 20];
 
 fn sizes(prov: &'static str, t: EpType) {
     let Some(p) = Pair::new(prov, t, Caps::MSG) else { return };

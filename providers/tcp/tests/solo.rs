@@ -347,7 +347,7 @@ fn too_many_pieces_are_refused_on_the_way_to_the_last_destination() {
 fn large_messages_back_to_back_arrive_whole_and_in_order() {
     for others in [false, true] {
         let (_dom, a, b, to_b, _c) = peers(others);
-        let sizes = [40_000usize, 65_536, 100_000, 0, 70_000, 33_000, 65_536, 1, 200_000, 32_768, 64];
+        let sizes = [40_000usize, 65_536, 100_000, 0, 70_000, 33_000, 65_536, 1, 200_000, 600_000, 32_768, 64];
         let byte = |k: usize, i: usize| (k * 31 + i * 7 + i / 251) as u8;
         let mut srcs: Vec<Vec<u8>> =
             sizes.iter().enumerate().map(|(k, &n)| (0..n).map(|i| byte(k, i)).collect()).collect();
@@ -362,7 +362,7 @@ fn large_messages_back_to_back_arrive_whole_and_in_order() {
             // SAFETY: `srcs` outlives every completion waited for below.
             unsafe { a.ep.post_send(&op(&si, to_b, 100 + k as u64), OpFlags::empty()) }.unwrap();
         }
-        // Receives match in order; a rendezvous message (past eager_max, 128 KiB)
+        // Receives match in order; a rendezvous message (past eager_max, 512 KiB)
         // completes after the eager ones behind it, so completions are counted.
         let mut got = vec![false; sizes.len()];
         for _ in 0..sizes.len() {
