@@ -1,5 +1,5 @@
 //! A slab of values with generation-checked `u64` ids (`gen << 32 | index`,
-//! never 0): an id handed to a peer or a queue and coming back after its value
+//! the generation never 0, so an id is never below 2^32): an id handed to a peer or a queue and coming back after its value
 //! was removed finds nothing, even if the slot was reused. Operations in flight
 //! are kept this way by the providers.
 
@@ -104,5 +104,20 @@ mod tests {
         assert!(s.get(a).is_none());
         assert_eq!(s.get(b), Some(&2));
         assert_ne!(a, 0);
+    }
+
+    /// Ids leave the values below 2^32 to their users (verbs tags work
+    /// requests that have no record with such a value): the generation is never
+    /// 0, also when it wraps.
+    #[test]
+    fn slab_ids_are_never_below_two_to_the_32() {
+        let mut s = Slab::new();
+        let a = s.insert(1);
+        assert!(a >= 1 << 32);
+        s.remove(a);
+        s.slots[0].0 = u32::MAX;
+        let b = s.insert(2);
+        assert_eq!(b, 1 << 32, "the generation wraps to 1, not 0");
+        assert_eq!(s.get(b), Some(&2));
     }
 }

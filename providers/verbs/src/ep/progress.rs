@@ -38,6 +38,9 @@ impl VerbsEp {
     /// Handle one work completion.
     pub(super) fn handle_wc(&self, g: &mut Inner, wc: &sys::ibv_wc) {
         let wid = wc.wr_id;
+        if wid == super::direct::DIRECT_INJECT {
+            return self.direct_inject_done(g, wc);
+        }
         let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
         let Some(rec) = g.wrs.get(wid) else { return };
         let cid = rec.conn;
