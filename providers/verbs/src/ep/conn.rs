@@ -32,8 +32,6 @@ pub(super) enum WrKind {
     RndvRead { fetch: u64 },
     /// A SEND of the direct path (`direct.rs`).
     DirectSend(super::direct::DSend),
-    /// A receive of the direct path: the application's buffer.
-    DirectRecv(super::direct::DRecv),
     /// A control SEND of iWARP (the active side's first message,
     /// [`FIRST_MARKER`], or a credit message), from bounce slot `slot` when not
     /// inline.
@@ -351,6 +349,7 @@ impl VerbsEp {
         }
         // Work requests of the connection: gone with its QP.
         let mut direct = Vec::new();
+        let recvs: Vec<_> = g.drecvs.ids(|r| r.conn == cid).into_iter().filter_map(|id| g.drecvs.remove(id)).collect();
         for wid in g.wrs.ids(|w| w.conn == cid) {
             match g.wrs.remove(wid) {
                 Some(WrRec { kind: WrKind::Frame { slot, frame }, .. }) => {
@@ -359,7 +358,7 @@ impl VerbsEp {
                     }
                     g.eng.frame_failed_prov(&g.b, cid, frame, err, prov_errno);
                 }
-                Some(r @ WrRec { kind: WrKind::DirectSend(_) | WrKind::DirectRecv(_), .. }) => direct.push(r),
+                Some(r @ WrRec { kind: WrKind::DirectSend(_), .. }) => direct.push(r),
                 _ => {}
             }
         }
@@ -384,8 +383,8 @@ impl VerbsEp {
         c.id.disconnect();
         drop(c);
         // The QP is gone: the direct path's buffers are the application's again.
-        if !direct.is_empty() {
-            Self::direct_dropped(g, direct, err, prov_errno);
+        if !direct.is_empty() || !recvs.is_empty() {
+            Self::direct_dropped(g, direct, recvs, err, prov_errno);
         }
     }
 

@@ -208,6 +208,11 @@ struct Inner {
     /// Rendezvous messages being fetched (their READs in flight).
     fetching: Slab<FetchIn>,
     wrs: Slab<WrRec>,
+    /// The direct path's receives on the QP (their work request ids carry
+    /// [`direct::DRECV_TAG`]).
+    drecvs: Slab<direct::DRecv>,
+    /// Lists of pieces the direct path's vectored receives take and give back.
+    iov_spare: Vec<Vec<IoVec>>,
     /// Free bounce slots.
     tx_free: Vec<usize>,
     /// The engine's frames waiting for a bounce slot, in order.
@@ -347,6 +352,8 @@ impl VerbsEp {
                 ops: Slab::new(),
                 fetching: Slab::new(),
                 wrs: Slab::new(),
+                drecvs: Slab::new(),
+                iov_spare: Vec::new(),
                 tx_free: (0..NTX).rev().collect(),
                 deferred: VecDeque::new(),
                 connected: false,

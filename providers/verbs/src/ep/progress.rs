@@ -41,6 +41,9 @@ impl VerbsEp {
         if wid == super::direct::DIRECT_INJECT {
             return self.direct_inject_done(g, wc);
         }
+        if wid & super::direct::DRECV_TAG != 0 {
+            return self.direct_recv_done(g, wid & !super::direct::DRECV_TAG, wc);
+        }
         let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
         let Some(rec) = g.wrs.get(wid) else { return };
         let cid = rec.conn;
@@ -65,10 +68,6 @@ impl VerbsEp {
             if !g.closed {
                 let _ = self.post_shared_slot(g, slot);
             }
-            return;
-        }
-        if let WrKind::DirectRecv(_) = rec.kind {
-            self.direct_recv_done(g, wid, wc);
             return;
         }
         if let WrKind::Recv { slot } = rec.kind {
@@ -120,7 +119,7 @@ impl VerbsEp {
     pub(super) fn wr_done(&self, g: &mut Inner, wid: u64, err: Option<(Error, i32)>) {
         let Some(rec) = g.wrs.remove(wid) else { return };
         match rec.kind {
-            WrKind::Recv { .. } | WrKind::SharedRecv { .. } | WrKind::DirectRecv(_) => {}
+            WrKind::Recv { .. } | WrKind::SharedRecv { .. } => {}
             WrKind::DirectSend(d) => Self::direct_send_done(g, d, err),
             WrKind::Frame { slot, frame } => {
                 if let Some(s) = slot {
