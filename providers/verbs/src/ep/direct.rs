@@ -125,7 +125,7 @@ const _: () = assert!(RX_BOUNCE_KEEP + IOV_LIMIT + TX_RESERVE < NTX);
 pub(super) const DRECV_TAG: u64 = 1 << 31;
 
 /// A receive on the QP, kept in `Inner::drecvs` (112 bytes: moved in and out
-/// without a `memcpy`, where the work requests' records are twice as large).
+/// without a `memcpy`, which the work requests' larger records need).
 pub(super) struct DRecv {
     /// Its connection.
     pub(super) conn: u64,
@@ -251,6 +251,19 @@ impl VerbsEp {
                 r.many = v;
             }
         }
+        match self.recv_wr_sges(g, &mut r, pieces, sges) {
+            Ok(()) => Ok(r),
+            Err(e) => {
+                Self::drecv_release(g, r);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`VerbsEp::direct_recv_wr`]'s scatter entries for `r`, which takes the
+    /// bounce slots or registrations they need.
+    #[inline(always)]
+    fn recv_wr_sges(&self, g: &mut Inner, r: &mut DRecv, pieces: &[IoVec], sges: &mut Sges) -> Result<()> {
         let room = Self::recv_room(g);
         // The application's regions covering the pieces, if every piece has one.
         let mut all = true;
@@ -278,8 +291,7 @@ impl VerbsEp {
                 *sges = self.sges_for(pieces, &mut r.tmp)?;
             }
         }
-        self.push_scratch(g, sges, room)?;
-        Ok(r)
+        self.push_scratch(g, sges, room)
     }
 
     /// What receive `r` holds goes back (it will not be posted, or has ended):
