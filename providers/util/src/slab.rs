@@ -1,7 +1,8 @@
 //! A slab of values with generation-checked `u64` ids (`gen << 32 | index`,
-//! the generation never 0, so an id is never below 2^32): an id handed to a peer or a queue and coming back after its value
-//! was removed finds nothing, even if the slot was reused. Operations in flight
-//! are kept this way by the providers.
+//! the generation never 0, so an id is never below 2^32): an id handed to a
+//! peer or a queue and coming back after its value was removed finds nothing,
+//! even if the slot was reused. Operations in flight are kept this way by the
+//! providers.
 
 /// A generation-checked slab: ids are `gen << 32 | index`, never 0.
 pub struct Slab<T> {

@@ -151,6 +151,18 @@ pub(super) struct DRecv {
 // endpoint's lock.
 unsafe impl Send for DRecv {}
 
+impl DRecv {
+    /// The application's pieces, from a receive's `one` and `many` (fields
+    /// apart, so that the caller may borrow the others meanwhile).
+    fn pieces<'a>(one: &'a IoVec, many: &'a [IoVec]) -> &'a [IoVec] {
+        if many.is_empty() {
+            std::slice::from_ref(one)
+        } else {
+            many
+        }
+    }
+}
+
 /// A SEND on the QP.
 pub(super) struct DSend {
     context: u64,
@@ -330,8 +342,7 @@ impl VerbsEp {
     /// their keys (a region, or a registration kept with it), then the scratch.
     fn recv_sges_again(&self, g: &Inner, r: &mut DRecv, sges: &mut Sges) -> Result<()> {
         if r.bounce.is_empty() {
-            let pieces: &[IoVec] = if r.many.is_empty() { std::slice::from_ref(&r.one) } else { &r.many };
-            *sges = self.sges_for(pieces, &mut r.tmp)?;
+            *sges = self.sges_for(DRecv::pieces(&r.one, &r.many), &mut r.tmp)?;
         } else {
             sges.n = 0;
             for s in r.bounce.iter() {
@@ -453,22 +464,23 @@ impl VerbsEp {
         if !now && g.conns.get(cid).is_some_and(|c| c.backlog.len() >= SQ_DEPTH as usize) {
             return Err(Error::Again);
         }
+        // The bytes must be copied before the call returns.
+        let copy = inject.is_some() || flags.contains(OpFlags::INJECT);
         let one;
         let (iov, len) = match inject {
             Some(d) => {
+                if d.len() > self.info.tx_attr.inject_size {
+                    return Err(Error::MsgSize);
+                }
+                if now && g.b.tx_cntr.is_none() && d.len() <= self.inline_limit(g, cid) {
+                    let imm = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(op.data as u32);
+                    return self.direct_inject_now(g, cid, d, imm);
+                }
                 one = [IoVec { base: d.as_ptr() as *mut u8, len: d.len() }];
                 (&one[..], d.len())
             }
             None => (op.iov, IoVec::total(op.iov)),
         };
-        if let Some(d) = inject {
-            if now && g.b.tx_cntr.is_none() && d.len() <= self.inline_limit(g, cid) {
-                let imm = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(op.data as u32);
-                return self.direct_inject_now(g, cid, d, imm);
-            }
-        }
-        // The bytes must be copied before the call returns.
-        let copy = inject.is_some() || flags.contains(OpFlags::INJECT);
         if copy && len > self.info.tx_attr.inject_size {
             return Err(Error::MsgSize);
         }
@@ -607,9 +619,7 @@ impl VerbsEp {
             return;
         }
         fi_log!(Level::Info, NAME, "ep_data", "an inject failed: {}", ibv::wc_status_str(wc.status));
-        // The QP is in the error state: the connection is unusable.
-        let e = super::progress::wc_error(wc.status);
-        self.conn_failed(g, cid, if e == Error::Access { Error::Canceled } else { e }, wc.status as i32);
+        self.qp_failed(g, cid, wc.status);
     }
 
     /// Send `d` completed (with `err`): its completion, or its count (inject).
@@ -670,7 +680,7 @@ impl VerbsEp {
         let (context, cap, comp) = (r.context, r.cap, r.comp);
         if wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS {
             let mut left = (wc.byte_len as usize).min(cap);
-            let pieces: &[IoVec] = if r.many.is_empty() { std::slice::from_ref(&r.one) } else { &r.many };
+            let pieces = DRecv::pieces(&r.one, &r.many);
             for (k, s) in r.bounce.iter().enumerate() {
                 let n = left.min(BUF);
                 if n == 0 {

@@ -103,9 +103,7 @@ impl VerbsEp {
         });
         self.wr_done(g, wid, err);
         if !ok && wc.status != sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
-            // The QP is in the error state: the connection is unusable.
-            let e = wc_error(wc.status);
-            self.conn_failed(g, cid, if e == Error::Access { Error::Canceled } else { e }, wc.status as i32);
+            self.qp_failed(g, cid, wc.status);
         } else if !ok && self.domain.port.iwarp && g.conns.get(cid).is_some() {
             // A flush of a connection we have not dropped: on iWARP, the peer
             // ended it (a TERMINATE: it refused an access, or ran out of
@@ -113,6 +111,13 @@ impl VerbsEp {
             // manager's event may come later. Nothing more goes on its QP.
             self.conn_failed(g, cid, Error::ConnReset, wc.status as i32);
         }
+    }
+
+    /// A work request on connection `cid` failed with `status` (not a flush):
+    /// the QP is in the error state, so the connection is unusable.
+    pub(super) fn qp_failed(&self, g: &mut Inner, cid: u64, status: sys::ibv_wc_status::Type) {
+        let e = wc_error(status);
+        self.conn_failed(g, cid, if e == Error::Access { Error::Canceled } else { e }, status as i32);
     }
 
     /// Work request `wid` completed (with `err`).
