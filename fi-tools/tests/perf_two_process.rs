@@ -5,10 +5,9 @@
 
 mod common;
 
-use common::wait_output;
+use common::{port, show, wait_output};
 
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 const PERF: &str = env!("CARGO_BIN_EXE_fi_perf");
@@ -26,14 +25,6 @@ const LAT_COLUMNS: [&str; 9] = [
     "99.9% percentile[usec]",
 ];
 
-/// A distinct control port per test (tests run in parallel), apart from those of
-/// `two_process.rs` (30000-49999).
-fn port() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 50000 + (std::process::id() % 500) as u16 * 20;
-    base + NEXT.fetch_add(1, Ordering::SeqCst)
-}
-
 fn spawn(args: &[&str]) -> Child {
     Command::new(PERF).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fi_perf")
 }
@@ -49,6 +40,7 @@ fn run_pair(args: &[&str]) -> (Output, Output) {
     let client = spawn(&cargs);
     let c = wait_output(client, Duration::from_secs(120));
     let s = wait_output(server, Duration::from_secs(30));
+    show(&s, &c);
     (s, c)
 }
 

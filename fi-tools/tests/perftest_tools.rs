@@ -12,7 +12,6 @@ use common::wait_output;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 const RESULT_LINE: &str = "---------------------------------------------------------------------------------------";
@@ -39,13 +38,9 @@ fn exe(test: &str) -> &'static str {
     }
 }
 
-/// A distinct control port per run (tests run in parallel): above Linux's
-/// default ephemeral ports (32768-60999), where no client's local port takes
-/// it, and apart from the other tests' ranges (30000-59999); up to 50 runs a
-/// process.
+/// A control port for one run, as a string for the command line.
 fn port() -> String {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    (61000 + (std::process::id() % 90) as u16 * 50 + NEXT.fetch_add(1, Ordering::SeqCst) % 50).to_string()
+    common::port().to_string()
 }
 
 fn spawn(test: &str, args: &[&str]) -> Child {
@@ -73,6 +68,7 @@ fn run_pair(test: &str, prov: &str, args: &[&str]) -> (Output, Output) {
     let client = spawn(test, &cargs);
     let c = wait_output(client, Duration::from_secs(120));
     let s = wait_output(server, Duration::from_secs(30));
+    common::show(&s, &c);
     assert_success(&c, &format!("{test} client"));
     assert_success(&s, &format!("{test} server"));
     (s, c)

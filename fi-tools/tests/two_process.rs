@@ -5,21 +5,13 @@
 
 mod common;
 
-use common::wait_output;
+use common::{port, show, wait_output};
 
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 const PINGPONG: &str = env!("CARGO_BIN_EXE_fi_pingpong");
 const FI_INFO: &str = env!("CARGO_BIN_EXE_fi_info");
-
-/// A distinct out-of-band port per test (tests run in parallel).
-fn port() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 30000 + (std::process::id() % 1000) as u16 * 20;
-    base + NEXT.fetch_add(1, Ordering::SeqCst)
-}
 
 fn run_pair(args: &[&str]) -> (Output, Output) {
     run_pair_env(args, &[])
@@ -48,6 +40,7 @@ fn run_pair_env(args: &[&str], env: &[(&str, &str)]) -> (Output, Output) {
         .expect("spawn client");
     let c = wait_output(client, Duration::from_secs(120));
     let s = wait_output(server, Duration::from_secs(30));
+    show(&s, &c);
     (s, c)
 }
 
