@@ -27,12 +27,6 @@ fn lib_dir() -> PathBuf {
     dir
 }
 
-/// A TCP port that was free a moment ago.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("local_addr").port()
-}
-
 /// Wait for `child` up to `limit`, killing it past that.
 fn wait(mut child: Child, limit: Duration) -> Output {
     let end = Instant::now() + limit;
@@ -73,7 +67,7 @@ fn pingpong(args: &[&str]) {
             .spawn()
             .expect("spawn fi_pingpong")
     };
-    let port = free_port().to_string();
+    let port = fabric_testkit::port().to_string();
     let server = run(&["-B".into(), port.clone()]);
     // The client retries while the server is not listening yet.
     let mut client_out = None;

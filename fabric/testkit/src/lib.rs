@@ -26,11 +26,14 @@
 //! The crate also holds what randomised tests share: [`Rng`], a seeded
 //! SplitMix64 generator, and its mixing function [`mix`]; and the counting
 //! global allocator of the tests that check a data path allocates nothing
-//! ([`alloc`]).
+//! ([`alloc`]); and [`port`], a port for a test's server that no outgoing
+//! connection can be holding.
 
 pub mod alloc;
+mod port;
 mod rng;
 
+pub use port::port;
 pub use rng::{mix, Rng};
 
 use std::fmt::Display;

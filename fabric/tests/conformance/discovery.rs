@@ -44,10 +44,6 @@ fn nodata(h: &Hints, what: &str) {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe socket");
-    l.local_addr().expect("probe address").port()
-}
 
 #[test]
 fn by_provider_name() {
@@ -217,7 +213,7 @@ fn source_node_and_service() {
         if sockaddr_entries(prov).is_none() {
             return;
         }
-        let port = free_port();
+        let port = fabric_testkit::port();
         let want: SocketAddr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port);
         let h =
             Hints::new().provider(prov).ep_type(EpType::Rdm).node("127.0.0.1").service(&port.to_string()).source(true);
