@@ -54,7 +54,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), ports.len(), "a port handed out twice");
-        // The first one can be listened on here (nothing else on this machine holds it).
+        // A handed-out port can be listened on (nothing else here holds it).
         std::net::TcpListener::bind(("0.0.0.0", port())).expect("bind a handed-out port");
     }
 }
