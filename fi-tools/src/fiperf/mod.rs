@@ -595,7 +595,7 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                 ctrl_send(ctrl, "GO credits=1")?;
                 let mut samples = Vec::with_capacity(iters as usize);
                 dp.lat_server(ctrl, plan.warmup, iters, &mut samples)?;
-                finish_size(ctrl, false)?;
+                dp.finish(ctrl, false, "")?;
                 if let (true, Some(st)) = (report, LatStats::from_nanos(&samples, 2.0, &mut scratch)) {
                     printer.lat(size, iters, &st, 2.0);
                 }
@@ -607,7 +607,7 @@ fn server_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                 }
                 ctrl_send(ctrl, &format!("GO credits={posted}"))?;
                 let (elapsed, best) = dp.bw_server(ctrl, plan.warmup, iters, posted, plan.depth)?;
-                finish_size(ctrl, false)?;
+                dp.finish(ctrl, false, "")?;
                 if report {
                     printer.bw(size, iters, &BwStats::new(size, iters, elapsed, best));
                 }
@@ -647,23 +647,6 @@ fn iterations_for(duration: Duration, probe_iters: u64, probe_time: Duration, ma
     let per = probe_time.as_secs_f64() / probe_iters.max(1) as f64;
     let n = if per > 0.0 { (duration.as_secs_f64() / per).ceil() } else { max as f64 };
     (n.min(max as f64) as u64).max(5)
-}
-
-/// The end of a size: the client says DONE, the server ACK.
-fn finish_size(ctrl: &mut Ctrl, client: bool) -> Res<()> {
-    finish_size_with(ctrl, client, "")
-}
-
-/// The end of a size, the client's DONE carrying `extra` (`peak=.. avg=..`).
-fn finish_size_with(ctrl: &mut Ctrl, client: bool, extra: &str) -> Res<()> {
-    if client {
-        ctrl_send(ctrl, &format!("DONE{extra}"))?;
-        ctrl_expect(ctrl, "ACK")?;
-    } else {
-        ctrl_expect(ctrl, "DONE")?;
-        ctrl_send(ctrl, "ACK")?;
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------- client
@@ -764,7 +747,7 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                     dp.rma_lat(ctrl, plan.warmup, iters, &mut samples)?;
                     1.0
                 };
-                finish_size(ctrl, true)?;
+                dp.finish(ctrl, true, "")?;
                 let stats = LatStats::from_nanos(&samples, divisor, &mut scratch);
                 // The pace of duration mode: the probe's typical operation (its
                 // first, cold ones would make the measured run short).
@@ -796,7 +779,7 @@ fn client_run(o: &PerfOpts, ctrl: &mut Ctrl) -> Res<()> {
                 }
                 // The target of one-sided operations prints the client's results.
                 let extra = if send { String::new() } else { stats.encode() };
-                finish_size_with(ctrl, true, &extra)?;
+                dp.finish(ctrl, true, &extra)?;
                 if report {
                     printer.bw(size, iters, &stats);
                 }
@@ -1618,14 +1601,42 @@ impl<'a> DataPath<'a> {
     /// The passive side of one-sided operations: drive progress (the provider may
     /// serve the client's operations only when its queue is read) until the client
     /// says DONE on the control connection (what follows DONE is returned). No
-    /// completion is expected here; an
-    /// error completion, a shutdown or the end of the control connection ends the
-    /// wait.
+    /// completion is expected here.
     fn serve(&mut self, ctrl: &mut Ctrl) -> Res<String> {
+        self.progress_until(ctrl, "DONE", false)
+    }
+
+    /// The end of a size: the client says DONE (with `extra`: its results for a
+    /// passive server) and the server ACK, each side driving progress until it
+    /// has the other's word. A side whose part is over may still owe its peer
+    /// work only progress does (answers to the peer's rendezvous sends waiting
+    /// for the peer's receive credits, say): waiting on the control connection
+    /// alone left such a peer stalled.
+    fn finish(&mut self, ctrl: &mut Ctrl, client: bool, extra: &str) -> Res<()> {
+        if client {
+            ctrl_send(ctrl, &format!("DONE{extra}"))?;
+            self.progress_until(ctrl, "ACK", true)?;
+        } else {
+            self.progress_until(ctrl, "DONE", true)?;
+            ctrl_send(ctrl, "ACK")?;
+        }
+        Ok(())
+    }
+
+    /// Drive progress until the peer's control message `word` arrives; what
+    /// follows the word is returned. Completions are handled as the data path's
+    /// when `completions` (the end of a size: the credit messages', say), else
+    /// any is an error. An error completion, a shutdown, the peer's ERR or the
+    /// end of the control connection ends the wait.
+    fn progress_until(&mut self, ctrl: &mut Ctrl, word: &str, completions: bool) -> Res<String> {
         let mut spins = 0u32;
         loop {
             if let Some(c) = self.next_completion()? {
-                return Err(Failure::new(format!("unexpected completion with context {}", c.context)));
+                if !completions {
+                    return Err(Failure::new(format!("unexpected completion with context {}", c.context)));
+                }
+                self.complete(c)?;
+                continue;
             }
             spins += 1;
             if spins < SPINS_PER_CTRL_CHECK {
@@ -1635,7 +1646,7 @@ impl<'a> DataPath<'a> {
             if let Some(eq) = self.eq {
                 match eq.read() {
                     Ok(EqEvent::Shutdown { .. }) => {
-                        return Err(Failure::new("the client shut the connection down during the test"))
+                        return Err(Failure::new("the peer shut the connection down during the test"))
                     }
                     Ok(ev) => return Err(Failure::new(format!("unexpected event {} during the test", ev.name()))),
                     Err(Error::Again) => {}
@@ -1645,13 +1656,13 @@ impl<'a> DataPath<'a> {
             let msg = ctrl.try_recv().map_err(|e| Failure::new(format!("control connection: {e}")))?;
             let Some(msg) = msg else { continue };
             let msg = String::from_utf8_lossy(&msg);
-            if let Some(rest) = msg.strip_prefix("DONE") {
+            if let Some(rest) = msg.strip_prefix(word) {
                 return Ok(rest.to_string());
             }
             if let Some(why) = msg.strip_prefix("ERR ") {
                 return Err(Failure::new(format!("the peer failed: {why}")));
             }
-            return Err(Failure::new(format!("control connection: expected DONE, got {msg:?}")));
+            return Err(Failure::new(format!("control connection: expected {word}, got {msg:?}")));
         }
     }
 
