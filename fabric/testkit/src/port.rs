@@ -5,12 +5,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// A TCP port for a test's server to listen on.
 ///
 /// Outside the kernel's ephemeral range (`ip_local_port_range`, 32768-60999 by
-/// default), so that no outgoing connection of a test running beside it (a
-/// client's control connection, a tcp provider's data connection) can hold it
-/// when the server binds it. (One CI run failed so: a port in that range was
-/// taken when `fi_perf`'s server bound it, and its client gave up "cannot
-/// reach the server's control port".) A port found by binding port 0 has the
-/// same flaw: it is an ephemeral port, free only until the next connect.
+/// default), so that no outgoing connection can hold it when the server binds
+/// it: neither one open beside it (a client's control connection, a tcp
+/// provider's data connection) nor one of the thousands the suite has closed,
+/// whose ports stay in TIME_WAIT for a minute and refuse a listener's bind even
+/// with `SO_REUSEADDR`. (One CI run failed so: `fi_perf`'s server could not
+/// bind a port in that range, and its client gave up "cannot reach the
+/// server's control port".) A port found by binding port 0 has the same flaw:
+/// it is an ephemeral port, free only until the next connect takes it.
 ///
 /// Distinct within the process (tests run in parallel) for as many calls as
 /// the stretch holds (over 4000 by default), and spread by the process id for
