@@ -98,15 +98,13 @@ iters() {
 # libfabric's provider name for a case: its udp RDM is the rxd utility over udp.
 lfprov() { if [ "$1" = udp ] && [ "$2" = rdm ]; then echo "udp;ofi_rxd"; else echo "$1"; fi; }
 
-# Control ports above the kernel's ephemeral range when there is room (a port
-# inside it may be held by a closed connection in TIME_WAIT, refusing the bind).
-eph_hi=60999
-read -r _ eph_hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-if [ "$eph_hi" -lt 64535 ]; then port_lo=$((eph_hi + 1)); else port_lo=20000; fi
+# shellcheck source=fi-tools/control-port.sh
+. fi-tools/control-port.sh
 
 # One run: prints usec/xfer (the 7th column of the data row).
 one() { # bin prov ep size [library directory]
-  local bin=$1 prov=$2 ep=$3 size=$4 lib=${5:-} port=$((port_lo + RANDOM % (65536 - port_lo)))
+  local bin=$1 prov=$2 ep=$3 size=$4 lib=${5:-} port
+  port=$(control_port)
   local it; it=$(iters "$size")
   LD_LIBRARY_PATH=$lib "${pin_s[@]}" "$bin" -p "$prov" -e "$ep" -I "$it" -S "$size" -B "$port" >/dev/null 2>&1 &
   local srv=$!

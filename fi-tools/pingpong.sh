@@ -14,26 +14,13 @@ args=("$@")
 if [ ${#args[@]} -eq 0 ]; then args=(-p tcp -e rdm -I 1000); fi
 
 # A control port nobody listens on (another run on this machine, say), unless the
-# caller chose one: the client connects to the server's -B port. Above the kernel's
-# ephemeral range when there is room: a port inside it may be held by a closed
-# connection in TIME_WAIT, which refuses the server's bind and accepts no connect.
+# caller chose one: the client connects to the server's -B port.
+# shellcheck source=fi-tools/control-port.sh
+. fi-tools/control-port.sh
 ports=()
 case " ${args[*]} " in
     *" -B "* | *" -P "*) ;;
-    *)
-        eph_hi=60999
-        read -r _ eph_hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-        for _ in $(seq 50); do
-            if [ "$eph_hi" -lt 64535 ]; then
-                port=$((eph_hi + 1 + RANDOM % (65535 - eph_hi)))
-            else
-                port=$((20000 + RANDOM % 10000))
-            fi
-            # A refused connect means the port is free here.
-            if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-        done
-        ports=(-B "$port")
-        ;;
+    *) ports=(-B "$(control_port)") ;;
 esac
 
 log=$(mktemp)

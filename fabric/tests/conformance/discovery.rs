@@ -44,7 +44,6 @@ fn nodata(h: &Hints, what: &str) {
     }
 }
 
-
 #[test]
 fn by_provider_name() {
     run(PROV, |prov| {
